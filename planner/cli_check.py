@@ -1,0 +1,8 @@
+"""`plan check` and `plan schema` commands (registered on the main app)."""
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module to `app`."""

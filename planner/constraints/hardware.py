@@ -1,0 +1,55 @@
+"""Hardware family: memory per device, interconnect domain, GPU count."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..score import Scores
+from ..specs import ClusterSpec, ModelSpec
+from .base import Limits, Mask, relative_excess
+
+
+def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits) -> list[Mask]:
+    lay = scores.layouts
+    mem = scores.memory_gib.total
+    capacity = cluster.gpu.memory_gib
+    usable = capacity * (1.0 - limits.memory_headroom)
+
+    def memory_msg(i: int) -> str:
+        head = f" ({usable:.1f} GiB usable with {limits.memory_headroom:.0%} headroom)" if limits.memory_headroom else ""
+        tips = []
+        if lay.recompute[i] != 2:
+            tips.append("--recompute full")
+        if lay.dp[i] > 1 and lay.zero[i] < 3:
+            tips.append(f"--zero {lay.zero[i] + 1}")
+        if lay.tp[i] > 1 and not lay.sequence_parallel[i]:
+            tips.append("--sequence-parallel")
+        if lay.micro_batch[i] > 1:
+            tips.append("a smaller --micro-batch")
+        tips.append("more pipeline stages (--pp)")
+        return f"needs {mem[i]:.1f} GiB on {capacity:g} GiB{head}: try " + " or ".join(tips[:3])
+
+    out = [Mask("memory", "hardware", mem <= usable, memory_msg, relative_excess(mem, usable))]
+
+    domain = cluster.node.nvlink_domain
+    if not limits.allow_cross_node_tp:
+        out.append(
+            Mask(
+                "tp_in_nvlink_domain",
+                "hardware",
+                lay.tp <= domain,
+                lambda i: f"tp={lay.tp[i]} spans more than the {domain} GPUs of one NVLink domain "
+                "(allow with --allow-cross-node-tp)",
+                relative_excess(lay.tp.astype(float), float(domain)),
+            )
+        )
+    total = cluster.total_gpus
+    out.append(
+        Mask(
+            "gpu_count",
+            "hardware",
+            lay.gpus <= total,
+            lambda i: f"uses {lay.gpus[i]} GPUs but the cluster has {total}",
+            relative_excess(lay.gpus.astype(float), float(total)),
+        )
+    )
+    return out

@@ -1,0 +1,103 @@
+"""Collective and point-to-point communication times (alpha-beta model, NCCL conventions).
+
+Sources: Thakur, Rabenseifner & Gropp 2005 (ring all-reduce moves 2(n-1)/n of the buffer per
+rank; reduce-scatter and all-gather (n-1)/n each); NCCL's nccl-tests PERFORMANCE.md ("bus
+bandwidth" = algorithm bandwidth x 2(n-1)/n for all-reduce), which is why link bandwidths are
+scaled by a measured bus efficiency. Latency: NCCL's double binary tree takes ~2 log2(n) steps.
+
+Groups follow Megatron-LM's rank order (tp innermost, then dp, then pp), so a group is given by its
+size and the rank stride between members. A group inside one NVLink domain runs at NVLink speed;
+a group that leaves it is bounded by the network links of the members it has in each domain
+(hierarchical: k members per node share the node's k NICs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import ClusterSpec
+
+
+def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
+    """Achieved bus bandwidth [GB/s] of a group of `size` ranks spaced `stride` apart."""
+    eff = cluster.gpu.efficiency
+    domain = cluster.node.nvlink_domain
+    nvlink = cluster.node.nvlink_gbps * eff.nvlink
+    inside = size * stride <= domain
+    per_domain = np.clip(domain // np.maximum(stride, 1), 1, size)
+    across = np.minimum(nvlink, per_domain * cluster.node.network_gbps * eff.network)
+    return np.where(inside, nvlink, across)
+
+
+def _steps(n: np.ndarray) -> np.ndarray:
+    return np.ceil(np.log2(np.maximum(n, 1)))
+
+
+def all_reduce_s(nbytes, n, bus_gbps, latency_s) -> np.ndarray:
+    n = np.asarray(n)
+    t = 2.0 * (n - 1) / n * nbytes / (bus_gbps * 1e9) + 2.0 * _steps(n) * latency_s
+    return np.where(n > 1, t, 0.0)
+
+
+def reduce_scatter_s(nbytes, n, bus_gbps, latency_s) -> np.ndarray:
+    """Reduce-scatter (or all-gather: the same cost) of a buffer of `nbytes` over n ranks."""
+    n = np.asarray(n)
+    t = (n - 1) / n * nbytes / (bus_gbps * 1e9) + _steps(n) * latency_s
+    return np.where(n > 1, t, 0.0)
+
+
+all_gather_s = reduce_scatter_s
+
+
+def p2p_s(nbytes, gbps, latency_s) -> np.ndarray:
+    return nbytes / (gbps * 1e9) + latency_s
+
+
+def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.ndarray:
+    """TP communication of one layer, forward, one micro-batch [s]: two all-reduces of the
+    s b h activations (Shoeybi et al. 2019, Sec. 3, the f/g operators); with sequence parallelism
+    two all-gathers and two reduce-scatters of the same tensors, the same volume (Korthikanti et
+    al. 2022 Sec. 4.2.2). The backward pass does the same again."""
+    eff = cluster.gpu.efficiency
+    tp = layouts.tp
+    nbytes = 2.0 * layouts.micro_batch * seq_len * hidden
+    bus = group_bus_gbps(cluster, tp, np.ones_like(tp))
+    lat = eff.latency_us * 1e-6
+    ar = all_reduce_s(nbytes, tp, bus, lat)
+    sp = 2.0 * (reduce_scatter_s(nbytes, tp, bus, lat))  # AG + RS, per all-reduce replaced
+    return 2.0 * np.where(layouts.sequence_parallel == 1, sp, ar)
+
+
+def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.ndarray:
+    """One activation (or gradient) send between adjacent pipeline stages [s]. Megatron sends 1/tp
+    of the tensor per GPU: split by sequence parallelism, or scattered and re-gathered over NVLink
+    (Narayanan et al. 2021 Sec. 4.1, scatter/gather optimisation)."""
+    eff = cluster.gpu.efficiency
+    tp, dp = layouts.tp, layouts.dp
+    nbytes = 2.0 * layouts.micro_batch * seq_len * hidden / tp
+    crosses = tp * dp >= cluster.node.nvlink_domain
+    gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
+    lat = eff.latency_us * 1e-6
+    regather = np.where(
+        (tp > 1) & (layouts.sequence_parallel == 0),
+        all_gather_s(nbytes * tp, tp, group_bus_gbps(cluster, tp, np.ones_like(tp)), lat),
+        0.0,
+    )
+    return p2p_s(nbytes, gbps, lat) + regather
+
+
+def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts) -> np.ndarray:
+    """Data-parallel communication per step before overlap [s].
+    zero 0: all-reduce of fp32 gradients; zero 1/2: reduce-scatter of gradients + all-gather of
+    bf16 parameters (Megatron distributed optimizer, same volume); zero 3: per micro-batch two
+    parameter all-gathers (forward, backward) and a gradient reduce-scatter (Rajbhandari et al.
+    2020 Sec. 7: 1.5x the volume of plain data parallelism, here per micro-batch)."""
+    eff = cluster.gpu.efficiency
+    dp, tp = layouts.dp, layouts.tp
+    bus = group_bus_gbps(cluster, dp, tp)
+    lat = eff.latency_us * 1e-6
+    grads, weights = 4.0 * params_per_gpu, 2.0 * params_per_gpu
+    plain = all_reduce_s(grads, dp, bus, lat)
+    sharded = reduce_scatter_s(grads, dp, bus, lat) + all_gather_s(weights, dp, bus, lat)
+    zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, lat) + reduce_scatter_s(grads, dp, bus, lat))
+    z = layouts.zero
+    return np.where(z == 0, plain, np.where(z >= 3, zero3, sharded))

@@ -1,0 +1,99 @@
+"""Per-GPU compute time of one transformer layer (and of the logits) for one micro-batch.
+
+GEMMs use a soft roofline: time = FLOPs / (peak x eff_gemm) + bytes / (HBM x eff_hbm), so
+skinny GEMMs (small micro-batch, large tp) lose efficiency from their shapes (roofline of
+Williams et al. 2009; summing instead of taking the max charges the part of the memory traffic
+that tiles do not hide).
+Memory-bound kernels (layer norm, bias-dropout-add, GeLU/SwiGLU, softmax, dropout) are counted by
+the bytes they read and write; the tensors and their sizes are those of Korthikanti et al. 2022
+Sec. 4.1 (34 s b h + 5 a s^2 b bytes of stored activations per layer). Backward GEMMs do twice the
+forward FLOPs (data and weight gradients; Narayanan et al. 2021 Sec. 5.1).
+
+Shapes with tp: QKV and MLP-up are column-parallel, out-proj and MLP-down row-parallel
+(Shoeybi et al. 2019, Megatron-LM Sec. 3). Sequence parallelism divides the layer-norm and
+dropout work by tp (Korthikanti et al. 2022 Sec. 4.2.2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Layouts
+from ..specs import GpuSpec, ModelSpec
+
+ACT_BYTES = 2  # bf16 / fp16 activations
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Seconds per layer per micro-batch on one GPU (arrays over layouts)."""
+
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    recompute_s: np.ndarray  # extra forward work in backward, without its communication
+    logits_fwd_bwd_s: np.ndarray  # output layer + loss, on the last pipeline stage
+
+
+def peak_flops(gpu: GpuSpec, precision: str) -> float:
+    return getattr(gpu.peak_tflops, precision) * 1e12
+
+
+def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec) -> np.ndarray:
+    flops = 2.0 * m * k * n
+    nbytes = ACT_BYTES * (m * k + k * n + m * n)
+    return flops / (peak * gpu.efficiency.gemm) + nbytes / (hbm_bytes_s * gpu.efficiency.hbm)
+
+
+def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> LayerCompute:
+    eff = gpu.efficiency
+    peak = peak_flops(gpu, model.training.precision)
+    hbm = gpu.hbm_gbps * 1e9
+    t = layouts.tp.astype(float)
+    b = layouts.micro_batch.astype(float)
+    s, h, f, kv, a = model.seq_len, model.hidden, model.ffn, model.kv_hidden, model.heads
+    tokens = b * s  # GEMM rows; with sequence parallelism they are all-gathered first
+    sbh = tokens * h
+
+    mlp_up = 2 * f if model.ffn_act == "swiglu" else f
+    dense = (
+        gemm_s(tokens, h, (h + 2 * kv) / t, peak, hbm, gpu)  # QKV, column-parallel
+        + gemm_s(tokens, h / t, h, peak, hbm, gpu)  # attention output, row-parallel
+        + gemm_s(tokens, h, mlp_up / t, peak, hbm, gpu)  # MLP up (and gate)
+        + gemm_s(tokens, f / t, h, peak, hbm, gpu)  # MLP down
+    )
+
+    # Attention core: QK^T, softmax, dropout, attention-over-V, on a/t heads.
+    attn_flops = 4.0 * b * s * s * h / t
+    if model.training.attention == "flash":
+        # Fused kernel; causal masking skips half the blocks. Backward recomputes the scores: ~2.5x.
+        core_fwd = 0.5 * attn_flops / (peak * eff.flash_attention)
+        core_bwd = 2.5 * core_fwd
+    else:
+        scores_bytes = ACT_BYTES * a * s * s * b / t
+        gemm_part = attn_flops / (peak * eff.gemm) + (2 * scores_bytes + ACT_BYTES * 4 * sbh / t) / (hbm * eff.hbm)
+        # softmax reads+writes the scores (2x), dropout reads, writes and stores a 1-byte mask (2.5x)
+        softmax_dropout = 4.5 * scores_bytes / (hbm * eff.hbm)
+        core_fwd = gemm_part + softmax_dropout
+        core_bwd = 2 * gemm_part + eff.elementwise_backward_factor * softmax_dropout
+
+    # Memory-bound traffic outside attention [bytes]: GeLU reads+writes s b f (SwiGLU reads two,
+    # writes one); layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask).
+    act_fn = (6 if model.ffn_act == "swiglu" else 4) * tokens * f / t
+    sp_region = 22.0 * sbh
+    sp_region = np.where(layouts.sequence_parallel == 1, sp_region / t, sp_region)
+    elem_s = (act_fn + sp_region) / (hbm * eff.hbm)
+
+    overhead = eff.layer_overhead_us * 1e-6
+    fwd = dense + core_fwd + elem_s + overhead
+    bwd = 2 * dense + core_bwd + eff.elementwise_backward_factor * elem_s + 2 * overhead
+
+    rc = layouts.recompute
+    recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
+
+    # Output layer (vocab-parallel) and cross-entropy in fp32 over s b V / t logits.
+    v = model.vocab
+    logits_gemm = gemm_s(tokens, h, v / t, peak, hbm, gpu)
+    ce_bytes = 12.0 * tokens * v / t
+    logits = 3 * logits_gemm + (1 + eff.elementwise_backward_factor) * ce_bytes / (hbm * eff.hbm)
+    return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute, logits_fwd_bwd_s=logits)

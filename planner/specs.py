@@ -1,0 +1,184 @@
+"""Typed, frozen specs of the hardware and the training job.
+
+Every field carries its unit in its name (`memory_gib`, `nvlink_gbps`, `tdp_w`). Specs are validated
+once, at load time (`planner.loading`); cost code trusts them. Bandwidths are GB/s (1e9 bytes/s)
+per GPU per direction; memory sizes are GiB (2**30 bytes); compute is dense TFLOP/s (1e12).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Upper bounds reject absurd values (a typo of a few orders of magnitude), not future hardware.
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class _Spec(BaseModel):
+    model_config = _STRICT
+
+
+class PeakTflops(_Spec):
+    """Peak dense tensor-core throughput per precision [TFLOP/s]."""
+
+    bf16: float = Field(gt=0, le=1e5)
+    fp16: float = Field(gt=0, le=1e5)
+    fp8: float | None = Field(default=None, gt=0, le=1e5)
+    tf32: float | None = Field(default=None, gt=0, le=1e5)
+
+
+class Efficiency(_Spec):
+    """Calibrated constants of the cost models, fitted once per GPU type (benchmarks/calibrate.py).
+
+    They are data, not code: each is the fraction of a datasheet peak that real kernels reach,
+    or a fixed overhead.
+    """
+
+    gemm: float = Field(gt=0, le=1, description="fraction of peak TFLOP/s that large GEMMs reach")
+    hbm: float = Field(gt=0, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
+    flash_attention: float = Field(gt=0, le=1, description="fraction of peak the fused attention kernel reaches (forward)")
+    elementwise_backward_factor: float = Field(gt=0, le=10, description="backward/forward ratio of memory-bound traffic")
+    nvlink: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
+    network: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
+    latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send [us]")
+    layer_overhead_us: float = Field(ge=0, le=1e5, description="fixed time per transformer layer forward (launches, small ops) [us]")
+    step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
+    tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")
+    dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
+
+
+class GpuPower(_Spec):
+    """Power drawn by one GPU in each state [W]; defaults are fractions of TDP unless given."""
+
+    busy_w: float | None = Field(default=None, gt=0, le=1e5)
+    comm_w: float | None = Field(default=None, gt=0, le=1e5)
+
+
+class GpuSpec(_Spec):
+    name: str = Field(min_length=1, max_length=128)
+    memory_gib: float = Field(gt=0, le=4096)
+    peak_tflops: PeakTflops
+    hbm_gbps: float = Field(gt=0, le=1e5, description="HBM bandwidth [GB/s]")
+    tdp_w: float = Field(gt=0, le=1e5)
+    idle_w: float = Field(gt=0, le=1e5)
+    memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
+    efficiency: Efficiency
+    power: GpuPower = GpuPower()
+
+    @model_validator(mode="after")
+    def _idle_below_tdp(self) -> "GpuSpec":
+        if self.idle_w >= self.tdp_w:
+            raise ValueError(f"idle_w ({self.idle_w:g}) must be below tdp_w ({self.tdp_w:g})")
+        if self.memory_reserve_gib >= self.memory_gib:
+            raise ValueError("memory_reserve_gib must be below memory_gib")
+        return self
+
+    @property
+    def busy_w(self) -> float:
+        return self.power.busy_w or self.tdp_w
+
+    @property
+    def comm_w(self) -> float:
+        # Communicating GPUs draw well under TDP: tensor cores idle, HBM and NVLink busy.
+        return self.power.comm_w or self.idle_w + 0.4 * (self.tdp_w - self.idle_w)
+
+
+class NodeSpec(_Spec):
+    gpus: int = Field(gt=0, le=1024)
+    nvlink_gbps: float = Field(gt=0, le=1e5, description="GB/s per GPU per direction inside the node")
+    network_gbps: float = Field(gt=0, le=1e5, description="GB/s per GPU per direction between nodes")
+    nvlink_domain_gpus: int | None = Field(default=None, gt=0, le=1_000_000, description="GPUs reachable over NVLink (default: the node)")
+
+    @property
+    def nvlink_domain(self) -> int:
+        return self.nvlink_domain_gpus or self.gpus
+
+
+class PowerSpec(_Spec):
+    pue: float = Field(default=1.1, gt=0, le=10, description="power usage effectiveness of the data centre")
+    node_overhead_w: float = Field(default=3300.0, ge=0, le=1e6, description="non-GPU power per node [W]")
+
+
+class PricingSpec(_Spec):
+    """Prices for `--objective cost` (defaults: typical cloud on-demand A100/H100 rates, 2024)."""
+
+    gpu_hour_usd: float = Field(default=2.0, ge=0, le=1e4)
+    electricity_usd_per_kwh: float = Field(default=0.10, ge=0, le=100)
+
+
+class ClusterSpec(_Spec):
+    name: str = Field(min_length=1, max_length=128)
+    gpu: GpuSpec
+    nodes: int = Field(gt=0, le=1_000_000)
+    node: NodeSpec
+    power: PowerSpec = PowerSpec()
+    pricing: PricingSpec = PricingSpec()
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.node.gpus
+
+
+class TrainingSpec(_Spec):
+    global_batch: int = Field(gt=0, le=100_000_000, description="sequences per optimizer step")
+    precision: Literal["bf16", "fp16"] = "bf16"
+    attention: Literal["flash", "standard"] = Field(
+        default="flash", description="flash: fused attention (no s^2 activations); standard: Megatron 2022 softmax path"
+    )
+    tp_comm_overlap: bool = Field(default=False, description="TP collectives overlapped with GEMMs (Transformer Engine userbuffers)")
+    dp_comm_overlap: bool = Field(default=True, description="gradient reduce-scatter / all-reduce overlapped with backward")
+    tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
+
+
+class ModelSpec(_Spec):
+    name: str = Field(min_length=1, max_length=128)
+    layers: int = Field(gt=0, le=10_000)
+    hidden: int = Field(gt=0, le=1_000_000)
+    heads: int = Field(gt=0, le=100_000)
+    kv_heads: int | None = Field(default=None, gt=0, le=100_000)
+    ffn_hidden: int | None = Field(default=None, gt=0, le=10_000_000)
+    ffn_act: Literal["gelu", "swiglu"] = "gelu"
+    vocab: int = Field(gt=0, le=100_000_000)
+    seq_len: int = Field(gt=0, le=100_000_000)
+    tied_embeddings: bool = False
+    position_embedding: Literal["learned", "rope"] = "learned"
+    training: TrainingSpec
+
+    @model_validator(mode="after")
+    def _shapes_divide(self) -> "ModelSpec":
+        if self.hidden % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden})")
+        if self.num_kv_heads > self.heads or self.heads % self.num_kv_heads:
+            raise ValueError(f"kv_heads ({self.num_kv_heads}) must divide heads ({self.heads})")
+        return self
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def kv_hidden(self) -> int:
+        """Width of K (and of V): kv_heads * head_dim."""
+        return self.num_kv_heads * (self.hidden // self.heads)
+
+    def layer_params(self) -> int:
+        """Parameters of one transformer layer, biases and layer norms included."""
+        h, f, kv = self.hidden, self.ffn, self.kv_hidden
+        attn = h * (h + 2 * kv) + h * h + (h + 2 * kv) + h
+        mlp = (3 * h * f) if self.ffn_act == "swiglu" else (2 * h * f + f + h)
+        return attn + mlp + 4 * h  # two layer norms: scale and bias
+
+    def embedding_params(self) -> int:
+        pos = self.seq_len * self.hidden if self.position_embedding == "learned" else 0
+        return self.vocab * self.hidden + pos
+
+    def output_params(self) -> int:
+        """Output projection (logits) weights; zero when tied to the input embedding."""
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
+
+    def total_params(self) -> int:
+        return self.layers * self.layer_params() + self.embedding_params() + self.output_params() + 2 * self.hidden

@@ -1,0 +1,273 @@
+"""Read YAML spec files strictly and safely; every problem becomes a `SpecError`.
+
+Plain data only (dict/list/str/int/float/bool/None), a mapping at the top level, no duplicate
+or non-string keys, no object-building tags, and bounded size so alias bombs cannot explode.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.events import AliasEvent, StreamEndEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
+
+from .errors import SpecError
+
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 100_000  # values after expanding aliases
+MAX_ALIASES = 100
+MAX_DEPTH = 100  # nesting, also after expanding aliases; keeps the recursion far from Python's limit
+MAX_NUMBER_CHARS = 1000  # sexagesimal ints like 1:2:3:... cost quadratic time to convert
+
+_Y = "tag:yaml.org,2002:"
+_STR, _MAP, _SEQ, _MERGE = _Y + "str", _Y + "map", _Y + "seq", _Y + "merge"
+_SCALAR_TAGS = {_STR, _Y + "int", _Y + "float", _Y + "bool", _Y + "null", _MERGE}
+_KINDS = {_STR: "a string", _Y + "int": "an integer", _Y + "float": "a number", _Y + "bool": "a boolean",
+          _Y + "null": "null"}
+# YAML 1.1 reads 1e9 as a string; accept exponents without a dot or sign, as YAML 1.2 does.
+_FLOAT = re.compile(r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
+    |[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+@dataclass(frozen=True)
+class LoadedYaml:
+    data: Any
+    file: str
+    lines: dict[tuple, int]
+
+    def line_of(self, path: tuple) -> int | None:
+        """Line of the longest known prefix of `path`: a missing key reports its parent's line."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+
+def _tag(tag: str) -> str:
+    return tag.replace(_Y, "!!")
+
+
+def _dotted(path: tuple) -> str | None:
+    return ".".join(str(p) for p in path) or None
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that composes with limits; `_build` then makes plain data and line numbers."""
+
+    # Drop timestamps (dates stay strings) and '=' (PyYAML cannot construct it); fix floats.
+    yaml_implicit_resolvers = {
+        ch: [(tag, rx) for tag, rx in rules if tag not in (_Y + "float", _Y + "timestamp", _Y + "value")]
+        for ch, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def __init__(self, text: str, file: str) -> None:
+        super().__init__(text)
+        self.file, self.aliases, self.depth = file, 0, 0
+
+    def fail(self, message: str, node_or_mark: Any = None, path: tuple = (), expected: str | None = None):
+        mark = getattr(node_or_mark, "start_mark", node_or_mark)
+        line = mark.line + 1 if mark is not None else None
+        return SpecError(message, file=self.file, line=line, path=_dotted(path), expected=expected)
+
+    def get_single_node(self) -> Node | None:
+        # As PyYAML's, but a second document gets its own message.
+        self.get_event()
+        node = None if self.check_event(StreamEndEvent) else self.compose_document()
+        if not self.check_event(StreamEndEvent):
+            event = self.get_event()
+            raise self.fail("a second YAML document starts here", event, expected="a single document")
+        self.get_event()
+        return node
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        if self.check_event(AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise self.fail(f"too many aliases (more than {MAX_ALIASES})", self.peek_event())
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise self.fail(f"nesting deeper than {MAX_DEPTH} levels", self.peek_event())
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def check_size(self, node: Node, depth: int, memo: dict, active: set) -> tuple[int, int]:
+        """(values, height) of `node` with aliases expanded; memoized, so shared nodes cost once."""
+        key = id(node)
+        if key in active:
+            raise self.fail("an alias refers to a collection that contains it", node,
+                            expected="no recursive aliases")
+        if key not in memo:
+            active.add(key)
+            children = node.value if isinstance(node, SequenceNode) else ()
+            if isinstance(node, MappingNode):
+                children = [n for pair in node.value for n in pair]
+            count, height = 1, 1
+            for child in children:
+                c, h = self.check_size(child, depth + 1, memo, active)
+                count, height = count + c, max(height, h + 1)
+                if count > MAX_NODES:
+                    raise self.fail(f"document too large: more than {MAX_NODES} values once aliases are "
+                                    "expanded", node, expected="a small spec without alias bombs")
+            active.discard(key)
+            memo[key] = (count, height)
+        if depth + memo[key][1] > MAX_DEPTH:
+            raise self.fail(f"nesting deeper than {MAX_DEPTH} levels once aliases are expanded", node)
+        return memo[key]
+
+    def build(self, node: Node, path: tuple) -> tuple[Any, Any]:
+        """(data, line tree). The tree maps key/index -> (line, subtree); fresh copies per alias use."""
+        allowed = _SCALAR_TAGS if isinstance(node, ScalarNode) else {_SEQ if isinstance(node, SequenceNode) else _MAP}
+        if node.tag not in allowed:
+            raise self.fail(f"YAML tag {_tag(node.tag)} is not allowed", node, path,
+                            expected="plain YAML values (mappings, lists, strings, numbers, booleans, null)")
+        if isinstance(node, SequenceNode):
+            data, tree = [], {}
+            for i, item in enumerate(node.value):
+                value, sub = self.build(item, path + (i,))
+                data.append(value)
+                tree[i] = (item.start_mark.line + 1, sub)
+            return data, tree
+        if isinstance(node, MappingNode):
+            return self.build_mapping(node, path)
+        if node.tag in (_STR, _MERGE):
+            return node.value, None
+        if node.tag in (_Y + "int", _Y + "float") and len(node.value) > MAX_NUMBER_CHARS:
+            raise self.fail(f"number too long ({len(node.value)} characters)", node, path)
+        try:
+            return self.yaml_constructors[node.tag](self, node), None
+        except (ValueError, KeyError, OverflowError):
+            raise self.fail(f"cannot read {node.value[:40]!r} as {_tag(node.tag)}", node, path,
+                            expected=_KINDS.get(node.tag)) from None
+
+    def build_mapping(self, node: MappingNode, path: tuple) -> tuple[dict, dict]:
+        data: dict = {}
+        tree: dict = {}
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if key_node.tag == _MERGE:  # '<<: *base' copies keys that this mapping does not set
+                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                if not all(isinstance(s, MappingNode) for s in sources):
+                    raise self.fail("'<<' must merge a mapping or a list of mappings", key_node, path)
+                for source in reversed(sources):  # earlier sources win
+                    d, t = self.build(source, path)
+                    data.update((k, v) for k, v in d.items() if k not in seen)
+                    tree.update((k, v) for k, v in t.items() if k not in seen)
+                continue
+            if not (isinstance(key_node, ScalarNode) and key_node.tag == _STR):
+                shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else (
+                    "a list" if isinstance(key_node, SequenceNode) else "a mapping")
+                raise self.fail(f"key {shown} is not a string (YAML reads it as {_tag(key_node.tag)})",
+                                key_node, path, expected="a string key; quote it, e.g. \"1\": ...")
+            key = key_node.value
+            if key in seen:
+                raise self.fail(f"duplicate key {key!r} (first at line {seen[key]}, again at line {line})",
+                                key_node, path + (key,), expected="each key once per mapping")
+            seen[key] = line
+            data[key], sub = self.build(value_node, path + (key,))
+            tree[key] = (line, sub)
+        return data, tree
+
+
+_Loader.add_implicit_resolver(_Y + "float", _FLOAT, list("-+0123456789."))
+
+
+def _flatten(tree: Any, path: tuple, out: dict[tuple, int]) -> None:
+    for key, (line, sub) in (tree or {}).items():
+        out[path + (key,)] = line
+        _flatten(sub, path + (key,), out)
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, text: str, file: str) -> SpecError:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark else None
+    problem = str(exc.problem or exc.context or "invalid YAML")
+    if "'\\t'" in problem and mark is not None:
+        rows = text.splitlines()
+        if mark.line < len(rows) and rows[mark.line][: mark.column].strip(" \t") == "":
+            return SpecError("tab character used for indentation; YAML needs spaces", file=file, line=line,
+                             expected="spaces for indentation")
+        return SpecError(f"tab character at column {mark.column + 1}; YAML needs spaces here", file=file,
+                         line=line, expected="spaces instead of tabs")
+    if exc.context and exc.problem and "occurrence" in exc.problem:  # duplicate anchor
+        problem = f"{exc.context.removesuffix('; first occurrence')}"
+    where = f" at column {mark.column + 1}" if mark else ""
+    return SpecError(f"invalid YAML{where}: {problem}", file=file, line=line, expected="valid YAML syntax")
+
+
+def load_yaml_text(text: str, file: str = "<string>") -> LoadedYaml:
+    """Parse YAML text holding one mapping; raise `SpecError` for anything else."""
+    if len(text) > MAX_FILE_BYTES:
+        raise SpecError(f"input too large ({len(text)} characters; the limit is {MAX_FILE_BYTES})", file=file)
+    text = text.removeprefix("\ufeff")
+    try:
+        loader = _Loader(text, file)
+        try:
+            root = loader.get_single_node()
+            if root is None or (isinstance(root, ScalarNode) and root.tag == _Y + "null" and root.value == ""):
+                raise SpecError("file is empty", file=file, line=1, expected="a YAML mapping")
+            if not isinstance(root, MappingNode):
+                found = "a list" if isinstance(root, SequenceNode) else _KINDS.get(root.tag, f"a {_tag(root.tag)} value")
+                raise loader.fail(f"expected a mapping at the top level, found {found}", root,
+                                  expected="a YAML mapping of key: value lines")
+            loader.check_size(root, 0, {}, set())
+            data, tree = loader.build(root, ())
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(exc, text, file) from None
+    except ReaderError as exc:  # control characters and the like
+        line = text[: exc.position].count("\n") + 1
+        code = ord(exc.character) if isinstance(exc.character, str) else exc.character
+        raise SpecError(f"character U+{code:04X} is not allowed in YAML", file=file, line=line,
+                        expected="printable text") from None
+    except (yaml.YAMLError, RecursionError) as exc:  # last resort: still a user-facing message
+        raise SpecError(f"cannot read YAML: {exc}"[:200], file=file) from None
+    lines = {(): 1}
+    _flatten(tree, (), lines)
+    return LoadedYaml(data=data, file=file, lines=lines)
+
+
+def load_yaml_file(path: str | os.PathLike) -> LoadedYaml:
+    """Read (never write) one YAML spec file, UTF-8 with an optional BOM, at most MAX_FILE_BYTES."""
+    file = os.fsdecode(path)
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise SpecError("is a directory, not a file", file=file, expected="a path to a YAML file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise SpecError(f"file too large ({info.st_size} bytes; the limit is {MAX_FILE_BYTES} bytes)",
+                            file=file, expected="a spec file under 1 MB")
+        with open(path, "rb") as handle:  # bounded read: a FIFO or growing file cannot exhaust memory
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        raise SpecError("file not found", file=file, expected="a path to an existing YAML file") from None
+    except IsADirectoryError:
+        raise SpecError("is a directory, not a file", file=file, expected="a path to a YAML file") from None
+    except PermissionError:
+        raise SpecError("permission denied: cannot read the file", file=file, expected="a readable file") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise SpecError(f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", file=file) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(f"file too large (more than {MAX_FILE_BYTES} bytes)", file=file,
+                        expected="a spec file under 1 MB")
+    try:
+        text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
+        line = raw[:offset].count(b"\n") + 1
+        raise SpecError(f"not valid UTF-8: byte 0x{raw[offset]:02x} at offset {offset}", file=file, line=line,
+                        expected="a UTF-8 text file") from None
+    return load_yaml_text(text, file)
