@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,12 +56,14 @@ def _tag(tag: str) -> str:
     return tag.replace(_Y, "!!")
 
 
-def _dotted(path: tuple) -> str | None:
-    return ".".join(str(p) for p in path) or None
+def _kind(node: Node) -> str:
+    if isinstance(node, ScalarNode):
+        return _KINDS.get(node.tag, "a string")
+    return "a list" if isinstance(node, SequenceNode) else "a mapping"
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that composes with limits; `_build` then makes plain data and line numbers."""
+    """SafeLoader that composes with limits; `build` then makes plain data and line numbers."""
 
     # Drop timestamps (dates stay strings) and '=' (PyYAML cannot construct it); fix floats.
     yaml_implicit_resolvers = {
@@ -72,12 +73,12 @@ class _Loader(yaml.SafeLoader):
 
     def __init__(self, text: str, file: str) -> None:
         super().__init__(text)
-        self.file, self.aliases, self.depth = file, 0, 0
+        self.file, self.aliases, self.depth, self.nodes = file, 0, 0, 0
 
     def fail(self, message: str, node_or_mark: Any = None, path: tuple = (), expected: str | None = None):
         mark = getattr(node_or_mark, "start_mark", node_or_mark)
-        line = mark.line + 1 if mark is not None else None
-        return SpecError(message, file=self.file, line=line, path=_dotted(path), expected=expected)
+        return SpecError(message, file=self.file, line=mark.line + 1 if mark else None,
+                         path=".".join(map(str, path)) or None, expected=expected)
 
     def get_single_node(self) -> Node | None:
         # As PyYAML's, but a second document gets its own message.
@@ -94,8 +95,10 @@ class _Loader(yaml.SafeLoader):
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
                 raise self.fail(f"too many aliases (more than {MAX_ALIASES})", self.peek_event())
-        self.depth += 1
+        self.depth, self.nodes = self.depth + 1, self.nodes + 1
         try:
+            if self.nodes > MAX_NODES:  # fail early, before the full (slow) compose of a huge file
+                raise self.fail(f"document too large: more than {MAX_NODES} values", self.peek_event())
             if self.depth > MAX_DEPTH:
                 raise self.fail(f"nesting deeper than {MAX_DEPTH} levels", self.peek_event())
             return super().compose_node(parent, index)
@@ -106,32 +109,33 @@ class _Loader(yaml.SafeLoader):
         """(values, height) of `node` with aliases expanded; memoized, so shared nodes cost once."""
         key = id(node)
         if key in active:
-            raise self.fail("an alias refers to a collection that contains it", node,
-                            expected="no recursive aliases")
+            raise self.fail("an alias refers to a collection that contains it", node, expected="no recursion")
         if key not in memo:
             active.add(key)
-            children = node.value if isinstance(node, SequenceNode) else ()
-            if isinstance(node, MappingNode):
-                children = [n for pair in node.value for n in pair]
+            children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) else (
+                node.value if isinstance(node, SequenceNode) else ())
             count, height = 1, 1
             for child in children:
                 c, h = self.check_size(child, depth + 1, memo, active)
                 count, height = count + c, max(height, h + 1)
+                if depth + height > MAX_DEPTH:  # reported at the collection that holds the deep alias
+                    raise self.fail(f"nesting deeper than {MAX_DEPTH} levels once aliases are expanded", node)
                 if count > MAX_NODES:
                     raise self.fail(f"document too large: more than {MAX_NODES} values once aliases are "
                                     "expanded", node, expected="a small spec without alias bombs")
             active.discard(key)
             memo[key] = (count, height)
-        if depth + memo[key][1] > MAX_DEPTH:
-            raise self.fail(f"nesting deeper than {MAX_DEPTH} levels once aliases are expanded", node)
         return memo[key]
+
+    def check_tag(self, node: Node, path: tuple) -> None:
+        allowed = _SCALAR_TAGS if isinstance(node, ScalarNode) else (_SEQ if isinstance(node, SequenceNode) else _MAP,)
+        if node.tag not in allowed:  # !!python/..., !!set, !custom: nothing but plain data gets built
+            raise self.fail(f"YAML tag {_tag(node.tag)} is not allowed", node, path,
+                            expected="plain YAML values (mappings, lists, strings, numbers, booleans, null)")
 
     def build(self, node: Node, path: tuple) -> tuple[Any, Any]:
         """(data, line tree). The tree maps key/index -> (line, subtree); fresh copies per alias use."""
-        allowed = _SCALAR_TAGS if isinstance(node, ScalarNode) else {_SEQ if isinstance(node, SequenceNode) else _MAP}
-        if node.tag not in allowed:
-            raise self.fail(f"YAML tag {_tag(node.tag)} is not allowed", node, path,
-                            expected="plain YAML values (mappings, lists, strings, numbers, booleans, null)")
+        self.check_tag(node, path)
         if isinstance(node, SequenceNode):
             data, tree = [], {}
             for i, item in enumerate(node.value):
@@ -152,9 +156,7 @@ class _Loader(yaml.SafeLoader):
                             expected=_KINDS.get(node.tag)) from None
 
     def build_mapping(self, node: MappingNode, path: tuple) -> tuple[dict, dict]:
-        data: dict = {}
-        tree: dict = {}
-        seen: dict[str, int] = {}
+        data, tree, seen = {}, {}, {}  # seen: explicit key -> line (merged keys may be overridden)
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if key_node.tag == _MERGE:  # '<<: *base' copies keys that this mapping does not set
@@ -167,8 +169,7 @@ class _Loader(yaml.SafeLoader):
                     tree.update((k, v) for k, v in t.items() if k not in seen)
                 continue
             if not (isinstance(key_node, ScalarNode) and key_node.tag == _STR):
-                shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else (
-                    "a list" if isinstance(key_node, SequenceNode) else "a mapping")
+                shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else _kind(key_node)
                 raise self.fail(f"key {shown} is not a string (YAML reads it as {_tag(key_node.tag)})",
                                 key_node, path, expected="a string key; quote it, e.g. \"1\": ...")
             key = key_node.value
@@ -201,8 +202,8 @@ def _syntax_error(exc: yaml.MarkedYAMLError, text: str, file: str) -> SpecError:
                              expected="spaces for indentation")
         return SpecError(f"tab character at column {mark.column + 1}; YAML needs spaces here", file=file,
                          line=line, expected="spaces instead of tabs")
-    if exc.context and exc.problem and "occurrence" in exc.problem:  # duplicate anchor
-        problem = f"{exc.context.removesuffix('; first occurrence')}"
+    if exc.context and problem == "second occurrence":  # duplicate anchor: the context says which
+        problem = exc.context.removesuffix("; first occurrence")
     where = f" at column {mark.column + 1}" if mark else ""
     return SpecError(f"invalid YAML{where}: {problem}", file=file, line=line, expected="valid YAML syntax")
 
@@ -218,9 +219,9 @@ def load_yaml_text(text: str, file: str = "<string>") -> LoadedYaml:
             root = loader.get_single_node()
             if root is None or (isinstance(root, ScalarNode) and root.tag == _Y + "null" and root.value == ""):
                 raise SpecError("file is empty", file=file, line=1, expected="a YAML mapping")
+            loader.check_tag(root, ())
             if not isinstance(root, MappingNode):
-                found = "a list" if isinstance(root, SequenceNode) else _KINDS.get(root.tag, f"a {_tag(root.tag)} value")
-                raise loader.fail(f"expected a mapping at the top level, found {found}", root,
+                raise loader.fail(f"expected a mapping at the top level, found {_kind(root)}", root,
                                   expected="a YAML mapping of key: value lines")
             loader.check_size(root, 0, {}, set())
             data, tree = loader.build(root, ())
@@ -244,14 +245,9 @@ def load_yaml_file(path: str | os.PathLike) -> LoadedYaml:
     """Read (never write) one YAML spec file, UTF-8 with an optional BOM, at most MAX_FILE_BYTES."""
     file = os.fsdecode(path)
     try:
-        info = os.stat(path)
-        if stat.S_ISDIR(info.st_mode):
-            raise SpecError("is a directory, not a file", file=file, expected="a path to a YAML file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise SpecError(f"file too large ({info.st_size} bytes; the limit is {MAX_FILE_BYTES} bytes)",
-                            file=file, expected="a spec file under 1 MB")
-        with open(path, "rb") as handle:  # bounded read: a FIFO or growing file cannot exhaust memory
-            raw = handle.read(MAX_FILE_BYTES + 1)
+        with open(path, "rb") as handle:  # bounded read: a huge, growing or endless file cannot exhaust memory
+            size = os.fstat(handle.fileno()).st_size
+            raw = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
     except (FileNotFoundError, NotADirectoryError):
         raise SpecError("file not found", file=file, expected="a path to an existing YAML file") from None
     except IsADirectoryError:
@@ -260,14 +256,13 @@ def load_yaml_file(path: str | os.PathLike) -> LoadedYaml:
         raise SpecError("permission denied: cannot read the file", file=file, expected="a readable file") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise SpecError(f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", file=file) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(f"file too large (more than {MAX_FILE_BYTES} bytes)", file=file,
-                        expected="a spec file under 1 MB")
+    if max(size, len(raw)) > MAX_FILE_BYTES:
+        raise SpecError(f"file too large ({max(size, len(raw))} bytes; the limit is {MAX_FILE_BYTES} bytes)",
+                        file=file, expected="a spec file under 1 MB")
     try:
         text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except UnicodeDecodeError as exc:
         offset = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        line = raw[:offset].count(b"\n") + 1
-        raise SpecError(f"not valid UTF-8: byte 0x{raw[offset]:02x} at offset {offset}", file=file, line=line,
-                        expected="a UTF-8 text file") from None
+        raise SpecError(f"not valid UTF-8: byte 0x{raw[offset]:02x} at offset {offset}", file=file,
+                        line=raw[:offset].count(b"\n") + 1, expected="a UTF-8 text file") from None
     return load_yaml_text(text, file)

@@ -1,0 +1,57 @@
+"""Wall time and memory of full searches (the target: each under 1 s, memory under 1 GiB).
+
+    python benchmarks/speed.py
+
+Each search enumerates the whole layout space, scores it with every cost model, applies the
+constraints and runs CP-SAT for the top 5. Reported: best of 3 wall times after one warm-up,
+candidates per second, and the peak traced memory of one search.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from planner.loading import load_cluster, load_model  # noqa: E402
+from planner.search import search  # noqa: E402
+
+CASES = (
+    ("gpt3-175b", "dgx-a100-1024", 1024),
+    ("megatron-530b", "dgx-a100-1024", 2240),
+    ("megatron-1t", "dgx-a100-1024", 3072),
+    ("megatron-1t", "dgx-a100-1024", 131072),
+)
+
+
+def run(model_name: str, cluster_name: str, gpus: int) -> dict:
+    model = load_model(model_name)
+    cluster = load_cluster(cluster_name)
+    cluster = cluster.model_copy(update={"nodes": -(-gpus // cluster.node.gpus)})
+    search(model, cluster, gpus=gpus)  # warm-up (imports, OR-Tools start-up)
+    walls = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        result = search(model, cluster, gpus=gpus)
+        walls.append(time.perf_counter() - t0)
+    tracemalloc.start()
+    search(model, cluster, gpus=gpus)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    n = len(result.scores)
+    return dict(model=model_name, gpus=gpus, candidates=n, feasible=int(result.feasible.sum()),
+                wall_s=min(walls), per_s=n / min(walls), peak_mib=peak / 2**20, status=result.solver.status)
+
+
+def main() -> None:
+    print(f"{'model':14s} {'GPUs':>7s} {'candidates':>11s} {'feasible':>9s} {'wall ms':>8s} {'cand/s':>11s} {'peak MiB':>9s}  solver")
+    for case in CASES:
+        r = run(*case)
+        print(f"{r['model']:14s} {r['gpus']:7d} {r['candidates']:11,d} {r['feasible']:9,d} {r['wall_s'] * 1e3:8.0f} "
+              f"{r['per_s']:11,.0f} {r['peak_mib']:9.1f}  {r['status']}")
+
+
+if __name__ == "__main__":
+    main()

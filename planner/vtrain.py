@@ -1,0 +1,58 @@
+"""The vTrain measurements (1,549 A100 iteration times, Megatron-DeepSpeed) as hold-out cases.
+
+Not fitted to: the A100 constants come from Korthikanti et al. 2022 alone. The files do not state
+precision, recomputation, vocabulary or interconnect; assumed here (and said in the README):
+fp16, standard attention, no recomputation, no sequence parallelism, no communication overlap,
+vocabulary 51,200, DGX A100 nodes (8 GPUs, NVLink 300 GB/s, 25 GB/s per GPU between nodes).
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from .calibration import DATA_DIR
+from .loading import load_gpu_data
+from .score import score
+from .space import Layouts
+from .specs import ClusterSpec, ModelSpec
+
+COLUMNS = ("gpus", "global_batch", "micro_batch", "hidden", "heads", "layers", "seq_len", "tp", "dp", "pp", "ms")
+
+
+def read_rows(name: str) -> list[dict]:
+    path = DATA_DIR / "vtrain" / name
+    with open(path, encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        next(reader)
+        rows = []
+        for rec in reader:
+            values = rec[1:] if len(rec) == 12 else rec  # the multi-node file starts with billions of params
+            rows.append(dict(zip(COLUMNS, (float(v) for v in values))))
+    return rows
+
+
+def predict_rows(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(measured, predicted) iteration times [s]; one score() call per distinct model shape."""
+    gpu = load_gpu_data("a100-sxm-80gb")
+    measured, predicted = [], []
+    shapes: dict[tuple, list[dict]] = {}
+    for r in rows:
+        shapes.setdefault((r["hidden"], r["heads"], r["layers"], r["seq_len"], r["global_batch"]), []).append(r)
+    for (h, a, layers, s, gb), group in shapes.items():
+        model = ModelSpec.model_validate(dict(
+            name="vtrain", layers=int(layers), hidden=int(h), heads=int(a), vocab=51200, seq_len=int(s),
+            training=dict(global_batch=int(gb), precision="fp16", attention="standard", dp_comm_overlap=False)))
+        gpus = int(max(r["gpus"] for r in group))
+        cluster = ClusterSpec.model_validate(dict(
+            name="vtrain", gpu=gpu, nodes=max(1, -(-gpus // 8)),
+            node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=25)))
+        arr = {k: np.array([r[k] for r in group], dtype=np.int64) for k in ("dp", "tp", "pp", "micro_batch")}
+        lay = Layouts(dp=arr["dp"], tp=arr["tp"], pp=arr["pp"], micro_batch=arr["micro_batch"],
+                      vpp=np.ones_like(arr["dp"]), recompute=np.zeros_like(arr["dp"]),
+                      sequence_parallel=np.zeros_like(arr["dp"]), zero=np.zeros_like(arr["dp"]),
+                      num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
+        predicted.append(score(model, cluster, lay).step_time_s)
+        measured.append(np.array([r["ms"] / 1e3 for r in group]))
+    return np.concatenate(measured), np.concatenate(predicted)
