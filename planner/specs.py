@@ -41,6 +41,7 @@ class Efficiency(_Spec):
     nvlink: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
     network: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
     latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send [us]")
+    message_half_mb: float = Field(default=0.0, ge=0, le=1e4, description="message size at which NCCL reaches half its bus bandwidth [MB]")
     layer_overhead_us: float = Field(ge=0, le=1e5, description="fixed time per transformer layer forward (launches, small ops) [us]")
     step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
     tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")

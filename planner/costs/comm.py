@@ -28,6 +28,14 @@ def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -
     return np.where(inside, nvlink, across)
 
 
+def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
+    """Bus bandwidth reached by a message of `nbytes`: b * S / (S + S_half) (Hockney's n_1/2 model,
+    Hockney 1991), since NCCL's pipelined rings only approach their peak on large buffers."""
+    if half_mb <= 0:
+        return bus_gbps
+    return bus_gbps * nbytes / (nbytes + half_mb * 1e6)
+
+
 def _steps(n: np.ndarray) -> np.ndarray:
     return np.ceil(np.log2(np.maximum(n, 1)))
 
@@ -60,7 +68,7 @@ def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts
     eff = cluster.gpu.efficiency
     tp = layouts.tp
     nbytes = 2.0 * layouts.micro_batch * seq_len * hidden
-    bus = group_bus_gbps(cluster, tp, np.ones_like(tp))
+    bus = sized_bus_gbps(group_bus_gbps(cluster, tp, np.ones_like(tp)), nbytes, eff.message_half_mb)
     lat = eff.latency_us * 1e-6
     ar = all_reduce_s(nbytes, tp, bus, lat)
     sp = 2.0 * (reduce_scatter_s(nbytes, tp, bus, lat))  # AG + RS, per all-reduce replaced
@@ -76,6 +84,7 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.nda
     nbytes = 2.0 * layouts.micro_batch * seq_len * hidden / tp
     crosses = tp * dp >= cluster.node.nvlink_domain
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
+    gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
     lat = eff.latency_us * 1e-6
     regather = np.where(
         (tp > 1) & (layouts.sequence_parallel == 0),
