@@ -1,6 +1,7 @@
 """Fit the efficiency constants of one GPU preset to the published measurements of that GPU.
 
-    python benchmarks/calibrate.py a100-sxm-80gb      # needs scipy (a development tool only)
+    python benchmarks/calibrate.py a100-sxm-80gb        # needs scipy (a development tool only)
+    python benchmarks/calibrate.py a100-sxm-80gb --loo  # leave-one-out: error on runs not fitted to
 
 With --with-vtrain, every 4th vTrain single-node run joins the fit (an experiment: it pulls the
 constants toward Megatron-DeepSpeed's small-model overheads and away from the Korthikanti fit, so
@@ -64,6 +65,38 @@ def vtrain_errors(rows, values: dict) -> np.ndarray:
     return (p - m) / m
 
 
+def leave_one_out(gpu: str) -> None:
+    """Refit without each iteration-time case in turn and predict it: errors on unseen runs."""
+    cases = [c for c in load_cases() if c.cluster.gpu.name == gpu and c.kind in ("iteration", "layer")]
+    held = [c for c in cases if c.kind == "iteration"]
+    errs = []
+    for case in held:
+        rest = [c for c in cases if c is not case]
+        values = _fit_values(gpu, rest)
+        pred = predict(case, with_efficiency(case.cluster, values))["iteration_s"]
+        err = (pred - case.measured["iteration_s"]) / case.measured["iteration_s"]
+        errs.append(err)
+        print(f"  {case.id:58s} {err:+.1%}")
+    e = np.abs(np.array(errs))
+    print(f"leave-one-out over {e.size} runs: mean |err| {e.mean():.2%}, max {e.max():.2%}")
+
+
+def _fit_values(gpu: str, cases) -> dict:
+    from scipy.optimize import minimize
+
+    names = list(PARAMS[gpu])
+    lo = np.array([PARAMS[gpu][n][0] for n in names])
+    hi = np.array([PARAMS[gpu][n][1] for n in names])
+    x0 = np.array([getattr(cases[0].cluster.gpu.efficiency, n) for n in names])
+
+    def loss(x):
+        e = np.abs(relative_errors(cases, dict(zip(names, np.clip(x, lo, hi)))))
+        return e.mean() + 0.5 * e.max()
+
+    best = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-6})
+    return dict(zip(names, np.clip(best.x, lo, hi)))
+
+
 def fit(gpu: str, with_vtrain: bool = False):
     from scipy.optimize import minimize
 
@@ -98,4 +131,8 @@ def fit(gpu: str, with_vtrain: bool = False):
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    fit(args[0] if args else "a100-sxm-80gb", with_vtrain="--with-vtrain" in sys.argv)
+    gpu = args[0] if args else "a100-sxm-80gb"
+    if "--loo" in sys.argv:
+        leave_one_out(gpu)
+    else:
+        fit(gpu, with_vtrain="--with-vtrain" in sys.argv)
