@@ -96,8 +96,10 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.nda
 
 def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts) -> np.ndarray:
     """Data-parallel communication per step before overlap [s].
-    zero 0: all-reduce of fp32 gradients; zero 1/2: reduce-scatter of gradients + all-gather of
-    bf16 parameters (Megatron distributed optimizer, same volume); zero 3: per micro-batch two
+    zero 0: all-reduce of fp32 gradients; zero 1: reduce-scatter of gradients + all-gather of
+    bf16 parameters (Megatron distributed optimizer, same volume); zero 2: gradients are only kept
+    as shards, so they are reduce-scattered after every micro-batch (Rajbhandari et al. 2020
+    Sec. 5.2), then one parameter all-gather; zero 3: per micro-batch two
     parameter all-gathers (forward, backward) and a gradient reduce-scatter (Rajbhandari et al.
     2020 Sec. 7: 1.5x the volume of plain data parallelism, here per micro-batch)."""
     eff = cluster.gpu.efficiency
@@ -108,5 +110,6 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts) -> np.n
     plain = all_reduce_s(grads, dp, bus, lat)
     sharded = reduce_scatter_s(grads, dp, bus, lat) + all_gather_s(weights, dp, bus, lat)
     zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, lat) + reduce_scatter_s(grads, dp, bus, lat))
+    zero2 = layouts.num_microbatches * reduce_scatter_s(grads, dp, bus, lat) + all_gather_s(weights, dp, bus, lat)
     z = layouts.zero
-    return np.where(z == 0, plain, np.where(z >= 3, zero3, sharded))
+    return np.select([z == 0, z == 1, z == 2], [plain, sharded, zero2], zero3)

@@ -77,10 +77,10 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> TimeB
     dp_raw = comm.dp_comm_s(cluster, params, layouts)
     if model.training.dp_comm_overlap:
         # Gradient buckets reduce during the last micro-batch's backward, parameters gather during
-        # the first forward (Megatron overlap_grad_reduce / overlap_param_gather); ZeRO-3 prefetch
-        # overlaps its gathers with all of compute.
+        # the first forward (Megatron overlap_grad_reduce / overlap_param_gather); ZeRO-2/3 move
+        # data every micro-batch and overlap it with all of compute.
         stage_fb = first * work_layer
-        window = np.where(layouts.zero >= 3, m * stage_fb, stage_fb)
+        window = np.where(layouts.zero >= 2, m * stage_fb, stage_fb)
         dp_comm = np.maximum(dp_raw - window, eff.dp_overlap_exposed * dp_raw)
     else:
         dp_comm = dp_raw
