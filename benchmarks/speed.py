@@ -16,18 +16,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.loading import load_cluster, load_model  # noqa: E402
-from planner.search import search  # noqa: E402
+from planner.search import search, with_global_batch  # noqa: E402
 
+# (model, cluster, GPUs, global batch override): the last case has a batch large enough for
+# dp to take many values, so the space is not cut down by divisibility alone.
 CASES = (
-    ("gpt3-175b", "dgx-a100-1024", 1024),
-    ("megatron-530b", "dgx-a100-1024", 2240),
-    ("megatron-1t", "dgx-a100-1024", 3072),
-    ("megatron-1t", "dgx-a100-1024", 131072),
+    ("gpt3-175b", "dgx-a100-1024", 1024, None),
+    ("megatron-530b", "dgx-a100-1024", 2240, None),
+    ("megatron-1t", "dgx-a100-1024", 3072, None),
+    ("megatron-1t", "big-h100-131072", 131072, 65536),
+    ("llama3-405b", "big-h100-131072", 131072, 65536),
 )
 
 
-def run(model_name: str, cluster_name: str, gpus: int) -> dict:
-    model = load_model(model_name)
+def run(model_name: str, cluster_name: str, gpus: int, global_batch: int | None) -> dict:
+    model = with_global_batch(load_model(model_name), global_batch)
     cluster = load_cluster(cluster_name)
     cluster = cluster.model_copy(update={"nodes": -(-gpus // cluster.node.gpus)})
     search(model, cluster, gpus=gpus)  # warm-up (imports, OR-Tools start-up)
