@@ -1,0 +1,183 @@
+"""Communication model (planner/costs/comm.py): alpha-beta collectives and group bandwidths.
+
+Toy cluster (conftest): 8 GPUs per node, NVLink 200 GB/s x 0.5 = 100 GB/s achieved, network
+10 GB/s per GPU x 0.8 = 8 GB/s achieved per NIC, 10 us latency per step.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pytest import approx
+
+from planner.costs.comm import (
+    all_gather_s,
+    all_reduce_s,
+    dp_comm_s,
+    group_bus_gbps,
+    p2p_s,
+    pp_p2p_s,
+    reduce_scatter_s,
+    sized_bus_gbps,
+    tp_comm_per_layer_s,
+)
+from planner.space import single_layout
+
+LAT = 10e-6
+
+
+def lay(**kw):
+    kw.setdefault("pp", 1)
+    kw.setdefault("num_microbatches", 1)
+    return single_layout(**kw)
+
+
+def test_ring_all_reduce():
+    # 2 (n-1)/n S / B + 2 ceil(log2 n) latency: 2 * 7/8 * 1e9 / 100e9 = 17.5 ms, + 6 x 10 us
+    assert all_reduce_s(1e9, 8, 100.0, LAT) == approx(0.0175 + 60e-6, rel=1e-12)
+    # n = 6: 2 * 5/6 * 10 ms = 16.667 ms, ceil(log2 6) = 3 -> + 60 us
+    assert all_reduce_s(1e9, 6, 100.0, LAT) == approx(2 * 5 / 6 * 0.01 + 60e-6, rel=1e-12)
+    assert all_reduce_s(1e9, 1, 100.0, LAT) == 0.0  # nothing to reduce on one rank
+    # vectorised over group sizes
+    assert all_reduce_s(1e9, np.array([2, 4]), 100.0, LAT) == approx([0.01 + 20e-6, 0.015 + 40e-6], rel=1e-12)
+
+
+def test_reduce_scatter_and_all_gather_move_half_an_all_reduce():
+    # (n-1)/n S / B + ceil(log2 n) latency: 7/8 * 10 ms + 3 x 10 us = 8.78 ms
+    assert reduce_scatter_s(1e9, 8, 100.0, LAT) == approx(0.00875 + 30e-6, rel=1e-12)
+    assert all_gather_s(1e9, 8, 100.0, LAT) == approx(0.00875 + 30e-6, rel=1e-12)
+    assert reduce_scatter_s(1e9, 1, 100.0, LAT) == 0.0
+    # an all-reduce is a reduce-scatter plus an all-gather
+    assert all_reduce_s(1e9, 8, 100.0, LAT) == approx(2 * reduce_scatter_s(1e9, 8, 100.0, LAT), rel=1e-12)
+
+
+def test_p2p():
+    # 1e8 B at 50 GB/s = 2 ms, + one latency
+    assert p2p_s(1e8, 50.0, LAT) == approx(0.002 + 10e-6, rel=1e-12)
+
+
+def test_message_size_half_bandwidth():
+    # Hockney: b S / (S + S_half); a 1 MB message at S_half = 1 MB gets half the bus bandwidth
+    assert sized_bus_gbps(100.0, 1e6, 1.0) == approx(50.0)
+    assert sized_bus_gbps(100.0, 3e6, 1.0) == approx(75.0)
+    assert sized_bus_gbps(100.0, 1e6, 0.0) == 100.0  # off by default
+
+
+@pytest.mark.parametrize(
+    "size, stride, expected",
+    [
+        (8, 1, 100.0),  # tp 8 in an 8-GPU node: NVLink
+        (4, 2, 100.0),  # 4 ranks 2 apart span ranks 0..7: still one node
+        (2, 4, 100.0),
+        (16, 1, 64.0),  # tp 16 leaves the node: 8 members per node share 8 NICs: 8 x 8 = 64 GB/s
+        (32, 1, 64.0),  # four nodes, still 8 members (and NICs) per node
+        (8, 2, 32.0),  # 4 members per node -> 4 NICs: 32 GB/s
+        (4, 8, 8.0),  # dp group with stride 8: one member per node -> one NIC: 8 GB/s
+        (64, 8, 8.0),
+    ],
+)
+def test_group_bus_gbps(make_cluster, size, stride, expected):
+    cluster = make_cluster()
+    assert group_bus_gbps(cluster, np.array([size]), np.array([stride]))[0] == approx(expected)
+
+
+def test_group_bus_gbps_is_capped_by_nvlink(make_cluster, preset):
+    # A100 80GB DGX: NVLink 300 x 0.697 = 209.1 GB/s; 8 x 25 GB/s NICs x 0.8 = 160 GB/s;
+    # one member per node (stride 8): 25 x 0.8 = 20 GB/s
+    gpu = preset("a100-sxm-80gb")
+    cluster = make_cluster(gpu=gpu, nvlink_gbps=300.0, network_gbps=25.0)
+    got = group_bus_gbps(cluster, np.array([8, 16, 64]), np.array([1, 1, 8]))
+    assert got == approx([209.1, 160.0, 20.0])
+    # a fast network never beats NVLink: 8 x 100 x 0.8 = 640 > 209.1
+    fast = make_cluster(gpu=gpu, nvlink_gbps=300.0, network_gbps=100.0)
+    assert group_bus_gbps(fast, np.array([16]), np.array([1]))[0] == approx(209.1)
+
+
+def test_misaligned_tp_group_leaves_the_node(make_cluster):
+    cluster = make_cluster()
+    # tp = 6 (possible e.g. for 96 heads on 3,072 GPUs): the second group holds ranks 6..11 ->
+    # 2 members in node 0 and 4 in node 1; the ring is bounded by the 2 NICs: 2 x 8 = 16 GB/s
+    assert group_bus_gbps(cluster, np.array([6]), np.array([1]))[0] == approx(16.0)
+
+
+def test_tp_comm_per_layer_by_hand(make_cluster):
+    cluster = make_cluster()
+    h, s = 1024, 512
+    # S = 2 b s h = 2 * 2 * 512 * 1024 = 2,097,152 B; tp 4 on NVLink (100 GB/s)
+    S = 2 * 2 * s * h
+    ar = 2 * 3 / 4 * S / 100e9 + 2 * 2 * LAT  # 31.457 us + 40 us
+    got = tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=4, micro_batch=2))[0]
+    assert got == approx(2 * ar, rel=1e-12)  # two all-reduces per layer forward (f and g)
+    assert got == approx(142.91456e-6, rel=1e-9)
+    # sequence parallelism: 2 x (all-gather + reduce-scatter): same bytes and the same latency
+    sp = tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=4, micro_batch=2, sequence_parallel=True))[0]
+    assert sp == approx(2 * 2 * (3 / 4 * S / 100e9 + 2 * LAT), rel=1e-12)
+    assert sp == approx(got, rel=1e-12)
+    # tp 1: nothing
+    assert tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=1, micro_batch=2))[0] == 0.0
+
+
+def test_tp16_leaves_nvlink(make_cluster):
+    cluster = make_cluster()
+    h, s = 1024, 512
+    S = 2 * 1 * s * h
+    # 16 ranks over 2 nodes: 8 NICs x 8 GB/s = 64 GB/s; ceil(log2 16) = 4 steps
+    expected = 2 * (2 * 15 / 16 * S / 64e9 + 2 * 4 * LAT)
+    assert tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=16, micro_batch=1))[0] == approx(expected, rel=1e-12)
+
+
+def test_pp_p2p_inside_a_node(make_cluster):
+    cluster = make_cluster()
+    h, s = 1024, 512
+    # tp 1, dp 1: adjacent stages are adjacent ranks in one node: 2 b s h = 1,048,576 B at 100 GB/s
+    got = pp_p2p_s(cluster, h, s, lay(dp=1, tp=1, pp=4, micro_batch=1, num_microbatches=4))[0]
+    assert got == approx(2 * s * h / 100e9 + LAT, rel=1e-12)
+
+
+def test_pp_p2p_across_nodes_with_scatter_gather(make_cluster):
+    cluster = make_cluster()
+    h, s = 1024, 512
+    # tp 2 x dp 4 = 8 ranks per stage: the next stage is in the next node. Each GPU sends 1/tp of
+    # the tensor: 2 * 512 * 1024 / 2 = 524,288 B at 8 GB/s, then all-gathers it over tp on NVLink:
+    # (2-1)/2 * 1,048,576 / 100e9 + 1 step latency
+    base = dict(dp=4, tp=2, pp=2, micro_batch=1, num_microbatches=4)
+    send = 524_288 / 8e9 + LAT
+    regather = 0.5 * 1_048_576 / 100e9 + LAT
+    assert pp_p2p_s(cluster, h, s, lay(**base))[0] == approx(send + regather, rel=1e-12)
+    # with sequence parallelism the tensor is already split: no re-gather
+    assert pp_p2p_s(cluster, h, s, lay(**base, sequence_parallel=True))[0] == approx(send, rel=1e-12)
+
+
+def test_pp_p2p_charges_the_cross_node_hop(make_cluster):
+    cluster = make_cluster()
+    h, s = 1024, 512
+    got = pp_p2p_s(cluster, h, s, lay(dp=4, tp=1, pp=4, micro_batch=1, num_microbatches=4))[0]
+    # every micro-batch crosses every boundary, so the slowest hop (network, 8 GB/s) bounds it
+    assert got == approx(2 * s * h / 8e9 + LAT, rel=1e-12)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_dp_comm_by_zero_stage(make_cluster, zero):
+    cluster = make_cluster()
+    P = 1e8  # parameters per GPU
+    # dp 4 with stride tp = 2: ranks 0, 2, 4, 6 of one node -> NVLink, 100 GB/s
+    layout = lay(dp=4, tp=2, micro_batch=1, num_microbatches=3, zero=zero)
+    ar_grads = 2 * 3 / 4 * 4 * P / 100e9 + 2 * 2 * LAT  # fp32 gradients: 6 ms + 40 us
+    rs_grads = 3 / 4 * 4 * P / 100e9 + 2 * LAT  # 3 ms + 20 us
+    ag_weights = 3 / 4 * 2 * P / 100e9 + 2 * LAT  # bf16 weights: 1.5 ms + 20 us
+    expected = {
+        0: ar_grads,  # 6.04 ms
+        1: rs_grads + ag_weights,  # distributed optimizer: 4.54 ms
+        2: 3 * rs_grads + ag_weights,  # only gradient shards kept: a reduce-scatter per micro-batch
+        3: 3 * (2 * ag_weights + rs_grads),  # per micro-batch: 3 x 6.06 ms
+    }[zero]
+    assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(expected, rel=1e-12)
+
+
+def test_dp_comm_across_nodes(make_cluster):
+    cluster = make_cluster()
+    P = 1e8
+    # dp 4 with stride tp = 8: one member per node -> one NIC at 8 GB/s
+    layout = lay(dp=4, tp=8, micro_batch=1, num_microbatches=1)
+    assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(2 * 3 / 4 * 4e8 / 8e9 + 4 * LAT, rel=1e-12)
+    # dp 1: no data-parallel traffic
+    assert dp_comm_s(cluster, np.array([P]), lay(dp=1, tp=8, micro_batch=1))[0] == 0.0

@@ -1,0 +1,174 @@
+"""Step time (planner/costs/pipeline.py): schedules, bubbles, exposed communication.
+
+The per-layer times come from planner.costs.compute (checked by hand in test_compute.py); here they
+are the unit of the schedule arithmetic (Narayanan et al. 2021 Sec. 2.2): with p identical stages
+of time t_stage, m micro-batches and v chunks per rank, 1F1B / interleaved take
+(m + (p - 1)/v) t_stage; the last stage also computes the logits (t_logits per micro-batch), so
+step = m t_max + (sum_r t_r - t_max)/v with t_max = t_stage + t_logits.
+Toy cluster (conftest): NVLink 100 GB/s achieved, network 8 GB/s per NIC, 10 us latency; toy
+GPU: Adam step at 1000 GB/s x 0.5, 0.5 s fixed per step.
+"""
+from __future__ import annotations
+
+from pytest import approx
+
+from planner.costs.compute import layer_compute
+from planner.costs.pipeline import ADAM_BYTES_PER_PARAM, step_time
+from planner.space import single_layout
+
+LAT = 10e-6
+REL = 1e-9
+H, S, V = 1024, 512, 8192
+LAYER_PARAMS = 12 * H**2 + 13 * H  # 12,596,224 (biases and layer norms included)
+
+
+def lay(**kw):
+    kw.setdefault("dp", 1)
+    kw.setdefault("tp", 1)
+    kw.setdefault("pp", 1)
+    kw.setdefault("micro_batch", 1)
+    return single_layout(**kw)
+
+
+def unit_times(model, gpu, layout):
+    lc = layer_compute(model, gpu, layout)
+    return float(lc.fwd_s[0] + lc.bwd_s[0]), float(lc.logits_fwd_bwd_s[0])
+
+
+def test_one_f_one_b_step_by_hand(make_model, make_cluster):
+    model = make_model()  # 8 layers, global batch 8
+    cluster = make_cluster()
+    layout = lay(pp=4, num_microbatches=8)
+    t_layer, t_logits = unit_times(model, cluster.gpu, layout)
+    m, p, v = 8, 4, 1
+    t_stage = 2 * t_layer  # 8 layers / 4 stages
+    times = step_time(model, cluster, layout)
+    # (m + (p-1)/v) t_stage, plus the logits on the critical path once per micro-batch
+    pipeline = (m + (p - 1) / v) * t_stage + m * t_logits
+    assert times.compute[0] + times.recompute[0] + times.tp_comm[0] + times.bubble[0] == approx(pipeline, rel=REL)
+    # averaged over the 4 ranks: each does 2 layers of work, and a quarter of the logits
+    assert times.compute[0] == approx(m * (t_stage + t_logits / p), rel=REL)
+    # bubble = (p-1)/v fills of one stage + the 3/4 of the logit time the other ranks wait for
+    assert times.bubble[0] == approx((p - 1) * t_stage + m * t_logits * (p - 1) / p, rel=REL)
+    assert times.recompute[0] == 0.0 and times.tp_comm[0] == 0.0 and times.dp_comm[0] == 0.0
+    # p2p: 2 s b h = 1,048,576 B over NVLink (100 GB/s, all 4 stages in one node) + latency;
+    # 2 sends per micro-batch per chunk plus the fill: 2 (m v + p - 1) = 22 sends
+    p2p = 2 * S * H / 100e9 + LAT
+    assert times.pp_comm[0] == approx(2 * (m * v + p - 1) * p2p, rel=REL)
+    # Adam: 30 B per parameter of the heaviest rank (first: 2 layers + word and position embeddings)
+    params = 2 * LAYER_PARAMS + V * H + S * H  # 25,192,448 + 8,388,608 + 524,288 = 34,105,344
+    assert times.optimizer[0] == approx(ADAM_BYTES_PER_PARAM * params / 500e9, rel=REL)
+    assert times.optimizer[0] == approx(2.04632064e-3, rel=1e-9)  # 30 B x 34,105,344 / 500e9
+    assert times.overhead[0] == 0.5
+    parts = (times.compute + times.recompute + times.tp_comm + times.pp_comm + times.dp_comm + times.bubble
+             + times.optimizer + times.overhead)
+    assert times.total[0] == approx(parts[0], rel=1e-12)
+
+
+def test_negligible_logits_gives_the_textbook_formula(make_model, make_cluster):
+    # vocab 16: the output layer is ~16/(12 h) of a layer's GEMMs, so the step is (m + p - 1) t_stage
+    # to within 1 %.
+    model = make_model(vocab=16)
+    cluster = make_cluster()
+    layout = lay(pp=4, num_microbatches=8)
+    t_layer, t_logits = unit_times(model, cluster.gpu, layout)
+    assert t_logits < 0.01 * t_layer
+    times = step_time(model, cluster, layout)
+    busy = times.compute[0] + times.bubble[0]
+    assert busy == approx((8 + 3) * 2 * t_layer, rel=1e-2)
+
+
+def test_interleaving_shrinks_the_bubble(make_model, make_cluster):
+    model = make_model()
+    cluster = make_cluster()
+    plain, inter = lay(pp=4, num_microbatches=8), lay(pp=4, vpp=2, num_microbatches=8)
+    t_layer, t_logits = unit_times(model, cluster.gpu, plain)
+    a, b = step_time(model, cluster, plain), step_time(model, cluster, inter)
+    t_stage = 2 * t_layer
+    # bubble (p-1) t_stage / v: 3 t_stage -> 1.5 t_stage; the logit imbalance is unchanged
+    assert b.bubble[0] == approx(3 * t_stage / 2 + 8 * t_logits * 3 / 4, rel=REL)
+    assert a.bubble[0] - b.bubble[0] == approx(1.5 * t_stage, rel=REL)
+    assert b.compute[0] == a.compute[0]
+    # but twice the sends: 2 (m v + p - 1) = 38 instead of 22
+    p2p = 2 * S * H / 100e9 + LAT
+    assert b.pp_comm[0] == approx(38 * p2p, rel=REL)
+
+
+def test_uneven_split_waits_for_the_heaviest_rank(make_model, make_cluster):
+    model = make_model(layers=10, training=dict(global_batch=8))
+    cluster = make_cluster()
+    layout = lay(pp=4, num_microbatches=8)
+    t_layer, t_logits = unit_times(model, cluster.gpu, layout)
+    # ranks hold 3, 3, 2, 2 layers (the heaviest rank holds ceil(10/4) = 3); the last also the logits
+    t_max = max(3 * t_layer, 2 * t_layer + t_logits)
+    t_sum = 10 * t_layer + t_logits
+    times = step_time(model, cluster, layout)
+    assert times.compute[0] + times.bubble[0] == approx(8 * t_max + (t_sum - t_max), rel=REL)
+    assert times.compute[0] == approx(8 * (10 / 4 * t_layer + t_logits / 4), rel=REL)
+
+
+def test_tp_communication_and_full_recompute(make_model, make_cluster):
+    model = make_model(training=dict(global_batch=8))
+    cluster = make_cluster()
+    layout = lay(tp=2, pp=2, num_microbatches=8, recompute="full")
+    lc = layer_compute(model, cluster.gpu, layout)
+    # per layer forward: two all-reduces of 2 s b h = 1,048,576 B over 2 ranks on NVLink:
+    # 2 x (2 * 1/2 * 1,048,576 / 100e9 + 2 * 1 * 10 us) = 2 x 30.486 us
+    tp_fwd = 2 * (1_048_576 / 100e9 + 2 * LAT)
+    times = step_time(model, cluster, layout)
+    # forward, backward and the recomputed forward: 3 x; m = 8 micro-batches x 4 layers per rank
+    assert times.tp_comm[0] == approx(8 * 4 * 3 * tp_fwd, rel=REL)
+    assert times.recompute[0] == approx(8 * 4 * lc.fwd_s[0], rel=REL)  # full: the whole forward again
+    overlapped = make_model(training=dict(global_batch=8, tp_comm_overlap=True))
+    # tp_overlap_exposed = 0.5 on the toy GPU
+    assert step_time(overlapped, cluster, layout).tp_comm[0] == approx(0.5 * 8 * 4 * 3 * tp_fwd, rel=REL)
+
+
+def _dp_model(make_model, overlap):
+    return make_model(training=dict(global_batch=8, dp_comm_overlap=overlap))
+
+
+# pp = 1: the rank holds 8 layers, the embeddings and the untied output layer (tp = 1)
+DP_PARAMS = 8 * LAYER_PARAMS + V * H + S * H + V * H  # 118,071,296
+
+
+def test_dp_overlap_hides_up_to_one_stage_of_work(make_model, make_cluster):
+    # One GPU per node and 1 GB/s links: the gradient all-reduce (0.59 s) dwarfs the work.
+    cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=1.0)
+    layout = lay(dp=2, num_microbatches=4)
+    t_bwd = float(layer_compute(_dp_model(make_model, True), cluster.gpu, layout).bwd_s[0])
+    # all-reduce of 4 B fp32 gradients over 2 ranks at 1 x 0.8 GB/s: 2 * 1/2 * 4P / 0.8e9 + 2 x 10 us
+    raw = 4 * DP_PARAMS / 0.8e9 + 2 * LAT
+    assert raw == approx(0.59037648, rel=1e-9)
+    exposed_off = step_time(_dp_model(make_model, False), cluster, layout).dp_comm[0]
+    exposed_on = step_time(_dp_model(make_model, True), cluster, layout).dp_comm[0]
+    assert exposed_off == approx(raw, rel=REL)
+    # overlap window (zero 0): a gradient all-reduce can only hide behind the backward of the last
+    # micro-batch, on the 8 layers of the rank
+    assert exposed_on == approx(raw - 8 * t_bwd, rel=REL)
+    assert exposed_on < exposed_off
+
+
+def test_dp_overlap_keeps_a_floor(make_model, make_cluster):
+    # Inside one node (100 GB/s) the all-reduce (4.7 ms) is shorter than the window: 10 % stays exposed.
+    cluster = make_cluster()
+    layout = lay(dp=2, num_microbatches=4)
+    t_bwd = float(layer_compute(_dp_model(make_model, True), cluster.gpu, layout).bwd_s[0])
+    raw = 4 * DP_PARAMS / 100e9 + 2 * LAT
+    assert raw < 8 * t_bwd
+    assert step_time(_dp_model(make_model, True), cluster, layout).dp_comm[0] == approx(0.1 * raw, rel=REL)
+
+
+def test_zero2_overlaps_with_every_micro_batch(make_model, make_cluster):
+    cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=1.0)
+    layout = lay(dp=2, num_microbatches=4, zero=2)
+    t_layer, _ = unit_times(_dp_model(make_model, True), cluster.gpu, layout)
+    # a gradient reduce-scatter per micro-batch (4 x) + one bf16 parameter all-gather, 0.8 GB/s
+    rs = 1 / 2 * 4 * DP_PARAMS / 0.8e9 + LAT
+    ag = 1 / 2 * 2 * DP_PARAMS / 0.8e9 + LAT
+    raw = 4 * rs + ag
+    times = step_time(_dp_model(make_model, True), cluster, layout)
+    # window: all 4 micro-batches' forward + backward
+    assert times.dp_comm[0] == approx(max(raw - 4 * 8 * t_layer, 0.1 * raw), rel=REL)
+    # optimizer states sharded over dp = 2: Adam touches half the parameters
+    assert times.optimizer[0] == approx(ADAM_BYTES_PER_PARAM * DP_PARAMS / 2 / 500e9, rel=REL)
