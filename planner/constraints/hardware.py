@@ -36,9 +36,9 @@ def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits
             Mask(
                 "tp_in_nvlink_domain",
                 "hardware",
-                lay.tp <= domain,
-                lambda i: f"tp={lay.tp[i]} spans more than the {domain} GPUs of one NVLink domain "
-                "(allow with --allow-cross-node-tp)",
+                (lay.tp <= domain) & (domain % lay.tp == 0),
+                lambda i: f"tp={lay.tp[i]} does not fit the {domain} GPUs of one NVLink domain "
+                "(tp groups must tile it; allow with --allow-cross-node-tp)",
                 relative_excess(lay.tp.astype(float), float(domain)),
             )
         )

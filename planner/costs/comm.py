@@ -22,8 +22,11 @@ def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -
     eff = cluster.gpu.efficiency
     domain = cluster.node.nvlink_domain
     nvlink = cluster.node.nvlink_gbps * eff.nvlink
-    inside = size * stride <= domain
-    per_domain = np.clip(domain // np.maximum(stride, 1), 1, size)
+    span = size * stride
+    # A group fits one domain only if groups tile domains exactly (tp 6 on 8-GPU nodes straddles two);
+    # a straddling or spanning group is bounded by its fewest members in one domain.
+    inside = (span <= domain) & (domain % span == 0)
+    per_domain = np.clip(np.gcd(span, domain) // np.maximum(stride, 1), 1, size)
     across = np.minimum(nvlink, per_domain * cluster.node.network_gbps * eff.network)
     return np.where(inside, nvlink, across)
 
@@ -82,7 +85,8 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.nda
     eff = cluster.gpu.efficiency
     tp, dp = layouts.tp, layouts.dp
     nbytes = 2.0 * layouts.micro_batch * seq_len * hidden / tp
-    crosses = tp * dp >= cluster.node.nvlink_domain
+    # Some stage boundary leaves the NVLink domain whenever the pipeline spans more than one domain.
+    crosses = tp * dp * layouts.pp > cluster.node.nvlink_domain
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
     gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
     lat = eff.latency_us * 1e-6
@@ -101,7 +105,8 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts) -> np.n
     as shards, so they are reduce-scattered after every micro-batch (Rajbhandari et al. 2020
     Sec. 5.2), then one parameter all-gather; zero 3: per micro-batch two
     parameter all-gathers (forward, backward) and a gradient reduce-scatter (Rajbhandari et al.
-    2020 Sec. 7: 1.5x the volume of plain data parallelism, here per micro-batch)."""
+    2020 Sec. 7.2.2: 3x the parameter size against 2x for plain data parallelism, here every
+    micro-batch; with bf16 gathers and fp32 gradients the bytes equal one fp32 all-reduce)."""
     eff = cluster.gpu.efficiency
     dp, tp = layouts.dp, layouts.tp
     bus = group_bus_gbps(cluster, dp, tp)

@@ -62,53 +62,79 @@ def activation_bytes_per_layer(model: ModelSpec, layouts: Layouts) -> np.ndarray
     keep_scores = (layouts.recompute == RECOMPUTE_NONE) & (model.training.attention == "standard")
     per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0)
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
-    return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), per_layer
+    # The layer rebuilt during full recomputation stores everything, scores included.
+    rebuilt = replicated + tp_region + (scores if model.training.attention == "standard" else 0.0)
+    return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
 
 
-def layers_in_flight(model: ModelSpec, layouts: Layouts) -> np.ndarray:
-    """Layer-activations held at the peak by the first pipeline rank."""
+def layers_in_flight(model: ModelSpec, layouts: Layouts, last_rank: bool = False) -> np.ndarray:
+    """Layer-activations held at the peak by the first (or the last) pipeline rank. Megatron's
+    warm-up runs p - r - 1 micro-batches ahead on rank r (1F1B), and 2(p - r - 1) + (v - 1) p
+    chunks ahead with interleaving; one more is in flight."""
     p, v, m = layouts.pp, layouts.vpp, layouts.num_microbatches
-    first, _ = layers_per_rank(model, layouts)
-    one_f_one_b = first * np.minimum(m, p)
+    first, last = layers_per_rank(model, layouts)
     chunk_layers = model.layers / (p * v)
-    interleaved = chunk_layers * np.minimum(m * v, v * p + p - 1)
+    if last_rank:
+        one_f_one_b = last * np.minimum(m, 1)
+        interleaved = chunk_layers * np.minimum(m * v, (v - 1) * p + 1)
+    else:
+        one_f_one_b = first * np.minimum(m, p)
+        interleaved = chunk_layers * np.minimum(m * v, v * p + p - 1)
     return np.where(v > 1, interleaved, one_f_one_b)
 
 
-def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> MemoryBreakdown:
+def _rank_params(model: ModelSpec, layouts: Layouts) -> tuple[np.ndarray, np.ndarray]:
+    """Unsharded parameters per GPU of the first and of the last pipeline rank. The word embedding
+    and the output layer are vocab-parallel (/tp); a learned position embedding is replicated.
+    Megatron keeps a copy of tied word embeddings on the last stage to compute the logits."""
+    first, last = layers_per_rank(model, layouts)
+    t = layouts.tp.astype(float)
+    lp = model.layer_params()
+    word = model.vocab * model.hidden
+    position = model.embedding_params() - word
+    first_p = (first * lp + word) / t + position
+    last_p = (last * lp + (model.output_params() or word)) / t
+    single = (model.layers * lp + word + model.output_params()) / t + position
+    return np.where(layouts.pp == 1, single, first_p), np.where(layouts.pp == 1, single, last_p)
+
+
+def parameters_per_gpu(model: ModelSpec, layouts: Layouts) -> np.ndarray:
+    """Unsharded parameters of the rank holding the most (before ZeRO sharding)."""
+    first_p, last_p = _rank_params(model, layouts)
+    return np.maximum(first_p, last_p)
+
+
+def _rank_memory(model: ModelSpec, gpu: GpuSpec, layouts: Layouts, params: np.ndarray, last_rank: bool) -> MemoryBreakdown:
     t = layouts.tp.astype(float)
     dp = layouts.dp.astype(float)
     z = layouts.zero
-    params = parameters_per_gpu(model, layouts)
-
     weights = params * WEIGHT_BYTES / np.where(z >= 3, dp, 1.0)
     grads = params * GRAD_BYTES / np.where(z >= 2, dp, 1.0)
     optim = params * OPTIMIZER_BYTES / np.where(z >= 1, dp, 1.0)
 
-    stored, full_layer = activation_bytes_per_layer(model, layouts)
-    acts = stored * layers_in_flight(model, layouts)
+    stored, rebuilt = activation_bytes_per_layer(model, layouts)
+    acts = stored * layers_in_flight(model, layouts, last_rank=last_rank)
     # Full recomputation rebuilds one layer's activations at a time during backward.
-    acts = acts + np.where(layouts.recompute == RECOMPUTE_FULL, full_layer, 0.0)
+    acts = acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt, 0.0)
 
-    # Logits in bf16 plus their fp32 copy inside the vocab-parallel cross-entropy, last stage only.
-    logits = 6.0 * model.seq_len * layouts.micro_batch * model.vocab / t
-    other = gpu.memory_reserve_gib * GIB + logits
-    return MemoryBreakdown(
-        weights=weights / GIB,
-        gradients=grads / GIB,
-        optimizer=optim / GIB,
-        activations=acts / GIB,
-        other=other / GIB,
-    )
+    other = np.full_like(acts, gpu.memory_reserve_gib * GIB)
+    if last_rank:
+        # Logits in bf16 plus their fp32 copy inside the vocab-parallel cross-entropy.
+        other = other + 6.0 * model.seq_len * layouts.micro_batch * model.vocab / t
+    return MemoryBreakdown(weights / GIB, grads / GIB, optim / GIB, acts / GIB, other / GIB)
 
 
-def parameters_per_gpu(model: ModelSpec, layouts: Layouts) -> np.ndarray:
-    """Unsharded parameters of the most loaded rank (before ZeRO sharding)."""
-    first, last = layers_per_rank(model, layouts)
-    lp = model.layer_params()
-    t = layouts.tp.astype(float)
-    # Megatron keeps a copy of tied word embeddings on the last stage to compute the logits.
-    out_params = model.output_params() or model.vocab * model.hidden
-    first_p = (first * lp + model.embedding_params()) / t
-    last_p = (last * lp + out_params) / t
-    return np.where(layouts.pp == 1, first_p + model.output_params() / t, np.maximum(first_p, last_p))
+def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> MemoryBreakdown:
+    """The breakdown of whichever of the first and the last pipeline rank needs more memory
+    (with pp = 1 they are the same GPU, which holds the activations and the logits)."""
+    first_p, last_p = _rank_params(model, layouts)
+    single = layouts.pp == 1
+    first = _rank_memory(model, gpu, layouts, first_p, last_rank=False)
+    last = _rank_memory(model, gpu, layouts, last_p, last_rank=True)
+    if np.any(single):
+        # pp = 1: one GPU holds the first rank's activations and the last rank's logits.
+        first = MemoryBreakdown(first.weights, first.gradients, first.optimizer, first.activations,
+                                np.where(single, last.other, first.other))
+    pick = first.total >= last.total
+    return MemoryBreakdown(*(np.where(pick, getattr(first, f), getattr(last, f))
+                             for f in ("weights", "gradients", "optimizer", "activations", "other")))

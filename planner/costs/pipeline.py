@@ -79,8 +79,10 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> TimeB
         # Gradient buckets reduce during the last micro-batch's backward, parameters gather during
         # the first forward (Megatron overlap_grad_reduce / overlap_param_gather); ZeRO-2/3 move
         # data every micro-batch and overlap it with all of compute.
+        # A plain all-reduce of gradients can only hide behind backward.
         stage_fb = first * work_layer
-        window = np.where(layouts.zero >= 2, m * stage_fb, stage_fb)
+        stage_b = first * lc.bwd_s
+        window = np.select([layouts.zero == 0, layouts.zero == 1], [stage_b, stage_fb], m * stage_fb)
         dp_comm = np.maximum(dp_raw - window, eff.dp_overlap_exposed * dp_raw)
     else:
         dp_comm = dp_raw
