@@ -63,6 +63,9 @@ def run(fn):
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
         raise typer.Exit(130)
+    except BrokenPipeError:  # `plan search --json | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0)
     except (typer.Exit, SystemExit):
         raise
     except Exception as exc:  # a bug: say so in one line unless debugging

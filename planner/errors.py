@@ -40,10 +40,11 @@ class SpecError(PlannerError):
         return where
 
     def __str__(self) -> str:
-        parts = [self.location()]
+        # Command-line mistakes have no file: then the flag (the path) leads the message.
+        parts = [self.location()] if (self.file or self.line is not None) else []
         if self.path:
             parts.append(self.path)
-        text = ": ".join(parts) + ": " + self.message
+        text = ": ".join(parts + [self.message])
         if self.expected:
             text += f" (expected {self.expected})"
         return text

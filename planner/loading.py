@@ -1,7 +1,8 @@
 """Load GPU, cluster and model specs from YAML files or shipped names, strictly.
 
 Every problem becomes a `SpecError` naming the file, the line, the field path and what was
-expected; unknown keys get the nearest valid key suggested.
+expected; unknown keys get the nearest valid key suggested, and all problems of a file are
+reported together (`SpecErrors`). Loading only reads: no input file is ever written.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .yamlio import LoadedYaml, load_yaml_file
 T = TypeVar("T", bound=BaseModel)
 
 KINDS = {"gpu": "gpus", "cluster": "clusters", "model": "models"}
+FILE_KINDS = ("gpu", "cluster", "model", "layout", "plan")
 
 
 def config_dir() -> Path:
@@ -32,22 +34,25 @@ def shipped_names(kind: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def resolve(arg: str | os.PathLike, kind: str) -> Path:
-    """A path as given, or the shipped spec of that name."""
+def _unknown_name(what: str, name: str, names: list[str], file: str | None, or_what: str) -> SpecError:
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return SpecError(f"{what} '{name}'{hint}", file=file,
+                     expected=f"{or_what} one of: {', '.join(names) or '(none shipped)'}")
+
+
+def resolve(arg: str | os.PathLike, kind: str, base: Path | None = None) -> Path:
+    """A path as given (relative to `base` when given), or the shipped spec of that name."""
     path = Path(arg)
-    if path.exists() or path.suffix in (".yaml", ".yml") or os.sep in str(arg):
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if path.exists() or path.suffix in (".yaml", ".yml") or os.sep in str(arg) or "/" in str(arg):
         return path
     shipped = config_dir() / KINDS[kind] / f"{arg}.yaml"
     if shipped.is_file():
         return shipped
-    names = shipped_names(kind)
-    close = difflib.get_close_matches(str(arg), names, n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    raise SpecError(
-        f"no {kind} file or shipped {kind} named '{arg}'{hint}",
-        file=str(arg),
-        expected=f"a path to a YAML file or one of: {', '.join(names) or '(none shipped)'}",
-    )
+    raise _unknown_name(f"no {kind} file or shipped {kind} named", str(arg), shipped_names(kind), str(arg),
+                        "a path to a YAML file or")
 
 
 _EXPECTED = {
@@ -60,11 +65,25 @@ _EXPECTED = {
     "model_type": "a mapping",
     "model_attributes_type": "a mapping",
     "finite_number": "a finite number",
-    "missing": "this required field",
 }
 
 
+def describe(value: Any) -> str:
+    """How a YAML value reads to a user: `the string '96'`, `a list`, `true`."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, (int, float)):
+        return f"{value!r}"[:40]
+    if value is None:
+        return "null"
+    return "a list" if isinstance(value, list) else "a mapping"
+
+
 def _expected(err: dict) -> str | None:
+    if "_expected" in err:
+        return err["_expected"]
     ctx = err.get("ctx") or {}
     kind = err["type"]
     if kind in _EXPECTED:
@@ -79,84 +98,204 @@ def _expected(err: dict) -> str | None:
     return None
 
 
-def _fields_at(model: type[BaseModel], loc: tuple) -> list[str]:
-    """Valid keys of the (sub-)spec at `loc`, for suggesting a near miss."""
-    current: Any = model
+def _submodel(model: Any, loc: tuple) -> type[BaseModel] | None:
+    """The (sub-)spec class at `loc`, or None where `loc` leaves the typed specs."""
+    current = model
     for part in loc:
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
+            return None
         field = current.model_fields.get(str(part))
         if field is None:
-            return []
+            return None
         ann = field.annotation
         args = getattr(ann, "__args__", ()) or (ann,)
         current = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _message(err: dict, loc: tuple) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        return f"missing required key '{loc[-1]}'"
+    if kind in _EXPECTED and "input" in err:
+        value = err["input"]
+        msg = f"wrong type: got {describe(value)}"
+        if isinstance(value, str) and kind in ("int_type", "float_type") and _is_number(value):
+            msg += "; remove the quotes"
+        if kind == "finite_number":
+            msg = f"got {describe(value)}"
+        return msg
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind != "value_error" and "input" in err:
+        msg += f", got {describe(err['input'])}"
+    return msg
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _real_loc(loc: tuple, data: Any, kind: str) -> tuple:
+    """`loc` without the member names pydantic adds for a union (`model.str`, `model.ModelSpec`)."""
+    out, current = [], data
+    for i, part in enumerate(loc):
+        final = i == len(loc) - 1
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        elif final and isinstance(current, dict) and kind in ("missing", "extra_forbidden"):
+            pass
+        else:
+            continue  # a union member's tag, not a key of the file
+        out.append(part)
+    return tuple(out)
+
+
+def _merge_unions(errors: list[dict]) -> list[dict]:
+    """One error per path: a value that fits no member of a union gets all members as expected."""
+    merged: dict[tuple, dict] = {}
+    for err in errors:
+        seen = merged.get(err["loc"])
+        if seen is None:
+            merged[err["loc"]] = err
+        elif seen["type"] in _EXPECTED and err["type"] in _EXPECTED:
+            first, second = _expected(seen), _expected(err)
+            if second not in first.split(" or "):
+                seen["_expected"] = f"{first} or {second}"
+    return list(merged.values())
 
 
 def _to_spec_errors(exc: ValidationError, loaded: LoadedYaml, model: type[BaseModel], prefix: tuple) -> list[SpecError]:
     out = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        path = ".".join(str(p) for p in prefix + loc) or None
-        line = loaded.line_of(prefix + loc)
+    data = loaded.data
+    for part in prefix:
+        data = data.get(part) if isinstance(data, dict) else None
+    errors = [dict(err, loc=_real_loc(tuple(err["loc"]), data, err["type"])) for err in exc.errors()]
+    for err in _merge_unions(errors):
+        loc = err["loc"]
         if err["type"] == "extra_forbidden":
-            valid = _fields_at(model, loc[:-1])
+            valid = list(getattr(_submodel(model, loc[:-1]), "model_fields", {}))
             close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
             msg = f"unknown key '{loc[-1]}'" + (f"; did you mean '{close[0]}'?" if close else "")
-            out.append(SpecError(msg, file=loaded.file, line=line, path=path, expected=f"one of: {', '.join(valid)}"))
+            out.append(SpecError(msg, file=loaded.file, line=loaded.line_of(prefix + loc),
+                                 path=".".join(map(str, prefix + loc)), expected=f"one of: {', '.join(valid)}"))
             continue
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] not in ("missing", "value_error") and "input" in err:
-            msg += f", got {err['input']!r}"[:120]
-        out.append(SpecError(msg, file=loaded.file, line=line, path=path, expected=_expected(err)))
+        if err["type"] == "value_error":  # a cross-field rule: point at the field it names first
+            fields = getattr(_submodel(model, loc), "model_fields", {})
+            first = err["msg"].removeprefix("Value error, ").split(" ")[0]
+            if first in fields:
+                loc += (first,)
+        out.append(SpecError(_message(err, loc), file=loaded.file, line=loaded.line_of(prefix + loc),
+                             path=".".join(str(p) for p in prefix + loc) or None, expected=_expected(err)))
     return out
+
+
+def raise_all(errors: list[SpecError]) -> None:
+    if errors:
+        raise errors[0] if len(errors) == 1 else SpecErrors(errors)
 
 
 def validate(model: type[T], data: Any, loaded: LoadedYaml, prefix: tuple = ()) -> T:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = _to_spec_errors(exc, loaded, model, prefix)
-        raise (errors[0] if len(errors) == 1 else SpecErrors(errors)) from None
+        raise_all(_to_spec_errors(exc, loaded, model, prefix))
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
-def load_gpu(arg: str | os.PathLike) -> GpuSpec:
-    loaded = load_yaml_file(resolve(arg, "gpu"))
-    return validate(GpuSpec, loaded.data, loaded)
+# Keys that only a file of that kind has, in the order they are tried.
+SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node"}, "model": {"layers", "hidden"},
+              "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"}}
 
 
-def load_model(arg: str | os.PathLike) -> ModelSpec:
-    loaded = load_yaml_file(resolve(arg, "model"))
-    return validate(ModelSpec, loaded.data, loaded)
+def detect_kind(data: dict) -> str | None:
+    """gpu, cluster, model, plan or layout: the `kind:` key, else the keys present."""
+    if "kind" in data:
+        return data["kind"] if isinstance(data["kind"], str) else None
+    keys = set(data)
+    if SIGNATURES["plan"] <= keys:
+        return "plan"
+    return next((kind for kind, sig in SIGNATURES.items() if kind != "plan" and keys & sig), None)
 
 
-def cluster_from_loaded(loaded: LoadedYaml) -> ClusterSpec:
-    data = dict(loaded.data)
+def strip_kind(data: dict, loaded: LoadedYaml, kind: str, prefix: tuple = ()) -> dict:
+    """`data` without its `kind:` key, which must name `kind` when present."""
+    if not isinstance(data, dict):
+        return data
+    if "kind" not in data:
+        seems = detect_kind(data)
+        if seems not in (None, kind) and not set(data) & SIGNATURES[kind]:
+            raise SpecError(f"this looks like a {seems} file, but a {kind} spec is expected here", file=loaded.file,
+                            line=loaded.line_of(prefix), path=".".join(prefix) or None,
+                            expected=f"a {kind} spec (or add `kind: {kind}` if it is one)")
+        return data
+    given = data["kind"]
+    if given != kind:
+        where = dict(file=loaded.file, line=loaded.line_of(prefix + ("kind",)), path=".".join(prefix + ("kind",)))
+        if given in FILE_KINDS:
+            raise SpecError(f"this is a {given} file, but a {kind} spec is expected here", **where,
+                            expected=f"kind: {kind}")
+        raise SpecError(f"unknown kind {given!r}", **where, expected=f"one of: {', '.join(FILE_KINDS)}")
+    return {k: v for k, v in data.items() if k != "kind"}
+
+
+def gpu_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> GpuSpec:
+    data = loaded.data if data is None else data
+    return validate(GpuSpec, strip_kind(data, loaded, "gpu", prefix), loaded, prefix)
+
+
+def model_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ModelSpec:
+    data = loaded.data if data is None else data
+    return validate(ModelSpec, strip_kind(data, loaded, "model", prefix), loaded, prefix)
+
+
+def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ClusterSpec:
+    """A cluster whose `gpu:` is a mapping or a shipped preset name; reports all problems at once."""
+    data = strip_kind(loaded.data if data is None else data, loaded, "cluster", prefix)
+    if not isinstance(data, dict):
+        return validate(ClusterSpec, data, loaded, prefix)
+    data, errors = dict(data), []
     gpu = data.get("gpu")
     if isinstance(gpu, str):
         try:
             data["gpu"] = load_gpu_data(gpu)
         except SpecError as exc:
-            raise SpecError(
-                exc.message, file=loaded.file, line=loaded.line_of(("gpu",)), path="gpu", expected=exc.expected
-            ) from None
-    return validate(ClusterSpec, data, loaded)
+            if exc.file is not None:  # the preset file itself is broken
+                raise
+            errors.append(SpecError(exc.message, file=loaded.file, line=loaded.line_of(prefix + ("gpu",)),
+                                    path=".".join(prefix + ("gpu",)), expected=exc.expected))
+            data.pop("gpu")
+    try:
+        cluster = validate(ClusterSpec, data, loaded, prefix)
+    except SpecErrors as exc:
+        errors += [e for e in exc.errors if not (errors and e.path == ".".join(prefix + ("gpu",)))]
+    except SpecError as exc:
+        errors += [exc] if not (errors and exc.path == ".".join(prefix + ("gpu",))) else []
+    raise_all(errors)
+    return cluster
 
 
 def load_gpu_data(name: str) -> dict:
     """A shipped GPU preset as a plain mapping (validated with the cluster it sits in)."""
     shipped = config_dir() / "gpus" / f"{name}.yaml"
     if not shipped.is_file():
-        names = shipped_names("gpu")
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise SpecError(f"unknown GPU preset '{name}'{hint}", expected=f"one of: {', '.join(names)}, or a mapping")
+        raise _unknown_name("unknown GPU preset", name, shipped_names("gpu"), None, "a mapping or")
     loaded = load_yaml_file(shipped)
-    validate(GpuSpec, loaded.data, loaded)  # a broken preset is reported against its own file
-    return loaded.data
+    gpu_from_loaded(loaded)  # a broken preset is reported against its own file
+    return strip_kind(loaded.data, loaded, "gpu")
+
+
+def load_gpu(arg: str | os.PathLike) -> GpuSpec:
+    return gpu_from_loaded(load_yaml_file(resolve(arg, "gpu")))
+
+
+def load_model(arg: str | os.PathLike) -> ModelSpec:
+    return model_from_loaded(load_yaml_file(resolve(arg, "model")))
 
 
 def load_cluster(arg: str | os.PathLike) -> ClusterSpec:

@@ -1,0 +1,316 @@
+"""`plan check`: validate GPU, cluster, model, layout and plan files; pure functions, no printing.
+
+A check produces `Finding`s. Each file is read strictly (planner.yamlio), its kind detected,
+validated against its spec, checked for physical plausibility and, for a plan file, for
+feasibility with the cost models and constraints of `plan search`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import InfeasibleError, SpecError, SpecErrors
+from .loading import cluster_from_loaded, detect_kind, gpu_from_loaded, model_from_loaded, resolve, strip_kind, validate
+from .specs import ClusterSpec, GpuSpec, ModelSpec
+from .yamlio import LoadedYaml, load_yaml_file
+
+DEFAULT_HEADROOM = 0.05
+UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2, not 1
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class PlanLayout(BaseModel):
+    """The checked-in layout; dp defaults to gpus / (tp * pp)."""
+
+    model_config = _STRICT
+    dp: int | None = Field(default=None, gt=0, le=10_000_000)
+    tp: int = Field(gt=0, le=100_000)
+    pp: int = Field(gt=0, le=100_000)
+    micro_batch: int = Field(gt=0, le=100_000, description="sequences per micro-batch")
+    vpp: int = Field(default=1, gt=0, le=10_000, description="virtual pipeline stages per rank")
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = False
+    zero: Literal[0, 1, 2, 3] = Field(default=0, description="ZeRO stage")
+
+
+class PlanConstraints(BaseModel):
+    """Limits the layout must meet; absent means unconstrained."""
+
+    model_config = _STRICT
+    memory_headroom: float | None = Field(default=None, ge=0, lt=1, description="fraction of GPU memory kept free")
+    allow_cross_node_tp: bool = False
+    max_step_time_s: float | None = Field(default=None, gt=0, le=1e6)
+    min_mfu: float | None = Field(default=None, gt=0, le=1)
+    max_bubble: float | None = Field(default=None, ge=0, le=1)
+    max_power_kw: float | None = Field(default=None, gt=0, le=1e9)
+    max_energy_per_token_j: float | None = Field(default=None, gt=0, le=1e9)
+    max_gpu_power_w: float | None = Field(default=None, gt=0, le=1e5)
+
+
+class PlanFile(BaseModel):
+    """model + cluster + layout: `model`/`cluster` are shipped names, paths relative to the plan file, or inline."""
+
+    model_config = _STRICT
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    description: str | None = Field(default=None, max_length=10_000)
+    model: str | ModelSpec
+    cluster: str | ClusterSpec
+    gpus: int | None = Field(default=None, gt=0, le=10_000_000, description="GPUs used (default: the whole cluster)")
+    global_batch: int | None = Field(default=None, gt=0, le=100_000_000, description="overrides the model's")
+    layout: PlanLayout
+    constraints: PlanConstraints = PlanConstraints()
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    line: int | None
+    severity: Literal["error", "warning"]
+    code: str
+    path: str | None
+    message: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def exit_code(findings: list[Finding], strict: bool = False) -> int:
+    """2 when a file could not be read, parsed or validated; 1 when a check failed; else 0."""
+    if any(f.severity == "error" and f.code in (UNREADABLE, INVALID) for f in findings):
+        return 2
+    if any(f.severity == "error" or strict for f in findings):
+        return 1
+    return 0
+
+
+def from_errors(exc: SpecError | SpecErrors, code: str) -> list[Finding]:
+    errors = exc.errors if isinstance(exc, SpecErrors) else [exc]
+    return [Finding(e.file or "<input>", e.line, "error", code, e.path,
+                    e.message + (f" (expected {e.expected})" if e.expected else "")) for e in errors]
+
+
+def yaml_files(paths: list[str]) -> tuple[list[str], list[Finding]]:
+    """Files named, and `*.yaml`/`*.yml` under directories named (recursively, hidden ones skipped)."""
+    files, findings = [], []
+    for arg in paths:
+        if not os.path.isdir(arg):
+            files.append(arg)
+            continue
+        found = []
+        for root, dirs, names in os.walk(arg):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found += [os.path.join(root, n) for n in sorted(names) if n.endswith((".yaml", ".yml")) and n[0] != "."]
+        files += found
+        if not found:
+            findings.append(Finding(arg, None, "error", UNREADABLE, None, "no *.yaml or *.yml files in this directory"))
+    return list(dict.fromkeys(files)), findings
+
+
+def check_paths(paths: list[str], *, headroom: float | None = None, against_best: float | None = None) -> tuple[list[str], list[Finding]]:
+    files, findings = yaml_files(paths)
+    for file in files:
+        findings += check_file(file, headroom=headroom, against_best=against_best)
+    return files, list(dict.fromkeys(findings))
+
+
+def check_file(file: str, *, headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
+    try:
+        loaded = load_yaml_file(file)
+    except (SpecError, SpecErrors) as exc:
+        return from_errors(exc, UNREADABLE)
+    kind = detect_kind(loaded.data)
+    checks = {"gpu": _check_gpu, "cluster": _check_cluster, "model": _check_model, "layout": _check_layout}
+    try:
+        if kind == "plan":
+            return check_plan(loaded, headroom=headroom, against_best=against_best)
+        if kind in checks:
+            return checks[kind](loaded)
+        strip_kind(loaded.data, loaded, "gpu")  # an unknown `kind:` value gets its message here
+        raise SpecError("cannot tell what this file is", file=file, line=1, expected=(
+            "a `kind:` key (gpu, cluster, model, layout or plan) or the keys of one of them"))
+    except (SpecError, SpecErrors) as exc:
+        return from_errors(exc, INVALID)
+
+
+def _check_gpu(loaded: LoadedYaml) -> list[Finding]:
+    return gpu_warnings(gpu_from_loaded(loaded), loaded)
+
+
+def _check_model(loaded: LoadedYaml) -> list[Finding]:
+    return model_warnings(model_from_loaded(loaded), loaded)
+
+
+def _check_cluster(loaded: LoadedYaml) -> list[Finding]:
+    cluster = cluster_from_loaded(loaded)
+    inline_gpu = isinstance(loaded.data.get("gpu"), dict)
+    return cluster_warnings(cluster, loaded) + (gpu_warnings(cluster.gpu, loaded, ("gpu",)) if inline_gpu else [])
+
+
+def _check_layout(loaded: LoadedYaml) -> list[Finding]:
+    data = strip_kind(loaded.data, loaded, "layout")
+    prefix = ("layout",) if set(data) == {"layout"} else ()
+    validate(PlanLayout, data["layout"] if prefix else data, loaded, prefix)
+    return []
+
+
+# Plausibility: values a spec accepts but no real hardware or job has; most are unit slips.
+Rule = tuple[str, str, Callable[[Any], bool], Callable[[Any], str]]
+GPU_RULES: list[Rule] = [
+    ("memory_gib", "gpu-memory", lambda g: g.memory_gib > 512 or g.memory_gib < 1,
+     lambda g: f"{g.memory_gib:g} GiB of memory per GPU is outside 1-512 GiB; is the unit GiB?"),
+    ("tdp_w", "gpu-tdp", lambda g: not 50 <= g.tdp_w <= 3000,
+     lambda g: f"TDP of {g.tdp_w:g} W is outside the 50-3000 W of training GPUs; is the unit W?"),
+    ("hbm_gbps", "gpu-hbm", lambda g: not 100 <= g.hbm_gbps <= 50_000,
+     lambda g: f"HBM bandwidth of {g.hbm_gbps:g} GB/s is outside 100-50000 GB/s; is the unit GB/s (not TB/s)?"),
+    ("peak_tflops.bf16", "gpu-tflops", lambda g: not 1 <= g.peak_tflops.bf16 <= 20_000,
+     lambda g: f"{g.peak_tflops.bf16:g} dense BF16 TFLOP/s is outside 1-20000; is the unit TFLOP/s (dense)?"),
+    ("peak_tflops.tf32", "gpu-tflops", lambda g: (g.peak_tflops.tf32 or 0) > g.peak_tflops.bf16,
+     lambda g: f"TF32 ({g.peak_tflops.tf32:g}) faster than BF16 ({g.peak_tflops.bf16:g}) TFLOP/s"),
+    ("peak_tflops.fp8", "gpu-tflops", lambda g: g.peak_tflops.fp8 is not None and g.peak_tflops.fp8 < g.peak_tflops.bf16,
+     lambda g: f"FP8 ({g.peak_tflops.fp8:g}) slower than BF16 ({g.peak_tflops.bf16:g}) TFLOP/s"),
+]
+CLUSTER_RULES: list[Rule] = [
+    ("node.network_gbps", "network-faster-than-nvlink", lambda c: c.node.network_gbps > c.node.nvlink_gbps,
+     lambda c: f"network ({c.node.network_gbps:g} GB/s) faster than NVLink ({c.node.nvlink_gbps:g} GB/s) per GPU"),
+    ("node.network_gbps", "bandwidth-unit", lambda c: c.node.network_gbps > 100,
+     lambda c: f"{c.node.network_gbps:g} GB/s per GPU is faster than any NIC; NICs are rated in Gb/s: "
+               f"{c.node.network_gbps:g} Gb/s is {c.node.network_gbps / 8:g} GB/s"),
+    ("node.nvlink_gbps", "bandwidth-unit", lambda c: c.node.nvlink_gbps > 2000,
+     lambda c: f"{c.node.nvlink_gbps:g} GB/s per GPU per direction is beyond any NVLink; "
+               f"if it is Gb/s, write {c.node.nvlink_gbps / 8:g}"),
+    ("power.pue", "pue", lambda c: not 1 <= c.power.pue <= 3,
+     lambda c: f"PUE {c.power.pue:g} is outside 1-3 (it is facility power / IT power, never below 1)"),
+]
+MODEL_RULES: list[Rule] = [
+    ("heads", "head-dim", lambda m: not 16 <= m.hidden // m.heads <= 512,
+     lambda m: f"head dimension hidden/heads = {m.hidden // m.heads} is outside 16-512"),
+]
+
+
+def _apply(rules: list[Rule], spec: Any, loaded: LoadedYaml, prefix: tuple) -> list[Finding]:
+    out = []
+    for path, code, bad, message in rules:
+        if bad(spec):
+            full = prefix + tuple(path.split("."))
+            out.append(Finding(loaded.file, loaded.line_of(full), "warning", code, ".".join(full), message(spec)))
+    return out
+
+
+def gpu_warnings(gpu: GpuSpec, loaded: LoadedYaml, prefix: tuple = ()) -> list[Finding]:
+    return _apply(GPU_RULES, gpu, loaded, prefix)
+
+
+def cluster_warnings(cluster: ClusterSpec, loaded: LoadedYaml, prefix: tuple = ()) -> list[Finding]:
+    return _apply(CLUSTER_RULES, cluster, loaded, prefix)
+
+
+def model_warnings(model: ModelSpec, loaded: LoadedYaml, prefix: tuple = ()) -> list[Finding]:
+    return _apply(MODEL_RULES, model, loaded, prefix)
+
+
+def _part(loaded: LoadedYaml, key: str, kind: str, build: Callable) -> tuple[Any, list[Finding]]:
+    """The plan's model or cluster (inline, a path beside the plan, or shipped), with its findings."""
+    value = loaded.data.get(key)
+    try:
+        if isinstance(value, dict):
+            spec = build(loaded, value, (key,))
+            sub, prefix = loaded, (key,)
+        else:
+            path = resolve(value, kind, base=Path(loaded.file).parent)
+            sub = load_yaml_file(path)
+            spec, prefix = build(sub), ()
+    except (SpecError, SpecErrors) as exc:
+        if isinstance(exc, SpecError) and exc.path is None and exc.line is None:  # unknown shipped name, missing file
+            message = exc.message if exc.file is None or exc.file in exc.message else f"{exc.message}: {exc.file}"
+            exc = SpecError(message, file=loaded.file, line=loaded.line_of((key,)), path=key, expected=exc.expected)
+        return None, from_errors(exc, INVALID)
+    warn = {"model": model_warnings, "cluster": cluster_warnings}[kind](spec, sub, prefix)
+    return spec, warn
+
+
+def check_plan(loaded: LoadedYaml, *, headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
+    data = strip_kind(loaded.data, loaded, "plan")
+    shell = {k: (v if k not in ("model", "cluster") or not isinstance(v, dict) else "inline") for k, v in data.items()}
+    findings: list[Finding] = []
+    try:
+        plan = validate(PlanFile, shell, loaded)
+    except (SpecError, SpecErrors) as exc:
+        findings, plan = from_errors(exc, INVALID), None
+    if not isinstance(data.get("model"), (str, dict)) or not isinstance(data.get("cluster"), (str, dict)):
+        return findings
+    model, model_findings = _part(loaded, "model", "model", model_from_loaded)
+    cluster, cluster_findings = _part(loaded, "cluster", "cluster", cluster_from_loaded)
+    findings += model_findings + cluster_findings
+    if plan is None or model is None or cluster is None:
+        return findings
+    return findings + feasibility(plan, model, cluster, loaded, headroom=headroom, against_best=against_best)
+
+
+# Where in a plan file each constraint of planner.constraints is stated.
+_STATED = {"max_step_time": "max_step_time_s", "min_mfu": "min_mfu", "max_bubble": "max_bubble",
+           "max_power": "max_power_kw", "max_energy_per_token": "max_energy_per_token_j",
+           "max_gpu_power": "max_gpu_power_w", "memory": "memory_headroom"}
+
+
+def _fmt(layout: dict) -> str:
+    keys = ("dp", "tp", "pp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero")
+    return " ".join(f"{k}={str(layout[k]).lower() if isinstance(layout[k], bool) else layout[k]}" for k in keys)
+
+
+def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, *,
+                headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
+    """The plan's layout scored with the cost models of `plan search`; one finding per broken rule."""
+    from .constraints import Limits
+    from .estimate import estimate_layout
+    from .search import with_global_batch
+
+    model = with_global_batch(model, plan.global_batch)
+    lay, c = plan.layout, plan.constraints
+    gpus = plan.gpus or (lay.dp * lay.tp * lay.pp if lay.dp else cluster.total_gpus)
+
+    def error(code: str, path: tuple, message: str) -> Finding:
+        return Finding(loaded.file, loaded.line_of(path), "error", code, ".".join(path), message)
+
+    if lay.dp is None and gpus % (lay.tp * lay.pp):
+        return [error("layout", ("layout",), f"tp*pp = {lay.tp}*{lay.pp} = {lay.tp * lay.pp} does not divide the "
+                      f"{gpus} GPUs (expected tp and pp whose product divides {gpus}, or dp)")]
+    dp = lay.dp or gpus // (lay.tp * lay.pp)
+    if dp * lay.tp * lay.pp != gpus:
+        return [error("layout", ("layout",), f"dp*tp*pp = {dp}*{lay.tp}*{lay.pp} = {dp * lay.tp * lay.pp}, but the "
+                      f"plan uses {gpus} GPUs (expected degrees whose product is {gpus})")]
+    limits = Limits(memory_headroom=headroom if headroom is not None else (
+        c.memory_headroom if c.memory_headroom is not None else DEFAULT_HEADROOM),
+        allow_cross_node_tp=c.allow_cross_node_tp, max_step_time_s=c.max_step_time_s, min_mfu=c.min_mfu,
+        max_bubble=c.max_bubble, max_power_kw=c.max_power_kw, max_energy_per_token_j=c.max_energy_per_token_j,
+        max_gpu_power_w=c.max_gpu_power_w)
+    data = estimate_layout(model, cluster, tp=lay.tp, pp=lay.pp, dp=dp, micro_batch=lay.micro_batch, vpp=lay.vpp,
+                           recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, zero=lay.zero,
+                           limits=limits)
+    out = []
+    for v in data["violations"]:
+        key = _STATED.get(v["constraint"])
+        stated = key is not None and getattr(c, key) is not None
+        out.append(error(v["constraint"], ("constraints", key) if stated else ("layout",), v["message"]))
+    if against_best is not None:
+        out += _against_best(model, cluster, gpus, limits, data, against_best, error)
+    return out
+
+
+def _against_best(model, cluster, gpus, limits, data, pct, error) -> list[Finding]:
+    from .report import search_json
+    from .search import search
+
+    try:
+        best = search_json(search(model, cluster, gpus=gpus, objective="time", top_k=1, limits=limits))["best"]
+    except InfeasibleError:
+        return []
+    if best is None or data["step_time_s"] <= best["step_time_s"] * (1 + pct / 100):
+        return []
+    slower = data["step_time_s"] / best["step_time_s"] - 1
+    return [error("slower-than-best", ("layout",),
+                  f"{data['step_time_s']:.3f} s/step is {slower:.1%} slower than the best layout plan search finds "
+                  f"({best['step_time_s']:.3f} s/step, allowed {pct:g}%): {_fmt(best['layout'])}")]

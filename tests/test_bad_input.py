@@ -1,0 +1,149 @@
+"""Bad input through every command: one clear line with file, line, field and what was expected; exit 2.
+
+Each row of BAD is a broken model or cluster file (issue "plan check", section "Bad input, everywhere");
+each is fed to `plan search`, `plan estimate` and `plan check` through typer's CliRunner.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.yamlio import MAX_FILE_BYTES
+
+runner = CliRunner()
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+MODEL = (CONFIGS / "models" / "gpt3-175b.yaml").read_text()
+CLUSTER = (CONFIGS / "clusters" / "dgx-a100-1024.yaml").read_text()
+GPU = (CONFIGS / "gpus" / "a100-sxm-80gb.yaml").read_text()
+
+
+def model(old: str, new: str) -> bytes:
+    assert old in MODEL
+    return MODEL.replace(old, new, 1).encode()
+
+
+def cluster(old: str, new: str) -> bytes:
+    assert old in CLUSTER
+    return CLUSTER.replace(old, new, 1).encode()
+
+
+def inline_gpu(old: str, new: str) -> bytes:
+    body = "".join(f"  {line}\n" for line in GPU.replace(old, new, 1).splitlines() if not line.startswith("#"))
+    return cluster("gpu: a100-sxm-80gb\n", "gpu:\n" + body)
+
+
+LOL = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh"))
+LINE = {k: i + 1 for i, k in enumerate(l.split(":")[0] for l in MODEL.splitlines())}
+
+# (id, role, content (None: no file; "dir": a directory), message fragment, line or None)
+BAD = [
+    ("missing-file", "model", None, "file not found", None),
+    ("directory", "model", "dir", "is a directory, not a file", None),
+    ("empty", "model", b"", "file is empty", 1),
+    ("not-utf8", "model", b"name: caf\xe9\n", "not valid UTF-8: byte 0xe9", 1),
+    ("yaml-syntax", "model", b"name: a\nlayers: b: c\n", "invalid YAML at column 10", 2),
+    ("tab", "model", b"name: a\ntraining:\n\tglobal_batch: 8\n", "tab character used for indentation", 3),
+    ("list-at-top", "model", b"- name: a\n- layers: 2\n", "expected a mapping at the top level, found a list", 1),
+    ("list-for-mapping", "model", model("training:\n", "training: [1]\nx:\n"), "training: wrong type: got a list "
+     "(expected a mapping)", LINE["training"]),
+    ("duplicate-key", "model", model("layers: 96\n", "layers: 96\nlayers: 48\n"),
+     f"duplicate key 'layers' (first at line {LINE['layers']}, again at line {LINE['layers'] + 1})", LINE["layers"] + 1),
+    ("unknown-key", "model", model("layers:", "layrs:"), "unknown key 'layrs'; did you mean 'layers'?", LINE["layers"]),
+    ("wrong-type", "model", model("name: gpt3-175b", "name: [gpt3]"), "name: wrong type: got a list (expected a string)",
+     LINE["name"]),
+    ("string-for-number", "model", model("layers: 96", "layers: '96'"), "got the string '96'; remove the quotes "
+     "(expected an integer)", LINE["layers"]),
+    ("bool-for-number", "model", model("layers: 96", "layers: yes"), "got the boolean true (expected an integer)",
+     LINE["layers"]),
+    ("negative", "model", model("vocab: 51200", "vocab: -5"), "vocab: Input should be greater than 0", LINE["vocab"]),
+    ("zero", "cluster", cluster("nodes: 128", "nodes: 0"), "nodes: Input should be greater than 0", 5),
+    ("nan", "cluster", cluster("nvlink_gbps: 300", "nvlink_gbps: .nan"), "node.nvlink_gbps: got nan (expected a finite "
+     "number)", 8),
+    ("infinite", "cluster", cluster("network_gbps: 25", "network_gbps: .inf"), "got inf (expected a finite number)", 9),
+    ("absurdly-large", "cluster", inline_gpu("memory_gib: 80", "memory_gib: 80000"),
+     "gpu.memory_gib: Input should be less than or equal to 4096", 6),
+    ("huge-integer", "model", model("layers: 96", "layers: 1e400"), "layers: wrong type: got inf", LINE["layers"]),
+    ("heads-not-dividing-hidden", "model", model("heads: 96", "heads: 95"), "heads: heads (95) must divide hidden (12288)",
+     LINE["heads"]),
+    ("kv-heads-not-dividing-heads", "model", model("heads: 96\n", "heads: 96\nkv_heads: 7\n"),
+     "kv_heads: kv_heads (7) must divide heads (96)", LINE["heads"] + 1),
+    ("unknown-gpu-preset", "cluster", cluster("gpu: a100-sxm-80gb", "gpu: a100-80gb"),
+     "gpu: unknown GPU preset 'a100-80gb'; did you mean 'a100-sxm-80gb'? (expected a mapping or one of: a100-", 4),
+    ("python-object-tag", "model", b"name: !!python/object/apply:os.system [echo hi]\n",
+     "YAML tag !!python/object/apply:os.system is not allowed", 1),
+    ("alias-bomb", "model", LOL.encode(), "document too large: more than 100000 values once aliases are expanded", 6),
+    ("too-big", "model", b"name: x\n" + b"#" * MAX_FILE_BYTES, "file too large", None),
+    ("wrong-kind-of-file", "model", CLUSTER.encode(), "this looks like a cluster file, but a model spec is expected", 1),
+]
+# `plan check` takes directories (an empty one is the problem there) and files of any kind.
+CHECK_FRAGMENT = {"is a directory, not a file": "no *.yaml or *.yml files in this directory",
+                  "this looks like a cluster file, but a model spec is expected": None}
+COMMANDS = {
+    "search": lambda m, c: ["search", m, c],
+    "estimate": lambda m, c: ["estimate", m, c, "--tp", "8", "--pp", "8", "--micro-batch", "1"],
+    "check": lambda m, c: ["check", m, c],
+}
+
+
+def invoke(*args):
+    result = runner.invoke(app, list(args))
+    assert "Traceback" not in result.output
+    assert result.exit_code != 3, result.output  # 3: an internal error, i.e. a bug
+    return result
+
+
+def write(tmp_path: Path, content) -> Path:
+    path = tmp_path / "bad.yaml"
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("role, content, fragment, line", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_file_exits_2_with_one_clear_line(tmp_path, command, role, content, fragment, line):
+    if command == "check" and CHECK_FRAGMENT.get(fragment, fragment) is None:
+        pytest.skip("not bad input for plan check")
+    bad = write(tmp_path, content)
+    before = bad.read_bytes() if bad.is_file() else None
+    good_model, good_cluster = str(CONFIGS / "models" / "gpt3-175b.yaml"), str(CONFIGS / "clusters" / "dgx-a100-1024.yaml")
+    m, c = (str(bad), good_cluster) if role == "model" else (good_model, str(bad))
+    r = invoke(*COMMANDS[command](m, c))
+    assert r.exit_code == 2, r.output
+    assert (CHECK_FRAGMENT.get(fragment, fragment) if command == "check" else fragment) in r.output
+    assert f"{bad}:{line}:" in r.output if line else str(bad) in r.output
+    if before is not None:
+        assert bad.read_bytes() == before  # loading never changes an input file
+
+
+def test_all_problems_of_a_file_are_reported(tmp_path):
+    bad = write(tmp_path, cluster("nodes: 128", "nodes: -1\nnodez: 3").replace(b"gpu: a100-sxm-80gb", b"gpu: b200"))
+    r = invoke("check", str(bad))
+    assert r.exit_code == 2
+    for fragment in ("unknown GPU preset 'b200'", "nodes: Input should be greater than 0", "unknown key 'nodez'"):
+        assert fragment in r.output
+    assert "missing required key 'gpu'" not in r.output
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["search", "no-such-model"], "no model file or shipped model named 'no-such-model'"),
+    (["search", "gpt3-175b", "dgx-a100-1024", "--gpus", "64", "--tp", "8", "--pp", "4", "--dp", "4"],
+     "dp*tp*pp = 4*8*4 = 128, but --gpus is 64"),
+    (["estimate", "gpt3-175b", "dgx-a100-1024", "--tp", "8", "--pp", "7", "--micro-batch", "1"],
+     "tp*pp = 56 does not divide the 1024 GPUs"),
+    (["estimate", "gpt3-175b", "dgx-a100-1024", "--tp", "8", "--pp", "8", "--micro-batch", "1", "--dp", "3",
+      "--gpus", "64"], "dp*tp*pp = 3*8*8 = 192, but --gpus is 64"),
+    (["check", "--format", "xml", "configs"], "unknown format 'xml'"),
+    (["check", "--memory-headroom", "2", "configs"], "--memory-headroom"),
+    (["schema", "sweep"], "unknown kind 'sweep'"),
+])
+def test_bad_arguments(args, fragment):
+    r = invoke(*args)
+    assert r.exit_code == 2, r.output
+    assert fragment in r.output
