@@ -109,7 +109,7 @@ def search(
     model: Annotated[str, typer.Argument(help="model spec: a path or a shipped name")] = DEFAULT_MODEL,
     cluster: Annotated[str, typer.Argument(help="cluster spec: a path or a shipped name")] = DEFAULT_CLUSTER,
     gpus: Gpus = None, global_batch: GlobalBatch = None, objective: Objective = "time", top: Top = 5,
-    json_out: AsJson = False, memory_headroom: Headroom = 0.0, allow_cross_node_tp: CrossTp = False,
+    json_out: AsJson = False, memory_headroom: Headroom = 0.05, allow_cross_node_tp: CrossTp = False,
     max_step_time: MaxStep = None, min_mfu: MinMfu = None, max_bubble: MaxBubble = None,
     max_power_kw: MaxPower = None, max_energy_per_token: MaxEpt = None, max_gpu_power_w: MaxGpuW = None,
     max_global_batch_tokens: MaxGbt = None, min_scaling_efficiency: MinScale = None,
@@ -165,7 +165,7 @@ def estimate(
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel/--no-sequence-parallel")] = False,
     zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3")] = 0,
     global_batch: GlobalBatch = None, gpus: Gpus = None, json_out: AsJson = False,
-    memory_headroom: Headroom = 0.0, allow_cross_node_tp: CrossTp = False,
+    memory_headroom: Headroom = 0.05, allow_cross_node_tp: CrossTp = False,
     max_step_time: MaxStep = None, min_mfu: MinMfu = None, max_bubble: MaxBubble = None,
     max_power_kw: MaxPower = None, max_energy_per_token: MaxEpt = None, max_gpu_power_w: MaxGpuW = None,
 ) -> None:
