@@ -23,7 +23,7 @@ DEFAULT_CLUSTER = "dgx-a100-1024"
 # Options shared by search and sweep.
 Gpus = Annotated[Optional[int], typer.Option("--gpus", help="GPUs to use (default: the whole cluster)")]
 GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
-Objective = Annotated[str, typer.Option("--objective", help="time | energy | cost")]
+Objective = Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")]
 Top = Annotated[int, typer.Option("--top", help="how many layouts to list")]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 Headroom = Annotated[float, typer.Option("--memory-headroom", help="fraction of GPU memory kept free")]
@@ -98,6 +98,13 @@ def build_limits(*, headroom, cross_tp, max_step, min_mfu, max_bubble, max_power
                   fixed=fixed)
 
 
+def parse_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+        raise SpecError(f"cannot read '{text}'", path="--gpus-range", expected="LO:HI, e.g. 256:8192")
+    return int(lo), int(hi)
+
+
 def check_layout_product(gpus, tp, pp, dp):
     if None not in (tp, pp, dp) and gpus is not None and tp * pp * dp != gpus:
         raise SpecError(f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp}, but --gpus is {gpus}",
@@ -116,6 +123,10 @@ def search(
     tp: Tp = None, pp: Pp = None, dp: Dp = None, micro_batch: Mb = None, vpp: Vpp = None,
     recompute: Recompute = None, sequence_parallel: Sp = None, zero: Zero = None,
     max_micro_batch: MaxMb = 32, time_limit: TimeLimit = 10.0,
+    frontier: Annotated[bool, typer.Option("--frontier", help="also list the Pareto frontier of step time vs energy per token")] = False,
+    gpus_range: Annotated[Optional[str], typer.Option("--gpus-range", help="LO:HI: best layout per power-of-two GPU count and the recommended count")] = None,
+    power_caps: Annotated[Optional[bool], typer.Option("--power-caps/--no-power-caps", help="try the GPU preset's power caps (default: unless --objective time without energy limits or --frontier)")] = None,
+    critical_batch_tokens: Annotated[Optional[float], typer.Option("--critical-batch-tokens", help="McCandlish critical batch B_crit [tokens]: tokens to train x (1 + B/B_crit)")] = None,
 ) -> None:
     """Find the best layouts for MODEL on CLUSTER (default: GPT-3 175B on 1024 A100s)."""
 
@@ -138,8 +149,29 @@ def search(
         if gpus is not None and gpus > c.total_gpus:
             raise SpecError(f"--gpus {gpus} is more than the {c.total_gpus} GPUs of {c.name}", path="--gpus",
                             expected=f"at most {c.total_gpus}")
+        if critical_batch_tokens is not None:
+            if critical_batch_tokens <= 0:
+                raise SpecError("must be positive", path="--critical-batch-tokens", expected="a number of tokens > 0")
+            from dataclasses import replace
+
+            limits = replace(limits, critical_batch_tokens=critical_batch_tokens)
+        space = SpaceLimits(max_micro_batch=max_micro_batch)
+        if gpus_range is not None:
+            from .search import search_gpu_counts
+
+            lo, hi = parse_range(gpus_range)
+            counts = search_gpu_counts(m, c, lo, hi, objective=objective, limits=limits, space=space,
+                                       time_limit_s=time_limit, power_caps=power_caps)
+            data = report.gpus_range_json(counts)
+            if json_out:
+                print(json.dumps(data, indent=2))
+            else:
+                report.render_gpus_range(data, out)
+            if data["recommended_gpus"] is None:
+                raise typer.Exit(1)
+            return
         result = do_search(m, c, gpus=gpus, objective=objective, top_k=top, limits=limits,
-                           space=SpaceLimits(max_micro_batch=max_micro_batch), time_limit_s=time_limit)
+                           space=space, time_limit_s=time_limit, power_caps=power_caps, frontier=frontier)
         data = report.search_json(result)
         if json_out:
             print(json.dumps(data, indent=2))

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .score import Scores
-from .search import SearchResult
+from .search import GpuCountResult, SearchResult
 
 TIME_KEYS = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "overhead")
 MEMORY_KEYS = ("weights", "gradients", "optimizer", "activations", "other")
@@ -60,7 +60,39 @@ def search_json(result: SearchResult) -> dict:
         near = result.nearest_infeasible()
         if near is not None:
             out["nearest"] = layout_json(s, near, result.violations(near))
+    out.update(energy_search_fields(result))
     return out
+
+
+def energy_search_fields(result: SearchResult) -> dict:
+    """Keys added by power caps, per-stage caps and --frontier (absent when not asked for)."""
+    out: dict = {}
+    if getattr(result, "power_caps", False):
+        out["power_caps_searched"] = True
+    stages = getattr(result, "stage_caps", None)
+    if stages is not None:
+        out["stage_caps"] = stage_caps_json(stages)
+    if getattr(result, "frontier", None) is not None:
+        out["frontier"] = [layout_json(result.scores, int(i)) for i in result.frontier]
+    return out
+
+
+def stage_caps_json(r) -> dict:
+    return {"status": r.status, "caps_w": r.caps_w, "energy_saved_j_per_step": r.energy_saved_j_per_step,
+            "base_pipeline_s": float(r.base_step_pipeline_s), "pipeline_s": float(r.step_pipeline_s),
+            "wall_s": r.wall_s}
+
+
+def gpus_range_json(r: GpuCountResult) -> dict:
+    rows = []
+    for n, res, why, eff in zip(r.counts, r.results, r.reasons, r.scaling_efficiency):
+        row = {"gpus": n, "feasible": res is not None, "scaling_efficiency": eff}
+        if res is not None:
+            row["best"] = layout_json(res.scores, int(res.chosen[0]))
+        else:
+            row["reason"] = why
+        rows.append(row)
+    return {"counts": rows, "recommended_gpus": r.recommended}
 
 
 def _fmt_layout(row: dict) -> str:
@@ -70,28 +102,82 @@ def _fmt_layout(row: dict) -> str:
     return " ".join(parts)
 
 
+def _layout_table(title: str, rows: list[dict], caps: bool, per_token: bool = False) -> Table:
+    table = Table(title=title, title_justify="left")
+    cols = [("#", "right"), ("layout", "left"), ("recompute", "left"), ("sp", "center"), ("zero", "right")]
+    cols += [("cap W", "right")] if caps else []
+    cols += [("step s", "right"), ("tokens/s", "right"), ("MFU", "right"), ("mem GiB", "right"),
+             ("kJ/step", "right"), ("kW", "right")]
+    cols += [("J/token", "right")] if per_token else []
+    for col, just in cols:
+        table.add_column(col, justify=just)
+    for rank, r in enumerate(rows, 1):
+        lay = r["layout"]
+        cells = [str(rank), _fmt_layout(lay), lay["recompute"], "y" if lay["sequence_parallel"] else "-", str(lay["zero"])]
+        cells += [f"{r.get('power_cap_w', 0):g}"] if caps else []
+        cells += [f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
+                  f"{r['memory_gib']['total']:.1f}", f"{r['energy_j_per_step'] / 1e3:,.1f}", f"{r['avg_power_kw']:,.1f}"]
+        cells += [f"{r['energy_j_per_token']:.4g}"] if per_token else []
+        table.add_row(*cells)
+    return table
+
+
 def render_search(result: SearchResult, console: Console) -> None:
     data = search_json(result)
     title = f"{data['model']} on {data['gpus']} x {result.cluster.gpu.name} ({data['cluster']}), objective: {data['objective']}"
-    table = Table(title=title, title_justify="left")
-    for col, just in (("#", "right"), ("layout", "left"), ("recompute", "left"), ("sp", "center"), ("zero", "right"),
-                      ("step s", "right"), ("tokens/s", "right"), ("MFU", "right"), ("mem GiB", "right"),
-                      ("kJ/step", "right"), ("kW", "right")):
-        table.add_column(col, justify=just)
-    for rank, r in enumerate(data["results"], 1):
-        lay = r["layout"]
-        table.add_row(str(rank), _fmt_layout(lay), lay["recompute"], "y" if lay["sequence_parallel"] else "-",
-                      str(lay["zero"]), f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
-                      f"{r['memory_gib']['total']:.1f}", f"{r['energy_j_per_step'] / 1e3:,.1f}", f"{r['avg_power_kw']:,.1f}")
-    console.print(table)
+    caps = bool(data.get("power_caps_searched"))
+    console.print(_layout_table(title, data["results"], caps))
     if data["best"]:
         render_breakdown(data["best"], result.cluster.gpu.memory_gib, console)
+        render_reliability(data["best"], console)
+    if "stage_caps" in data:
+        sc = data["stage_caps"]
+        best_kj = data["best"]["energy_j_per_step"] / 1e3
+        console.print(f"per-stage caps (CP-SAT {sc['status']}): {', '.join(f'{w:g}' for w in sc['caps_w'])} W; "
+                      f"saves {sc['energy_saved_j_per_step'] / 1e3:,.1f} kJ/step "
+                      f"({sc['energy_saved_j_per_step'] / 1e3 / best_kj:.1%}) with the step unchanged")
+    if "frontier" in data:
+        render_frontier(data["frontier"], console, caps)
     cand = data["candidates"]
     console.print(f"candidates: {cand['total']:,} scored, {cand['feasible']:,} feasible; "
                   f"solver {data['solver']['status']} in {data['solver']['wall_s'] * 1e3:.0f} ms")
     rejected = {k: v for k, v in data["rejected"].items() if v}
     if rejected:
         console.print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in rejected.items()))
+
+
+def render_reliability(r: dict, console: Console) -> None:
+    if "ettr" not in r:
+        return
+    console.print(f"reliability: MTTI {r['mtti_h']:.2f} h, checkpoint {r['checkpoint_write_s']:.1f} s every "
+                  f"{r['checkpoint_interval_s'] / 60:.1f} min (Daly), restart {r['restart_s'] / 60:.1f} min -> "
+                  f"ETTR {r['ettr']:.1%}, goodput {r['goodput_tokens_per_s']:,.0f} of {r['tokens_per_s']:,.0f} tokens/s")
+    if "train_days" in r:
+        stat = f" (statistical efficiency {r['statistical_efficiency']:.1%})" if "statistical_efficiency" in r else ""
+        console.print(f"to train: {r['train_days']:.1f} days, {r['train_gpu_hours']:,.0f} GPU-hours, "
+                      f"{r['train_mwh']:,.0f} MWh, ${r['train_cost_usd']:,.0f}, {r['train_tco2e']:,.0f} tCO2e{stat}")
+
+
+def render_frontier(rows: list[dict], console: Console, caps: bool) -> None:
+    console.print(_layout_table("Pareto frontier: step time vs energy per token (fastest first)", rows, caps, True))
+
+
+def render_gpus_range(data: dict, console: Console) -> None:
+    t = Table(title="how many GPUs: best layout per count", title_justify="left")
+    for col in ("GPUs", "layout", "step s", "tokens/s", "ETTR", "goodput tok/s", "scaling eff", "J/token", "days"):
+        t.add_column(col, justify="left" if col == "layout" else "right")
+    for row in data["counts"]:
+        b = row.get("best")
+        if b is None:
+            t.add_row(str(row["gpus"]), "[red]infeasible[/red]", "", "", "", "", "", "", "")
+            continue
+        eff = row["scaling_efficiency"]
+        t.add_row(str(row["gpus"]), _fmt_layout(b["layout"]), f"{b['step_time_s']:.3f}", f"{b['tokens_per_s']:,.0f}",
+                  f"{b['ettr']:.1%}", f"{b['goodput_tokens_per_s']:,.0f}", f"{eff:.1%}",
+                  f"{b['energy_j_per_token']:.3g}", f"{b['train_days']:.1f}" if "train_days" in b else "-")
+    console.print(t)
+    rec = data["recommended_gpus"]
+    console.print(f"recommended: {rec} GPUs" if rec else "[red]no GPU count meets the constraints[/red]")
 
 
 def render_breakdown(r: dict, memory_gib: float, console: Console) -> None:

@@ -7,12 +7,14 @@ import numpy as np
 
 from .constraints import Limits, Mask, evaluate
 from .errors import InfeasibleError, SpecError
+from .costs.power_caps import score_with_caps
+from .frontier import pareto_front
 from .score import Scores, score
 from .solver import SolveResult, objective_terms, solve
 from .space import Layouts, SpaceLimits, enumerate_layouts
 from .specs import ClusterSpec, ModelSpec
 
-OBJECTIVES = ("time", "energy", "cost")
+OBJECTIVES = ("time", "energy", "cost", "carbon")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,9 @@ class SearchResult:
     feasible: np.ndarray  # bool per row
     chosen: np.ndarray  # row indices, best first
     solver: SolveResult
+    frontier: np.ndarray | None = None  # rows on the time vs energy-per-token Pareto frontier (--frontier)
+    power_caps: bool = False  # whether rows include capped variants (extras["power_cap_w"])
+    stage_caps: object | None = None  # stage_caps.StageCapResult for the best row, when caps were searched
 
     @property
     def rejected(self) -> dict[str, int]:
@@ -64,6 +69,8 @@ def objective_cost(cluster: ClusterSpec, scores: Scores, objective: str) -> np.n
         gpu_usd = scores.layouts.gpus * scores.step_time_s / 3600.0 * cluster.pricing.gpu_hour_usd
         power_usd = scores.energy.energy_j_per_step / 3.6e6 * cluster.pricing.electricity_usd_per_kwh
         return gpu_usd + power_usd
+    if objective == "carbon":
+        return scores.energy.energy_j_per_step / 3.6e6 * cluster.power.grid_gco2_per_kwh  # gCO2e per step
     raise SpecError(f"unknown objective '{objective}'", path="--objective", expected=" | ".join(OBJECTIVES))
 
 
@@ -91,7 +98,11 @@ def search(
     limits: Limits = Limits(),
     space: SpaceLimits = SpaceLimits(),
     time_limit_s: float = 10.0,
+    power_caps: bool | None = None,
+    frontier: bool = False,
 ) -> SearchResult:
+    """`power_caps`: also try the GPU preset's power-cap levels (None: when the objective is not
+    time, with --frontier, or with an energy limit); `frontier`: also return the Pareto frontier."""
     gpus = gpus or cluster.total_gpus
     if gpus <= 0:
         raise SpecError("GPU count must be positive", path="--gpus", expected="an integer > 0")
@@ -102,9 +113,13 @@ def search(
         raise InfeasibleError(empty_space_reason(model, gpus))
     if limits.min_scaling_efficiency is not None and limits.reference_tokens_per_s_per_gpu is None and gpus >= 2:
         limits = replace(limits, reference_tokens_per_s_per_gpu=_reference_rate(model, cluster, gpus // 2, limits, space))
-    scores = score(model, cluster, layouts)
+    caps = caps_searched(cluster, objective, frontier, limits, power_caps)
+    if caps:
+        scores = score_with_caps(model, cluster, layouts, critical_batch_tokens=limits.critical_batch_tokens)
+    else:
+        scores = score(model, cluster, layouts, critical_batch_tokens=limits.critical_batch_tokens)
     masks = evaluate(model, cluster, scores, limits)
-    feasible = np.ones(len(layouts), dtype=bool)
+    feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
         feasible &= m.ok
     rows = np.flatnonzero(feasible)
@@ -114,9 +129,97 @@ def search(
     pool = max(32 * top_k, 256)
     if rows.size > pool:
         rows = rows[np.argpartition(cost[rows], pool - 1)[:pool]]
-    terms = objective_terms(cost[rows], tiebreak_rank(layouts.take(rows)))
+    terms = objective_terms(cost[rows], tiebreak_rank(scores.layouts.take(rows)))
     result = solve(terms, top_k, time_limit_s=time_limit_s)
-    return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, rows[result.chosen], result)
+    chosen = rows[result.chosen]
+    front = None
+    if frontier:
+        front = pareto_front(scores.step_time_s, scores.energy_j_per_token, np.flatnonzero(feasible),
+                             tiebreak_rank(scores.layouts))
+    stages = None
+    if caps and chosen.size and scores.layouts.pp[chosen[0]] > 1:
+        stages = best_stage_caps(model, cluster, scores, int(chosen[0]))
+    return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
+                        frontier=front, power_caps=caps, stage_caps=stages)
+
+
+def caps_searched(cluster: ClusterSpec, objective: str, frontier: bool, limits: Limits, power_caps: bool | None) -> bool:
+    if not cluster.gpu.power_caps:
+        return False
+    if power_caps is not None:
+        return power_caps
+    energy_limits = (limits.max_power_kw, limits.max_energy_per_token_j, limits.max_gpu_power_w)
+    return objective != "time" or frontier or any(v is not None for v in energy_limits)
+
+
+def best_stage_caps(model: ModelSpec, cluster: ClusterSpec, scores: Scores, i: int):
+    """Per-stage caps (CP-SAT) on top of row i's uniform cap, without lengthening its step."""
+    from .costs.power_caps import cap_levels
+    from .stage_caps import stage_caps
+
+    levels = cap_levels(cluster.gpu)
+    cap_w = scores.extras.get("power_cap_w")
+    base = next((c for c in levels if cap_w is not None and c.cap_w == cap_w[i]), levels[0])
+    return stage_caps(model, cluster, scores.layouts.take(np.array([i])), base)
+
+
+@dataclass(frozen=True)
+class GpuCountResult:
+    """`plan search --gpus-range`: the best layout per GPU count and the recommended count."""
+
+    counts: list[int]
+    results: list[SearchResult | None]  # None where no layout was feasible
+    reasons: list[str | None]
+    scaling_efficiency: list[float | None]  # goodput per GPU against the smallest feasible count
+    recommended: int | None
+
+
+def gpu_counts(cluster: ClusterSpec, lo: int, hi: int) -> list[int]:
+    """Every power of two in [lo, hi] that the cluster has GPUs for."""
+    if lo <= 0 or hi < lo:
+        raise SpecError(f"bad range {lo}:{hi}", path="--gpus-range", expected="LO:HI with 0 < LO <= HI, e.g. 256:8192")
+    counts = [1 << k for k in range(0, 31) if lo <= (1 << k) <= min(hi, cluster.total_gpus)]
+    if not counts:
+        raise SpecError(f"no power of two in {lo}:{hi} fits the {cluster.total_gpus} GPUs of {cluster.name}",
+                        path="--gpus-range", expected=f"a range within 1:{cluster.total_gpus}")
+    return counts
+
+
+def search_gpu_counts(model: ModelSpec, cluster: ClusterSpec, lo: int, hi: int, *, objective: str = "time",
+                      limits: Limits = Limits(), **kwargs) -> GpuCountResult:
+    """Search each GPU count (a handful), then recommend one: the best per-training figure of the
+    objective (time: highest goodput; energy/carbon: least energy per useful token; cost: least cost
+    per useful token) among counts whose scaling efficiency (goodput per GPU against the smallest
+    feasible count) meets --min-scaling-efficiency."""
+    counts = gpu_counts(cluster, lo, hi)
+    per_count = replace(limits, min_scaling_efficiency=None, reference_tokens_per_s_per_gpu=None)
+    results, reasons = [], []
+    for n in counts:
+        try:
+            r = search(model, cluster, gpus=n, objective=objective, top_k=1, limits=per_count, **kwargs)
+        except InfeasibleError as exc:
+            results.append(None), reasons.append(str(exc))
+            continue
+        results.append(r if r.chosen.size else None)
+        reasons.append(None if r.chosen.size else "no feasible layout: " + ", ".join(
+            f"{k} removed {v}" for k, v in r.rejected.items() if v))
+    rate = [None if r is None else float(r.scores.extras["goodput_tokens_per_s"][r.chosen[0]] / n)
+            for r, n in zip(results, counts)]
+    ref = next((x for x in rate if x is not None), None)
+    eff = [None if x is None else x / ref for x in rate]
+    best, best_value = None, np.inf
+    for n, r, e in zip(counts, results, eff):
+        if r is None or (limits.min_scaling_efficiency is not None and e < limits.min_scaling_efficiency):
+            continue
+        i = r.chosen[0]
+        goodput = r.scores.extras["goodput_tokens_per_s"][i]
+        ettr_i = r.scores.extras["ettr"][i]
+        value = {"time": -goodput, "energy": r.scores.energy_j_per_token[i] / ettr_i,
+                 "carbon": r.scores.energy_j_per_token[i] / ettr_i,
+                 "cost": objective_cost(cluster, r.scores, "cost")[i] / (r.scores.step_time_s[i] * goodput)}[objective]
+        if value < best_value:
+            best, best_value = n, value
+    return GpuCountResult(counts, results, reasons, eff, best)
 
 
 def _reference_rate(model, cluster, gpus, limits, space) -> float | None:

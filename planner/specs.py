@@ -53,6 +53,18 @@ class GpuPower(_Spec):
 
     busy_w: float | None = Field(default=None, gt=0, le=1e5)
     comm_w: float | None = Field(default=None, gt=0, le=1e5)
+    full_power_compute_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="achieved fraction of peak FLOP/s at which a computing GPU draws busy_w; below it busy "
+        "power falls linearly toward comm_w (None: busy_w at any rate, the default)")
+
+
+class PowerCap(_Spec):
+    """One power-cap level of a GPU: the cap, the tensor-core speed and the busy power it leaves."""
+
+    cap_w: float = Field(gt=0, le=1e5, description="power limit set with nvidia-smi -pl [W]")
+    speed: float = Field(gt=0, le=1, description="tensor-core (SM clock) throughput relative to the uncapped GPU")
+    power: float = Field(gt=0, le=1, description="busy power relative to the uncapped busy power")
 
 
 class GpuSpec(_Spec):
@@ -65,6 +77,10 @@ class GpuSpec(_Spec):
     memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
     efficiency: Efficiency
     power: GpuPower = GpuPower()
+    power_caps: tuple[PowerCap, ...] = Field(
+        default=(), strict=False, max_length=32,
+        description="power-cap levels the search may choose (planner/costs/power_caps.py); levels at or above "
+        "tdp_w are the uncapped GPU; empty: uncapped only")
 
     @model_validator(mode="after")
     def _idle_below_tdp(self) -> "GpuSpec":
@@ -72,6 +88,10 @@ class GpuSpec(_Spec):
             raise ValueError(f"idle_w ({self.idle_w:g}) must be below tdp_w ({self.tdp_w:g})")
         if self.memory_reserve_gib >= self.memory_gib:
             raise ValueError("memory_reserve_gib must be below memory_gib")
+        caps = sorted(self.power_caps, key=lambda c: c.cap_w)
+        for lo, hi in zip(caps, caps[1:]):
+            if lo.cap_w == hi.cap_w or lo.speed > hi.speed or lo.power > hi.power:
+                raise ValueError("power_caps: a lower cap_w must have a distinct cap, no higher speed and no higher power")
         return self
 
     @property
@@ -98,6 +118,26 @@ class NodeSpec(_Spec):
 class PowerSpec(_Spec):
     pue: float = Field(default=1.1, gt=0, le=10, description="power usage effectiveness of the data centre")
     node_overhead_w: float = Field(default=3300.0, ge=0, le=1e6, description="non-GPU power per node [W]")
+    grid_gco2_per_kwh: float = Field(
+        default=429.0, ge=0, le=5000,
+        description="grid carbon intensity [gCO2e/kWh] (default: the US average Patterson et al. 2021 used for GPT-3)")
+
+
+class ReliabilitySpec(_Spec):
+    """Failures, restarts and checkpoints (planner/costs/reliability.py).
+
+    Default MTBF from Dubey et al. 2024 (Llama 3), Sec. 3.3.4: 419 unexpected interruptions in 54 days
+    on 16,384 H100s, i.e. a job MTTI of 54 x 24 / 419 = 3.09 h and a per-GPU MTBF of
+    3.09 h x 16,384 = 50,700 h (all causes, counted per GPU). Restart and replacement times are
+    illustrative; replace them with the cluster's own figures.
+    """
+
+    gpu_mtbf_h: float = Field(default=50_700.0, gt=0, le=1e9, description="mean time between failures of one GPU (all causes) [h]")
+    restart_s: float = Field(default=600.0, ge=0, le=1e6, description="relaunch, NCCL init and checkpoint load after a failure [s]")
+    node_replace_s: float = Field(default=1800.0, ge=0, le=1e7, description="extra wait for a replacement node when no spare is free [s]")
+    node_repair_h: float = Field(default=24.0, gt=0, le=1e5, description="time a failed node is out of service [h]")
+    spare_nodes: int = Field(default=0, ge=0, le=1_000_000, description="hot spare nodes beyond the cluster's `nodes`")
+    storage_write_gbps: float = Field(default=1000.0, gt=0, le=1e9, description="aggregate checkpoint write bandwidth of the storage [GB/s]")
 
 
 class PricingSpec(_Spec):
@@ -114,6 +154,7 @@ class ClusterSpec(_Spec):
     node: NodeSpec
     power: PowerSpec = PowerSpec()
     pricing: PricingSpec = PricingSpec()
+    reliability: ReliabilitySpec = ReliabilitySpec()
 
     @property
     def total_gpus(self) -> int:

@@ -27,6 +27,7 @@ class Limits:
     max_global_batch_tokens: float | None = None
     min_scaling_efficiency: float | None = None
     reference_tokens_per_s_per_gpu: float | None = None  # filled by the search for the above
+    critical_batch_tokens: float | None = None  # McCandlish et al. 2018 B_crit: tokens needed x (1 + B/B_crit)
     fixed: dict = field(default_factory=dict)  # layout dimension -> required value ("--tp 8")
 
 

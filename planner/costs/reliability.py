@@ -1,0 +1,157 @@
+"""Failure-aware goodput and time/energy to train.
+
+Failures (exponential, independent per GPU): the job's mean time to interruption is
+M = MTBF_gpu / gpus. Default MTBF_gpu = 50,700 h from Dubey et al. 2024 (Llama 3, Sec. 3.3.4:
+419 unexpected interruptions in 54 days on 16,384 H100s -> M = 3.09 h).
+
+Checkpoints: delta = checkpoint bytes per GPU / write bandwidth per GPU. Each GPU writes its share
+of the weights and optimizer states (memory model), the replicas of a data-parallel group
+splitting the copy they hold (Megatron's fully parallel distributed checkpoint); the bandwidth is
+the storage's aggregate write bandwidth shared by the job's GPUs, at most a GPU's network link.
+
+Interval (Daly 2006, "A higher order estimate of the optimum checkpoint interval for restart
+dumps", FGCS 22(3), Eq. 37): tau = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + delta/(18 M)] - delta
+for delta < 2M, else tau = M. Young (1974): tau = sqrt(2 delta M). First order (Daly):
+tau = sqrt(2 delta M) - delta.
+
+Effective training time ratio: Daly's expected wall clock for a solve time T_s is
+T_w = M e^(R/M) (e^((tau + delta)/M) - 1) T_s / tau, so ETTR = T_s / T_w
+= tau / (M e^(R/M) (e^((tau + delta)/M) - 1)), which to first order is
+1 - delta/tau - (tau/2 + R)/M (checkpoint cost, lost work, restart).
+
+Restart R = restart_s + P(no spare free) x node_replace_s. Nodes under repair when a failure hits
+are Poisson with mean lambda = gpus / MTBF_gpu x repair time; a spare is free unless at least
+`spares` nodes are already in repair: P = P(Poisson(lambda) >= spares). Spares are the spec's
+`spare_nodes` plus the cluster nodes the job does not use.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..space import Layouts
+from ..specs import ClusterSpec
+from .energy import J_PER_KWH, carbon_t
+from .memory import GIB, MemoryBreakdown
+
+S_PER_H = 3600.0
+
+
+def job_mtti_s(gpu_mtbf_h, gpus):
+    """Mean time to interruption of a job on `gpus` GPUs [s]."""
+    return np.asarray(gpu_mtbf_h, dtype=float) * S_PER_H / np.asarray(gpus, dtype=float)
+
+
+def young_interval_s(delta_s, mtti_s):
+    """Young 1974: tau = sqrt(2 delta M) [s]."""
+    return np.sqrt(2.0 * np.asarray(delta_s) * mtti_s)
+
+
+def daly_first_order_interval_s(delta_s, mtti_s):
+    """Daly 2006 first order: tau = sqrt(2 delta M) - delta [s]."""
+    return np.sqrt(2.0 * np.asarray(delta_s) * mtti_s) - delta_s
+
+
+def daly_interval_s(delta_s, mtti_s):
+    """Daly 2006 higher order (Eq. 37): sqrt(2dM)(1 + sqrt(d/2M)/3 + d/(18M)) - d, or M if d >= 2M [s]."""
+    d, m = np.broadcast_arrays(np.asarray(delta_s, dtype=float), np.asarray(mtti_s, dtype=float))
+    x = d / (2.0 * m)
+    tau = np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d
+    return np.where(d < 2.0 * m, tau, m)
+
+
+def ettr(tau_s, delta_s, mtti_s, restart_s):
+    """Effective training time ratio from Daly's expected wall clock (module docstring), in [0, 1]."""
+    tau, d, m, r = (np.asarray(a, dtype=float) for a in (tau_s, delta_s, mtti_s, restart_s))
+    with np.errstate(over="ignore"):  # hopeless cases overflow to an infinite wall clock: ETTR 0
+        wall_per_solve = m * np.exp(r / m) * np.expm1((tau + d) / m) / tau
+    return np.clip(1.0 / wall_per_solve, 0.0, 1.0)
+
+
+def ettr_first_order(tau_s, delta_s, mtti_s, restart_s):
+    """1 - (delta/tau + (tau/2 + R)/M), bounded to [0, 1]."""
+    return np.clip(1.0 - (np.asarray(delta_s) / tau_s + (np.asarray(tau_s) / 2.0 + restart_s) / mtti_s), 0.0, 1.0)
+
+
+def p_no_spare(spares, mean_in_repair):
+    """P(Poisson(mean_in_repair) >= spares): the chance a failure finds no free spare node."""
+    spares = np.asarray(spares, dtype=np.int64)
+    lam = np.broadcast_to(np.asarray(mean_in_repair, dtype=float), spares.shape)
+    out = np.empty(spares.shape)
+    for idx in np.ndindex(spares.shape):  # a handful of distinct values; cdf summed term by term
+        k, mu = int(spares[idx]), float(lam[idx])
+        term, cdf = math.exp(-mu), 0.0
+        for j in range(min(k, 10_000)):
+            cdf += term
+            term *= mu / (j + 1)
+        out[idx] = max(0.0, 1.0 - cdf)
+    return out
+
+
+def restart_time_s(cluster: ClusterSpec, gpus) -> np.ndarray:
+    rel = cluster.reliability
+    gpus = np.asarray(gpus, dtype=np.int64)
+    used_nodes = -(-gpus // cluster.node.gpus)
+    spares = rel.spare_nodes + np.maximum(cluster.nodes - used_nodes, 0)
+    pairs = np.stack([spares.ravel(), gpus.ravel()])
+    uniq, inv = np.unique(pairs, axis=1, return_inverse=True)
+    p = p_no_spare(uniq[0], uniq[1] / rel.gpu_mtbf_h * rel.node_repair_h)[inv.reshape(-1)]
+    return rel.restart_s + p.reshape(gpus.shape) * rel.node_replace_s
+
+
+def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts: Layouts) -> np.ndarray:
+    """Weights and optimizer states each GPU writes; dp replicas split the copy they share [bytes]."""
+    dp = layouts.dp.astype(float)
+    weights = memory.weights * GIB / np.where(layouts.zero >= 3, 1.0, dp)
+    optimizer = memory.optimizer * GIB / np.where(layouts.zero >= 1, 1.0, dp)
+    return weights + optimizer
+
+
+def checkpoint_write_s(cluster: ClusterSpec, nbytes: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    per_gpu_gbps = np.minimum(cluster.reliability.storage_write_gbps / gpus, cluster.node.network_gbps)
+    return nbytes / (per_gpu_gbps * 1e9)
+
+
+def reliability_extras(cluster: ClusterSpec, layouts: Layouts, memory: MemoryBreakdown,
+                       tokens_per_s: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-layout failure figures for `Scores.extras` (reported by report.layout_json)."""
+    gpus = layouts.gpus
+    m = job_mtti_s(cluster.reliability.gpu_mtbf_h, gpus)
+    delta = checkpoint_write_s(cluster, checkpoint_bytes_per_gpu(memory, layouts), gpus)
+    tau = daly_interval_s(delta, m)
+    r = restart_time_s(cluster, gpus)
+    ratio = ettr(tau, delta, m, r)
+    return {
+        "mtti_h": m / S_PER_H,
+        "checkpoint_write_s": delta,
+        "checkpoint_interval_s": tau,
+        "restart_s": r,
+        "ettr": ratio,
+        "goodput_tokens_per_s": tokens_per_s * ratio,
+    }
+
+
+def batch_token_factor(batch_tokens, critical_batch_tokens):
+    """McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training", Eq. 2.11):
+    E = E_min (1 + B / B_noise): tokens needed grow by 1 + B/B_crit with the batch."""
+    if critical_batch_tokens is None:
+        return 1.0
+    return 1.0 + np.asarray(batch_tokens, dtype=float) / critical_batch_tokens
+
+
+def training_totals(cluster: ClusterSpec, tokens: float, goodput_tokens_per_s, gpus, avg_power_kw,
+                    token_factor=1.0) -> dict[str, np.ndarray]:
+    """Time and energy to train on `tokens` (x the statistical-efficiency factor) at the goodput.
+    Energy is the step's average power over the whole wall clock (restarts counted at that power)."""
+    wall_s = tokens * np.asarray(token_factor) / goodput_tokens_per_s
+    gpu_hours = np.asarray(gpus) * wall_s / S_PER_H
+    mwh = np.asarray(avg_power_kw) * 1e3 * wall_s / J_PER_KWH / 1e3
+    price = cluster.pricing
+    return {
+        "train_days": wall_s / 86_400.0,
+        "train_gpu_hours": gpu_hours,
+        "train_mwh": mwh,
+        "train_cost_usd": gpu_hours * price.gpu_hour_usd + mwh * 1e3 * price.electricity_usd_per_kwh,
+        "train_tco2e": carbon_t(mwh, cluster.power.grid_gco2_per_kwh),
+    }
