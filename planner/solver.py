@@ -46,15 +46,21 @@ def build_model(terms: np.ndarray, k: int) -> tuple[cp_model.CpModel, list[cp_mo
     return model, pick
 
 
+def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolver:
+    """One worker, a fixed seed and a deterministic (not wall-clock) limit: the same answer every run."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    solver.parameters.max_deterministic_time = time_limit_s
+    return solver
+
+
 def solve(terms: np.ndarray, k: int, *, time_limit_s: float = 10.0, seed: int = 0) -> SolveResult:
     started = time.perf_counter()
     if terms.size == 0:
         return SolveResult("INFEASIBLE", np.zeros(0, dtype=np.int64), None, None, 0.0)
     model, pick = build_model(terms, k)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = seed
-    solver.parameters.max_deterministic_time = time_limit_s
+    solver = deterministic_solver(time_limit_s, seed)
     status = solver.solve(model)
     name = solver.status_name(status)
     chosen = np.zeros(0, dtype=np.int64)

@@ -24,6 +24,7 @@ from ortools.sat.python import cp_model
 from .costs.compute import layer_compute
 from .costs import comm
 from .costs.power_caps import cap_levels, capped_gpu
+from .solver import deterministic_solver
 from .space import Layouts
 from .specs import ClusterSpec, ModelSpec, PowerCap
 
@@ -139,10 +140,7 @@ def energy_saved_j(inst: StageCapInstance, choice: np.ndarray) -> float:
 def solve(inst: StageCapInstance, *, time_limit_s: float = 5.0, seed: int = 0) -> StageCapResult:
     started = time.perf_counter()
     model, pick = build_model(inst)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = seed
-    solver.parameters.max_deterministic_time = time_limit_s
+    solver = deterministic_solver(time_limit_s, seed)
     status = solver.solve(model)
     name = solver.status_name(status)
     base_choice = np.full(inst.stage_time_s.shape[0], inst.base)
