@@ -83,6 +83,17 @@ def tiebreak_rank(layouts: Layouts) -> np.ndarray:
     return rank
 
 
+def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
+    """The feasible rows that can be in the top K. Only the best rows can: keeping a pool of them
+    keeps the CP-SAT model small and the answer exact (at least K rows are at least as good as
+    anything left out). Rows tied with the pool's worst stay in, so the tie-break sees them all."""
+    pool = max(32 * top_k, 256)
+    if rows.size <= pool:
+        return rows
+    threshold = np.partition(cost[rows], pool - 1)[pool - 1]
+    return rows[cost[rows] <= threshold * (1 + 1e-6)]
+
+
 def space_for(model: ModelSpec, gpus: int, space: SpaceLimits) -> Layouts:
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                              global_batch=model.training.global_batch, limits=space)
@@ -122,13 +133,8 @@ def search(
     feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
         feasible &= m.ok
-    rows = np.flatnonzero(feasible)
     cost = objective_cost(cluster, scores, objective)
-    # Only the best rows can be in the top K: keeping a pool of them keeps the model small and the
-    # answer exact (at least K feasible rows are at least as good as anything left out).
-    pool = max(32 * top_k, 256)
-    if rows.size > pool:
-        rows = rows[np.argpartition(cost[rows], pool - 1)[:pool]]
+    rows = pool_rows(cost, np.flatnonzero(feasible), top_k)
     terms = objective_terms(cost[rows], tiebreak_rank(scores.layouts.take(rows)))
     result = solve(terms, top_k, time_limit_s=time_limit_s)
     chosen = rows[result.chosen]

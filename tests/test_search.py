@@ -77,3 +77,16 @@ def test_min_scaling_efficiency_uses_half_the_gpus(small):
     model, cluster = small
     r = search(model, cluster, gpus=64, limits=Limits(min_scaling_efficiency=0.5))
     assert "min_scaling_efficiency" in r.rejected
+
+
+def test_pool_keeps_every_row_tied_with_its_worst():
+    from planner.search import pool_rows
+
+    # 300 rows of equal cost and 10 cheaper ones: the pool of 256 (k = 1) must keep all 310, since
+    # the tie-break, not the pool's cut, has to decide among the equal ones.
+    cost = np.r_[np.full(300, 2.0), np.full(10, 1.0)]
+    assert pool_rows(cost, np.arange(310), 1).size == 310
+    # 300 distinct costs: exactly the 256 cheapest survive
+    distinct = np.arange(300, 0, -1, dtype=float)
+    kept = pool_rows(distinct, np.arange(300), 1)
+    assert sorted(distinct[kept].tolist()) == list(range(1, 257))
