@@ -94,9 +94,10 @@ def restart_time_s(cluster: ClusterSpec, gpus) -> np.ndarray:
     gpus = np.asarray(gpus, dtype=np.int64)
     used_nodes = -(-gpus // cluster.node.gpus)
     spares = rel.spare_nodes + np.maximum(cluster.nodes - used_nodes, 0)
-    pairs = np.stack([spares.ravel(), gpus.ravel()])
-    uniq, inv = np.unique(pairs, axis=1, return_inverse=True)
-    p = p_no_spare(uniq[0], uniq[1] / rel.gpu_mtbf_h * rel.node_repair_h)[inv.reshape(-1)]
+    # The Poisson tail is a short loop per distinct (spares, gpus) pair; one 1-D key finds them fast.
+    width = int(gpus.max(initial=0)) + 1
+    keys, inv = np.unique(spares.ravel() * width + gpus.ravel(), return_inverse=True)
+    p = p_no_spare(keys // width, (keys % width) / rel.gpu_mtbf_h * rel.node_repair_h)[inv.reshape(-1)]
     return rel.restart_s + p.reshape(gpus.shape) * rel.node_replace_s
 
 
