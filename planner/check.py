@@ -123,7 +123,8 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
     except (SpecError, SpecErrors) as exc:
         return from_errors(exc, UNREADABLE)
     kind = detect_kind(loaded.data)
-    checks = {"gpu": _check_gpu, "cluster": _check_cluster, "model": _check_model, "layout": _check_layout}
+    checks = {"gpu": _check_gpu, "cluster": _check_cluster, "model": _check_model, "layout": _check_layout,
+              "sweep": _check_sweep}
     try:
         if kind == "plan":
             return check_plan(loaded, headroom=headroom, against_best=against_best)
@@ -131,9 +132,17 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
             return checks[kind](loaded)
         strip_kind(loaded.data, loaded, "gpu")  # an unknown `kind:` value gets its message here
         raise SpecError("cannot tell what this file is", file=file, line=1, expected=(
-            "a `kind:` key (gpu, cluster, model, layout or plan) or the keys of one of them"))
+            "a `kind:` key (gpu, cluster, model, layout, plan or sweep) or the keys of one of them"))
     except (SpecError, SpecErrors) as exc:
         return from_errors(exc, INVALID)
+
+
+def _check_sweep(loaded: LoadedYaml) -> list[Finding]:
+    """A sweep file: its keys, and every model, generated model and cluster it names (no search)."""
+    from .sweep import expand, load_sweep
+
+    expand(load_sweep(loaded.file), Path(loaded.file).parent)
+    return []
 
 
 def _check_gpu(loaded: LoadedYaml) -> list[Finding]:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import InfeasibleError, PlannerError, SpecError, SpecErrors
 
@@ -54,11 +55,11 @@ def run(fn):
         return fn()
     except SpecErrors as exc:
         for e in exc.errors:
-            err.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     except PlannerError as exc:
         label = "infeasible" if isinstance(exc, InfeasibleError) else "error"
-        err.print(f"[red]{label}:[/red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]{label}:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
@@ -71,7 +72,7 @@ def run(fn):
     except Exception as exc:  # a bug: say so in one line unless debugging
         if os.environ.get("PLANNER_DEBUG"):
             raise
-        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (set PLANNER_DEBUG=1 for a traceback)",
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3)
 

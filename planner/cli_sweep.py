@@ -1,8 +1,199 @@
-"""`plan sweep` command (registered on the main app)."""
-from __future__ import annotations
+"""`plan sweep` command (registered on the main app): flags in, planner.sweep does the work, tables out."""
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.table import Table
+from rich.text import Text
+
+Items = Optional[list[str]]
+SHOWN_REASONS = 10  # reasons printed under the table; all are in the output file
+
+
+class RateColumn(ProgressColumn):
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:.1f} points/s" if task.speed else "- points/s", style="progress.data.speed")
+
+
+def split(values: list[str] | None) -> list[str]:
+    """`--models a --models b,c` -> [a, b, c]."""
+    return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
+
+
+def overrides_of(flags: dict) -> dict:
+    """The sweep-file keys given by flags (None: not given, so the file's value stands)."""
+    from .errors import SpecError
+    from .sweep import parse_gpus, parse_params
+
+    out = {k: flags[k] for k in ("global_batch", "batch_tokens", "tokens") if flags[k] is not None}
+    if flags["models"]:
+        out["models"] = split(flags["models"])
+    if flags["cluster"]:
+        names = split(flags["cluster"])
+        out["cluster"] = names[0] if len(names) == 1 else names
+    if flags["gpus"]:
+        out["gpus"] = parse_gpus(flags["gpus"])
+    if flags["objective"]:
+        names = split(flags["objective"])
+        out["objective"] = names[0] if len(names) == 1 else names
+    scale = {}
+    if flags["scale_model"] is not None:
+        scale["base"] = flags["scale_model"]
+    if flags["params"] is not None:
+        scale["params"] = parse_params(flags["params"])
+    if scale:
+        out["scale_model"] = scale
+    constraints = {k: v for k, v in flags["constraints"].items() if v is not None}
+    if constraints.get("allow_cross_node_tp") is False:
+        constraints.pop("allow_cross_node_tp")  # a flag off leaves the file's value
+    if constraints:
+        out["constraints"] = constraints
+    if flags["global_batch"] is not None and flags["batch_tokens"] is not None:
+        raise SpecError("give one of them", path="--global-batch/--batch-tokens",
+                        expected="--global-batch SEQUENCES or --batch-tokens TOKENS")
+    return out
+
+
+def _fmt(value, spec: str, empty: str = "-") -> str:
+    return empty if value is None else format(value, spec)
+
+
+def render_rows(rows: list[dict], console: Console, title: str) -> None:
+    objectives = len({r["objective"] for r in rows}) > 1
+    clusters = len({r["cluster"] for r in rows}) > 1
+    budget = any(r["time_to_train_days"] is not None for r in rows)
+    t = Table(title=title, title_justify="left")
+    cols = ["model", "params"] + (["cluster"] if clusters else []) + ["GPUs"] + (["objective"] if objectives else [])
+    cols += ["layout", "step s", "tokens/s", "MFU", "mem GiB", "J/token", "kW"] + (["days", "MWh"] if budget else [])
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("model", "cluster", "objective", "layout") else "right")
+    from .sweep import params_label
+
+    for r in rows:
+        cells = [r["model"], params_label(r["params"])] + ([r["cluster"]] if clusters else []) + [str(r["gpus"])]
+        cells += [r["objective"]] if objectives else []
+        if r["status"] != "ok":
+            cells += [f"[red]{r['status']}[/red]"] + [""] * (len(cols) - len(cells) - 1)
+        else:
+            layout = f"dp{r['dp']} tp{r['tp']} pp{r['pp']} mb{r['micro_batch']}" + (f" vpp{r['vpp']}" if r["vpp"] > 1 else "")
+            cells += [layout, f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
+                      f"{r['memory_gib']:.1f}", f"{r['energy_j_per_token']:.4g}", f"{r['avg_power_kw']:,.1f}"]
+            cells += [_fmt(r["time_to_train_days"], ".1f"), _fmt(r["energy_to_train_mwh"], ",.0f")] if budget else []
+        t.add_row(*cells)
+    console.print(t)
+    bad = [r for r in rows if r["status"] != "ok"]
+    for r in bad[:SHOWN_REASONS]:
+        console.print(f"[red]{r['status']}[/red] {r['model']} on {r['gpus']} GPUs ({r['objective']}): {r['reason']}",
+                      highlight=False, soft_wrap=True)
+    if len(bad) > SHOWN_REASONS:
+        console.print(f"... and {len(bad) - SHOWN_REASONS} more points without a feasible layout (see --out)", highlight=False)
+
+
+def progress_bar(console: Console, quiet: bool) -> Progress:
+    return Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), RateColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                    disable=quiet or not console.is_terminal, transient=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
+    from .cli import (CrossTp, Dp, GlobalBatch, MaxBubble, MaxEpt, MaxGbt, MaxGpuW, MaxPower, MaxStep, MinMfu,
+                      MinScale, Mb, Pp, Recompute, Sp, Tp, Vpp, Zero, err, out, run)
+
+    @app.command()
+    def sweep(
+        sweep_file: Annotated[Optional[Path], typer.Argument(help="sweep YAML (docs/sweep.md); flags override its keys")] = None,
+        models: Annotated[Items, typer.Option("--models", help="model specs (paths or shipped names); repeat or comma-separate")] = None,
+        scale_model: Annotated[Optional[str], typer.Option("--scale-model", help="base model of a generated family (with --params)")] = None,
+        params: Annotated[Optional[str], typer.Option("--params", help="parameter counts LO:HI:N (N log-spaced) or A,B,C, e.g. 1e9:1e12:8")] = None,
+        cluster: Annotated[Items, typer.Option("--cluster", help="cluster specs (paths or shipped names); repeat or comma-separate")] = None,
+        gpus: Annotated[Items, typer.Option("--gpus", help="GPU counts: 64,256,1024 or LO:HI (powers of two); default: the whole cluster")] = None,
+        global_batch: GlobalBatch = None,
+        batch_tokens: Annotated[Optional[float], typer.Option("--batch-tokens", help="tokens per step: global batch = T / seq_len, rounded (docs/sweep.md)")] = None,
+        tokens: Annotated[Optional[float], typer.Option("--tokens", help="token budget: adds time and energy to train")] = None,
+        objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
+        memory_headroom: Annotated[Optional[float], typer.Option("--memory-headroom", help="fraction of GPU memory kept free (default 0.05)")] = None,
+        allow_cross_node_tp: CrossTp = False, max_step_time: MaxStep = None, min_mfu: MinMfu = None,
+        max_bubble: MaxBubble = None, max_power_kw: MaxPower = None, max_energy_per_token: MaxEpt = None,
+        max_gpu_power_w: MaxGpuW = None, max_global_batch_tokens: MaxGbt = None, min_scaling_efficiency: MinScale = None,
+        critical_batch_tokens: Annotated[Optional[float], typer.Option("--critical-batch-tokens", help="McCandlish critical batch B_crit [tokens]")] = None,
+        tp: Tp = None, pp: Pp = None, dp: Dp = None, micro_batch: Mb = None, vpp: Vpp = None,
+        recompute: Recompute = None, sequence_parallel: Sp = None, zero: Zero = None,
+        max_micro_batch: Annotated[Optional[int], typer.Option("--max-micro-batch", help="largest micro-batch to enumerate (default 32)")] = None,
+        time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="CP-SAT deterministic time limit per point [s] (default 10)")] = None,
+        out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
+        plot: Annotated[Optional[Path], typer.Option("--plot", help="folder for PNG figures (needs matplotlib: pip install planner[plot])")] = None,
+        workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
+        force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,
+    ) -> None:
+        """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
+
+        def go():
+            from .errors import SpecError
+            from .sweep import SweepInterrupted, SweepSpec, expand, load_sweep, output_format, run_sweep, with_overrides
+
+            n = (os.cpu_count() or 1) if workers is None else workers
+            if n < 1:
+                raise SpecError(f"must be at least 1, got {n}", path="--workers", expected="an integer >= 1")
+            constraints = dict(
+                memory_headroom=memory_headroom, allow_cross_node_tp=allow_cross_node_tp, max_step_time_s=max_step_time,
+                min_mfu=min_mfu, max_bubble=max_bubble, max_power_kw=max_power_kw,
+                max_energy_per_token_j=max_energy_per_token, max_gpu_power_w=max_gpu_power_w,
+                max_global_batch_tokens=max_global_batch_tokens, min_scaling_efficiency=min_scaling_efficiency,
+                critical_batch_tokens=critical_batch_tokens, tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp,
+                recompute=recompute, sequence_parallel=sequence_parallel, zero=zero, max_micro_batch=max_micro_batch,
+                time_limit_s=time_limit)
+            flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
+                         global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
+                         constraints=constraints)
+            given = overrides_of(flags)
+            if sweep_file is not None:
+                spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
+            else:
+                spec, base_dir = with_overrides(SweepSpec(), given), None
+            if out_file is not None:
+                output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
+            if plot is not None:
+                from rich.markup import escape
+
+                from .plots import require_matplotlib
+
+                try:
+                    require_matplotlib()
+                except SpecError as exc:  # cli.run prints with markup, which would eat "[plot]"
+                    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+                    raise typer.Exit(2)
+            points = expand(spec, base_dir)
+            with progress_bar(err, quiet) as bar:
+                task = bar.add_task("sweep", total=len(points))
+                try:
+                    result = run_sweep(points, out=out_file, workers=n, force=force,
+                                       on_row=lambda row: bar.advance(task))
+                except SweepInterrupted as exc:
+                    bar.stop()
+                    where = f"; {len(exc.run.rows)} rows kept in {out_file}, rerun to resume" if out_file else ""
+                    err.print(f"[red]interrupted[/red]: {len(exc.run.rows)} of {exc.total} points done{where}",
+                              highlight=False)
+                    raise typer.Exit(130)
+                bar.update(task, completed=len(points))
+            title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
+            render_rows(result.rows, out, title)
+            if plot is not None:
+                from .plots import write_plots
+
+                paths = write_plots(result.rows, plot)
+            if not quiet:
+                bad = sum(r["status"] != "ok" for r in result.rows)
+                text = f"{len(points)} points: {result.computed} computed, {result.skipped} already in the output"
+                text += f", {bad} without a feasible layout" if bad else ""
+                text += f"; rows in {out_file}" if out_file else ""
+                text += f"; {len(paths)} plots in {plot}" if plot is not None else ""
+                err.print(text, highlight=False, soft_wrap=True)
+
+        run(go)

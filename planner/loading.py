@@ -20,7 +20,7 @@ from .yamlio import LoadedYaml, load_yaml_file
 T = TypeVar("T", bound=BaseModel)
 
 KINDS = {"gpu": "gpus", "cluster": "clusters", "model": "models"}
-FILE_KINDS = ("gpu", "cluster", "model", "layout", "plan")
+FILE_KINDS = ("gpu", "cluster", "model", "layout", "plan", "sweep")
 
 
 def config_dir() -> Path:
@@ -210,7 +210,8 @@ def validate(model: type[T], data: Any, loaded: LoadedYaml, prefix: tuple = ()) 
 
 # Keys that only a file of that kind has, in the order they are tried.
 SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node"}, "model": {"layers", "hidden"},
-              "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"}}
+              "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"},
+              "sweep": {"models", "scale_model", "batch_tokens"}}
 
 
 def detect_kind(data: dict) -> str | None:
