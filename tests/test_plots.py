@@ -12,7 +12,7 @@ from planner import sweep as sw
 from planner.cli import app
 from planner.errors import SpecError
 
-# docs/sweep.md: figure -> (width, height) in pixels.
+# README, "Plots": figure -> (width, height) in pixels.
 EXPECTED_PX = {
     "mfu_vs_gpus.png": (1000, 600),
     "tokens_per_s_vs_gpus.png": (1000, 600),

@@ -18,7 +18,7 @@ from planner.specs import ModelSpec
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 
-# The documented contract (docs/sweep.md): other tools read these columns in this order.
+# The documented contract (README, "Columns of --out"): other tools read these columns in this order.
 HEADER = ("point_id,model,params,layers,hidden,heads,kv_heads,cluster,gpu,nodes,gpus,global_batch,seq_len,tokens,"
           "objective,status,reason,dp,tp,pp,micro_batch,vpp,recompute,sequence_parallel,zero,step_time_s,tokens_per_s,"
           "goodput_tokens_per_s,mfu,model_tflops_per_gpu,memory_gib,energy_j_per_token,avg_power_kw,"
@@ -192,7 +192,7 @@ def test_csv_and_jsonl_columns_are_stable(tmp_path):
 
 
 def test_every_column_is_documented():
-    doc = (ROOT / "docs" / "sweep.md").read_text()
+    doc = (ROOT / "README.md").read_text()
     for name in HEADER:
         assert f"| `{name}` |" in doc, name
 
