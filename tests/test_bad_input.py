@@ -86,6 +86,7 @@ COMMANDS = {
     "search": lambda m, c: ["search", m, c],
     "estimate": lambda m, c: ["estimate", m, c, "--tp", "8", "--pp", "8", "--micro-batch", "1"],
     "check": lambda m, c: ["check", m, c],
+    "sweep": lambda m, c: ["sweep", "--models", m, "--cluster", c, "--gpus", "64", "--quiet", "--workers", "1"],
 }
 
 
