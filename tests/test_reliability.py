@@ -145,3 +145,19 @@ def test_llama3_like_job_reaches_about_ninety_percent_ettr():
     assert 0.88 <= bench.llama3_ettr()["ettr"] <= 0.97
     for case in bench.cases()[:4]:
         assert case["predicted"] == approx(case["published"], rel=0.005), case["case"]
+
+
+@pytest.mark.parametrize(
+    "mtti_s, published_min",
+    [
+        (24 * 3600, 117),  # Daly 2006 (FGCS 22), Fig. 3: M = 24 h, delta = 5 min -> tau_opt = 117 min
+        (6 * 3600, 57),  # Fig. 4: M = 6 h -> 57 min
+        (15 * 60, 9.1),  # Fig. 5: M = 15 min -> 9.1 min
+    ],
+)
+def test_daly_interval_reproduces_the_papers_figures(mtti_s, published_min):
+    from planner.costs.reliability import daly_interval_s
+
+    # The published values are rounded to the figure's precision: 117 and 57 to the minute, 9.1 to 0.1.
+    tol = 0.05 if published_min < 10 else 0.5
+    assert float(daly_interval_s(300.0, float(mtti_s))) / 60 == pytest.approx(published_min, abs=tol)
