@@ -1,0 +1,110 @@
+"""The grid of a sweep expanded into `Point`s, each with the canonical key of its inputs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..constraints import Limits
+from ..errors import SpecError
+from ..space import SpaceLimits
+from ..specs import ClusterSpec, ModelSpec
+from .family import batch_from_tokens, scale_model
+from .spec import ConstraintsSpec, SweepSpec, parse_gpus, parse_params
+
+KEY_VERSION = 1  # part of every point's key: bump when a row's meaning changes, so old rows are recomputed
+
+
+# --- points ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Point:
+    model: ModelSpec  # with the point's global batch and token budget
+    cluster: ClusterSpec  # enlarged to hold `gpus` when the named cluster is smaller
+    cluster_label: str  # the cluster as named in the sweep
+    gpus: int
+    objective: str
+    limits: Limits
+    space: SpaceLimits
+    time_limit_s: float
+
+    def inputs(self) -> dict:
+        return {"version": KEY_VERSION, "model": self.model.model_dump(mode="json"),
+                "cluster": self.cluster.model_dump(mode="json"), "cluster_label": self.cluster_label,
+                "gpus": self.gpus, "objective": self.objective, "limits": asdict(self.limits),
+                "space": asdict(self.space), "time_limit_s": self.time_limit_s}
+
+    @property
+    def key(self) -> str:
+        """sha256 of the canonical JSON of every input of the point (first 16 hex digits)."""
+        text = json.dumps(self.inputs(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def enlarged(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
+    """The cluster with nodes = ceil(gpus / gpus per node) when it has fewer GPUs than `gpus`."""
+    if gpus <= cluster.total_gpus:
+        return cluster
+    return cluster.model_copy(update={"nodes": math.ceil(gpus / cluster.node.gpus)})
+
+
+def limits_of(c: ConstraintsSpec) -> tuple[Limits, SpaceLimits]:
+    fixed = {k: getattr(c, k) for k in ("tp", "pp", "dp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero")
+             if getattr(c, k) is not None}
+    limits = Limits(memory_headroom=c.memory_headroom, allow_cross_node_tp=c.allow_cross_node_tp,
+                    max_step_time_s=c.max_step_time_s, min_mfu=c.min_mfu, max_bubble=c.max_bubble,
+                    max_power_kw=c.max_power_kw, max_energy_per_token_j=c.max_energy_per_token_j,
+                    max_gpu_power_w=c.max_gpu_power_w, max_global_batch_tokens=c.max_global_batch_tokens,
+                    min_scaling_efficiency=c.min_scaling_efficiency, critical_batch_tokens=c.critical_batch_tokens,
+                    fixed=fixed)
+    return limits, SpaceLimits(max_micro_batch=c.max_micro_batch)
+
+
+def _load(arg: str, kind: str, base_dir: Path | None):
+    """A spec by path (relative to the sweep file's folder when it is there, else to the working
+    directory) or shipped name."""
+    from ..loading import cluster_from_loaded, load_yaml_file, model_from_loaded, resolve
+
+    local = base_dir is not None and not Path(arg).is_absolute() and (base_dir / arg).is_file()
+    path = base_dir / arg if local else resolve(arg, kind)
+    return (model_from_loaded if kind == "model" else cluster_from_loaded)(load_yaml_file(path))
+
+
+def sweep_models(spec: SweepSpec, base_dir: Path | None = None) -> list[ModelSpec]:
+    models = [_load(m, "model", base_dir) for m in spec.models]
+    if spec.scale_model is not None:
+        base = _load(spec.scale_model.base, "model", base_dir)
+        counts = spec.scale_model.params
+        counts = parse_params(counts, "scale_model.params") if isinstance(counts, str) else counts
+        models += [scale_model(base, p) for p in counts]
+    if not models:
+        raise SpecError("nothing to sweep: no model", path="models",
+                        expected="a SWEEP.yaml with models: or scale_model:, or --models / --scale-model with --params")
+    return models
+
+
+def _point_model(model: ModelSpec, spec: SweepSpec) -> ModelSpec:
+    training = {}
+    if spec.global_batch is not None:
+        training["global_batch"] = spec.global_batch
+    elif spec.batch_tokens is not None:
+        training["global_batch"] = batch_from_tokens(spec.batch_tokens, model.seq_len)
+    if spec.tokens is not None:
+        training["tokens"] = spec.tokens
+    if not training:
+        return model
+    return model.model_copy(update={"training": model.training.model_copy(update=training)})
+
+
+def expand(spec: SweepSpec, base_dir: Path | None = None) -> list[Point]:
+    """Every point of the sweep, in a stable order: model, then cluster, GPU count, objective."""
+    models = [_point_model(m, spec) for m in sweep_models(spec, base_dir)]
+    names = [spec.cluster] if isinstance(spec.cluster, str) else spec.cluster
+    clusters = [_load(c, "cluster", base_dir) for c in names]
+    objectives = [spec.objective] if isinstance(spec.objective, str) else list(dict.fromkeys(spec.objective))
+    gpus = None if spec.gpus is None else parse_gpus(spec.gpus, "gpus") if isinstance(spec.gpus, str) else spec.gpus
+    limits, space = limits_of(spec.constraints)
+    return [Point(m, enlarged(c, g), c.name, g, o, limits, space, spec.constraints.time_limit_s)
+            for m in models for c in clusters for g in (gpus or [c.total_gpus]) for o in objectives]

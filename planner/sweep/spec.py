@@ -1,0 +1,147 @@
+"""The sweep-file schema (`SweepSpec`), its loading, the parsing of GPU and parameter ranges, and
+the flags of `plan sweep` on top of a file's keys."""
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import SpecError
+
+DEFAULT_CLUSTER = "dgx-a100-1024"  # the same default as `plan search`
+Objective = Literal["time", "energy", "cost", "carbon"]
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class ScaleSpec(BaseModel):
+    """A generated family: `base` scaled to each parameter count (rule: `scale_model`)."""
+
+    model_config = _STRICT
+    base: str = Field(min_length=1, description="model spec to scale: a path or a shipped name")
+    params: str | list[float] = Field(description="'LO:HI:N' (N log-spaced counts) or a list of parameter counts")
+
+
+class ConstraintsSpec(BaseModel):
+    """The constraints and fixed dimensions of `plan search`, under their `Limits` names."""
+
+    model_config = _STRICT
+    memory_headroom: float = Field(default=0.05, ge=0, lt=1, description="fraction of GPU memory kept free")
+    allow_cross_node_tp: bool = False
+    max_step_time_s: float | None = Field(default=None, gt=0)
+    min_mfu: float | None = Field(default=None, gt=0, le=1)
+    max_bubble: float | None = Field(default=None, ge=0, le=1)
+    max_power_kw: float | None = Field(default=None, gt=0)
+    max_energy_per_token_j: float | None = Field(default=None, gt=0)
+    max_gpu_power_w: float | None = Field(default=None, gt=0)
+    max_global_batch_tokens: float | None = Field(default=None, gt=0)
+    min_scaling_efficiency: float | None = Field(default=None, gt=0, le=1)
+    critical_batch_tokens: float | None = Field(default=None, gt=0)
+    tp: int | None = Field(default=None, gt=0)
+    pp: int | None = Field(default=None, gt=0)
+    dp: int | None = Field(default=None, gt=0)
+    micro_batch: int | None = Field(default=None, gt=0)
+    vpp: int | None = Field(default=None, gt=0)
+    recompute: Literal["none", "selective", "full"] | None = None
+    sequence_parallel: bool | None = None
+    zero: Literal[0, 1, 2, 3] | None = None
+    max_micro_batch: int = Field(default=32, gt=0, le=65536)
+    time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="CP-SAT deterministic time limit [s]")
+
+
+class SweepSpec(BaseModel):
+    """A sweep file (docs/sweep.md); the flags of `plan sweep` override its keys."""
+
+    model_config = _STRICT
+    kind: Literal["sweep"] | None = Field(default=None, description="`kind: sweep` marks the file for `plan check`")
+    name: str | None = Field(default=None, max_length=128)
+    models: list[str] = Field(default=[], description="model specs: paths or shipped names")
+    scale_model: ScaleSpec | None = None
+    cluster: str | list[str] = DEFAULT_CLUSTER
+    gpus: list[int] | str | None = Field(default=None, description="GPU counts, or 'LO:HI' for the powers of two")
+    global_batch: int | None = Field(default=None, gt=0, le=100_000_000, description="sequences per step")
+    batch_tokens: float | None = Field(default=None, gt=0, le=1e12, description="tokens per step (rule: batch_from_tokens)")
+    tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget: time and energy to train")
+    objective: Objective | list[Objective] = "time"
+    constraints: ConstraintsSpec = ConstraintsSpec()
+
+    @model_validator(mode="after")
+    def _one_batch_rule(self) -> "SweepSpec":
+        if self.global_batch is not None and self.batch_tokens is not None:
+            raise ValueError("global_batch and batch_tokens exclude each other: give one")
+        return self
+
+
+def parse_params(text: str, where: str = "--params") -> list[float]:
+    """'LO:HI:N' -> N log-spaced counts from LO to HI; 'A,B,C' -> those counts."""
+    expected = "LO:HI:N (N log-spaced counts, e.g. 1e9:1e12:8) or a comma-separated list"
+    try:
+        if ":" in text:
+            lo, hi, n = text.split(":")
+            lo, hi, steps = float(lo), float(hi), int(n)
+            if not (0 < lo <= hi < 1e16 and 1 <= steps <= 1000):
+                raise ValueError
+            return [float(v) for v in np.geomspace(lo, hi, steps)]
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SpecError(f"cannot read '{text}'", path=where, expected=expected) from None
+    if not values or not all(0 < v < 1e16 for v in values):
+        raise SpecError(f"cannot read '{text}'", path=where, expected=expected)
+    return values
+
+
+def parse_gpus(values: list[str] | str, where: str = "--gpus") -> list[int]:
+    """'64,256,1024' (and repeats) -> those counts; 'LO:HI' -> the powers of two in [LO, HI]."""
+    out: list[int] = []
+    for text in [values] if isinstance(values, str) else values:
+        for part in (p.strip() for p in str(text).split(",") if p.strip()):
+            lo, sep, hi = part.partition(":")
+            if not (lo.isdigit() and (not sep or hi.isdigit())) or int(lo) <= 0 or (sep and int(hi) < int(lo)):
+                raise SpecError(f"cannot read '{part}'", path=where,
+                                expected="positive GPU counts like 64,256,1024 or LO:HI (powers of two), e.g. 8:16384")
+            out += [1 << k for k in range(0, 40) if int(lo) <= 1 << k <= int(hi)] if sep else [int(lo)]
+    if not out:
+        raise SpecError("no GPU count", path=where, expected="e.g. 64,256,1024 or 8:16384")
+    return list(dict.fromkeys(out))
+
+
+def load_sweep(path: str | os.PathLike, overrides: dict | None = None) -> SweepSpec:
+    """The sweep file, validated with file locations, then with the flags' `overrides` on top."""
+    from ..loading import validate
+    from ..yamlio import load_yaml_file
+
+    loaded = load_yaml_file(path)
+    spec = validate(SweepSpec, loaded.data, loaded)
+    return with_overrides(spec, overrides or {})
+
+
+def with_overrides(spec: SweepSpec, overrides: dict) -> SweepSpec:
+    """`spec` with flag values on top; a bad value names its flag (`--global-batch`)."""
+    data = spec.model_dump(exclude_unset=True)
+    constraints = {**data.pop("constraints", {}), **overrides.get("constraints", {})}
+    scale = {**data.pop("scale_model", {}), **overrides.get("scale_model", {})}
+    data.update({k: v for k, v in overrides.items() if k not in ("constraints", "scale_model")})
+    if overrides.get("global_batch") is not None:
+        data.pop("batch_tokens", None)
+    if overrides.get("batch_tokens") is not None:
+        data.pop("global_batch", None)
+    if scale:
+        if "base" not in scale or "params" not in scale:
+            raise SpecError("a generated family needs a base model and parameter counts", path="--scale-model/--params",
+                            expected="--scale-model BASE --params LO:HI:N")
+        data["scale_model"] = scale
+    try:
+        return SweepSpec.model_validate({**data, "constraints": constraints})
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        key = next((str(p) for p in e["loc"] if p != "constraints"), "sweep")
+        raise SpecError(e["msg"].removeprefix("Value error, "), path=flag_of(key)) from None
+
+
+_FLAGS = {"max_step_time_s": "--max-step-time", "max_energy_per_token_j": "--max-energy-per-token",
+          "time_limit_s": "--time-limit", "scale_model": "--scale-model", "objective": "--objective"}
+
+
+def flag_of(key: str) -> str:
+    return _FLAGS.get(key, "--" + key.replace("_", "-"))
