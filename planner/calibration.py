@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .loading import load_gpu_data
+from .loading import load_gpu_data, shared_dir
 from .score import Scores, score
 from .space import Layouts, single_layout
 from .specs import ClusterSpec, ModelSpec
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "calibration"
+DATA_DIR = shared_dir("data") / "calibration"
 
 _SOURCES = {
     "korthikanti": dict(

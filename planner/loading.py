@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,10 +24,19 @@ KINDS = {"gpu": "gpus", "cluster": "clusters", "model": "models"}
 FILE_KINDS = ("gpu", "cluster", "model", "layout", "plan", "sweep")
 
 
+def shared_dir(name: str) -> Path:
+    """`name` beside the package (a source tree or an editable install), else under
+    <prefix>/share/planner/ (where a wheel puts it)."""
+    beside = Path(__file__).resolve().parent.parent / name
+    if beside.is_dir():
+        return beside
+    return Path(sys.prefix) / "share" / "planner" / name
+
+
 def config_dir() -> Path:
-    """Shipped specs: $PLANNER_CONFIG_DIR, else `configs/` beside the package (editable install)."""
+    """Shipped specs: $PLANNER_CONFIG_DIR, else the shipped `configs/`."""
     env = os.environ.get("PLANNER_CONFIG_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "configs"
+    return Path(env) if env else shared_dir("configs")
 
 
 def shipped_names(kind: str) -> list[str]:
