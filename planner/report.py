@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -102,21 +103,31 @@ def _fmt_layout(row: dict) -> str:
     return " ".join(parts)
 
 
+def _si(value: float) -> str:
+    """184,579 -> '184.6k', 11,335,957 -> '11.34M': short enough for a terminal column."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g}{suffix}"
+    return f"{value:.4g}"
+
+
 def _layout_table(title: str, rows: list[dict], caps: bool, per_token: bool = False) -> Table:
-    table = Table(title=title, title_justify="left")
+    # No vertical rules: the table stays on one line per layout in a 100-column terminal.
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     cols = [("#", "right"), ("layout", "left"), ("recompute", "left"), ("sp", "center"), ("zero", "right")]
     cols += [("cap W", "right")] if caps else []
     cols += [("step s", "right"), ("tokens/s", "right"), ("MFU", "right"), ("mem GiB", "right"),
-             ("kJ/step", "right"), ("kW", "right")]
+             ("MJ/step", "right"), ("kW", "right")]
     cols += [("J/token", "right")] if per_token else []
     for col, just in cols:
-        table.add_column(col, justify=just)
+        # A layout reads as one token ("dp32 tp4 pp8 mb1 vpp6"): never wrap it, shrink the rest first.
+        table.add_column(col, justify=just, no_wrap=col == "layout")
     for rank, r in enumerate(rows, 1):
         lay = r["layout"]
         cells = [str(rank), _fmt_layout(lay), lay["recompute"], "y" if lay["sequence_parallel"] else "-", str(lay["zero"])]
         cells += [f"{r.get('power_cap_w', 0):g}"] if caps else []
-        cells += [f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
-                  f"{r['memory_gib']['total']:.1f}", f"{r['energy_j_per_step'] / 1e3:,.1f}", f"{r['avg_power_kw']:,.1f}"]
+        cells += [f"{r['step_time_s']:.3f}", _si(r["tokens_per_s"]), f"{r['mfu']:.1%}",
+                  f"{r['memory_gib']['total']:.1f}", f"{r['energy_j_per_step'] / 1e6:,.2f}", f"{r['avg_power_kw']:,.1f}"]
         cells += [f"{r['energy_j_per_token']:.4g}"] if per_token else []
         table.add_row(*cells)
     return table
@@ -165,7 +176,7 @@ def render_frontier(rows: list[dict], console: Console, caps: bool) -> None:
 def render_gpus_range(data: dict, console: Console) -> None:
     t = Table(title="how many GPUs: best layout per count", title_justify="left")
     for col in ("GPUs", "layout", "step s", "tokens/s", "ETTR", "goodput tok/s", "scaling eff", "J/token", "days"):
-        t.add_column(col, justify="left" if col == "layout" else "right")
+        t.add_column(col, justify="left" if col == "layout" else "right", no_wrap=col == "layout")
     for row in data["counts"]:
         b = row.get("best")
         if b is None:
@@ -181,7 +192,8 @@ def render_gpus_range(data: dict, console: Console) -> None:
 
 
 def render_breakdown(r: dict, memory_gib: float, console: Console) -> None:
-    t = Table(title="best layout: where the step goes and what memory holds", title_justify="left")
+    t = Table(title="best layout: step time and memory per GPU", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     t.add_column("time", justify="left")
     t.add_column("s", justify="right")
     t.add_column("%", justify="right")
