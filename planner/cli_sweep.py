@@ -100,6 +100,17 @@ def progress_bar(console: Console, quiet: bool) -> Progress:
                     disable=quiet or not console.is_terminal, transient=False)
 
 
+def _make_folder(folder: Path, flag: str) -> None:
+    """Create the folder an output goes to; say plainly when that is impossible."""
+    from .errors import SpecError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"cannot create the folder: {exc.strerror}", file=str(folder), path=flag,
+                        expected="a writable folder") from None
+
+
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
     from .cli import (CrossTp, Dp, GlobalBatch, MaxBubble, MaxEpt, MaxGbt, MaxGpuW, MaxPower, MaxStep, MinMfu,
@@ -159,6 +170,7 @@ def register(app: typer.Typer) -> None:
                 spec, base_dir = with_overrides(SweepSpec(), given), None
             if out_file is not None:
                 output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
+                _make_folder(out_file.parent, "--out")
             if plot is not None:
                 from rich.markup import escape
 

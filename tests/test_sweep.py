@@ -345,3 +345,14 @@ def test_paths_in_a_sweep_file_are_relative_to_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     [point] = sw.expand(sw.load_sweep(tmp_path / "sub" / "sweep.yaml"), tmp_path / "sub")
     assert point.model.name == "local-1.3b"
+
+
+def test_out_in_a_new_folder_is_created_and_an_impossible_one_is_bad_input(tmp_path):
+    out = tmp_path / "new" / "deeper" / "rows.csv"
+    res = invoke("sweep", "--models", "gpt3-1.3b", "--gpus", "8", "--out", out, "--quiet")
+    assert res.exit_code == 0, res.output
+    assert len(sw.read_rows(out)) == 1
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    res = invoke("sweep", "--models", "gpt3-1.3b", "--gpus", "8", "--out", blocker / "rows.csv", "--quiet")
+    assert res.exit_code == 2 and "cannot create the folder" in res.output and "Traceback" not in res.output
