@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..costs.memory import GIB, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from ..score import Scores
 from ..specs import ClusterSpec, ModelSpec
 from .base import Limits, Mask, relative_excess
+
+
+STATE_BYTES_PER_PARAM = WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES
 
 
 def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits) -> list[Mask]:
@@ -26,7 +30,14 @@ def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits
         if lay.micro_batch[i] > 1:
             tips.append("a smaller --micro-batch")
         tips.append("more pipeline stages (--pp)")
-        return f"needs {mem[i]:.1f} GiB on {capacity:g} GiB{head}: try " + " or ".join(tips[:3])
+        text = f"needs {mem[i]:.1f} GiB on {capacity:g} GiB{head}"
+        # Weights, fp32 gradients and Adam states alone (18 B per parameter, Korthikanti et al. 2022)
+        # set a floor on the GPU count that no layout gets under.
+        floor = int(np.ceil(STATE_BYTES_PER_PARAM * model.total_params() / (usable * GIB)))
+        if lay.gpus[i] < floor:
+            return (f"{text}: the weights, gradients and optimizer states alone ({STATE_BYTES_PER_PARAM} B x "
+                    f"{model.total_params() / 1e9:,.1f}B parameters) need at least {floor} GPUs, this run has {lay.gpus[i]}")
+        return f"{text}: try " + " or ".join(tips[:3])
 
     out = [Mask("memory", "hardware", mem <= usable, memory_msg, relative_excess(mem, usable))]
 
