@@ -1,6 +1,7 @@
 """Memory per GPU on the most loaded GPU: weights, gradients, optimizer states, activations, other.
 
 Sources:
+- ZeRO-3 also holds two gathered layers and one layer of unsharded gradients (see _rank_memory).
 - Mixed-precision Adam keeps 2 bytes of bf16/fp16 weights, 4 bytes of fp32 gradients (Megatron's
   main_grad) and 12 bytes of fp32 master weights + two moments per parameter: 18 bytes, which
   reproduces Korthikanti et al. 2022 Fig. 1 exactly. ZeRO stages shard them over dp (Rajbhandari
@@ -111,6 +112,12 @@ def _rank_memory(model: ModelSpec, gpu: GpuSpec, layouts: Layouts, params: np.nd
     weights = params * WEIGHT_BYTES / np.where(z >= 3, dp, 1.0)
     grads = params * GRAD_BYTES / np.where(z >= 2, dp, 1.0)
     optim = params * OPTIMIZER_BYTES / np.where(z >= 1, dp, 1.0)
+    # ZeRO-3 gathers whole layers to use them: the layer at work and the one being prefetched
+    # (the rate limiter of PyTorch FSDP, Zhao et al. 2023, VLDB, keeps two all-gathers in flight), plus one layer's
+    # unsharded gradients before they are reduce-scattered (Rajbhandari et al. 2020 Sec. 5.3).
+    layer = model.layer_params() / t
+    weights = weights + np.where(z >= 3, 2 * layer * WEIGHT_BYTES, 0.0)
+    grads = grads + np.where(z >= 3, layer * GRAD_BYTES, 0.0)
 
     stored, rebuilt = activation_bytes_per_layer(model, layouts)
     acts = stored * layers_in_flight(model, layouts, last_rank=last_rank)
