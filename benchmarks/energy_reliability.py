@@ -17,6 +17,8 @@ functions (planner.costs.energy, planner.costs.reliability), not typed in.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from planner.costs.energy import carbon_t, energy_mwh
 from planner.costs.reliability import job_mtti_s
 from planner.loading import load_cluster, load_model
@@ -31,7 +33,7 @@ def llama3_ettr() -> dict:
     cluster = base.model_copy(update={"reliability": rel})
     layout = single_layout(dp=128, tp=8, pp=16, micro_batch=1, num_microbatches=16)
     s = score(model, cluster, layout)
-    return {k: float(v[0]) for k, v in s.extras.items()}
+    return {k: float(v[0]) for k, v in asdict(s.reliability).items()}
 
 
 def cases() -> list[dict]:

@@ -19,10 +19,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .costs.comm import tp_comm_per_layer_s, tp_exposed, tp_passes
+from .costs.compute import layer_compute
+from .costs.stages import rank_layers
 from .loading import load_gpu_data, shared_dir
+from .precision import precision
 from .score import Scores, score
-from .space import Layouts, single_layout
+from .space import single_layout
 from .specs import ClusterSpec, ModelSpec
+from .units import GIB
 
 DATA_DIR = shared_dir("data") / "calibration"
 
@@ -46,7 +51,7 @@ class Case:
     kind: str  # "iteration" | "layer" | "memory"
     model: ModelSpec
     cluster: ClusterSpec
-    layouts: Layouts
+    layouts: object  # a one-row planner.space.Layouts
     measured: dict
 
 
@@ -116,21 +121,20 @@ def predict(case: Case, cluster: ClusterSpec | None = None) -> dict:
     if case.kind == "iteration":
         return {"iteration_s": float(s.step_time_s[0])}
     if case.kind == "layer":
-        from .costs.comm import tp_comm_per_layer_s
-        from .costs.compute import layer_compute
-
         cl = cluster or case.cluster
-        lc = layer_compute(case.model, cl.gpu, case.layouts)
-        tp = tp_comm_per_layer_s(cl, case.model.hidden, case.model.seq_len, case.layouts)
+        model, lay = case.model, case.layouts
+        lc = layer_compute(model, cl.gpu, lay)
+        act = precision(model.training.precision).activation_bytes
+        # One forward pass of TP collectives in the forward; the rest (backward, recomputed forward) in backward.
+        tp = tp_comm_per_layer_s(cl, model.hidden, model.seq_len, lay, act) * tp_exposed(model, cl)
         fwd = lc.fwd_s[0] + tp[0]
-        bwd = lc.bwd_s[0] + lc.recompute_s[0] + tp[0] * (2.0 if case.layouts.recompute[0] == 2 else 1.0)
+        bwd = lc.bwd_s[0] + lc.recompute_s[0] + tp[0] * (tp_passes(lay)[0] - 1.0)
         return {"layer_forward_ms": fwd * 1e3, "layer_backward_ms": bwd * 1e3, "layer_total_ms": (fwd + bwd) * 1e3}
-    # Korthikanti Fig. 1 counts the transformer layers' 18 bytes/parameter only; the first stage
-    # also holds the word embedding, which the planner adds on top (memory_breakdown).
-    from .costs.memory import GIB, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, layers_per_rank
-
-    first, _ = layers_per_rank(case.model, case.layouts)
-    layer_state = first * case.model.layer_params() / case.layouts.tp * (WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES)
+    # Korthikanti Fig. 1 counts the transformer layers' state bytes per parameter only; the first
+    # stage also holds the word embedding, which the planner adds on top (memory_breakdown).
+    first = rank_layers(case.model, case.layouts, 0)
+    state_bytes = precision(case.model.training.precision).state_bytes
+    layer_state = first * case.model.layer_params() / case.layouts.tp * state_bytes
     return {
         "params_plus_optimizer_gib": float(layer_state[0] / GIB),
         "activations_gib": float(s.memory_gib.activations[0]),

@@ -11,10 +11,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from .axes import AXES, layout_assignments
+from .constraints import LIMIT_OPTIONS
 from .errors import InfeasibleError, SpecError, SpecErrors
 from .loading import cluster_from_loaded, detect_kind, gpu_from_loaded, model_from_loaded, resolve, strip_kind, validate
+from .options import axis_field, limits_from, option_field
 from .specs import ClusterSpec, GpuSpec, ModelSpec
 from .yamlio import LoadedYaml, load_yaml_file
 
@@ -23,32 +27,13 @@ UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-class PlanLayout(BaseModel):
-    """The checked-in layout; dp defaults to gpus / (tp * pp)."""
+PlanLayout = create_model(
+    "PlanLayout", __config__=_STRICT, __doc__="The checked-in layout; dp defaults to gpus / (tp * pp).",
+    **{a.name: axis_field(a, optional=False) for a in AXES if a.given is not None})
 
-    model_config = _STRICT
-    dp: int | None = Field(default=None, gt=0, le=10_000_000)
-    tp: int = Field(gt=0, le=100_000)
-    pp: int = Field(gt=0, le=100_000)
-    micro_batch: int = Field(gt=0, le=100_000, description="sequences per micro-batch")
-    vpp: int = Field(default=1, gt=0, le=10_000, description="virtual pipeline stages per rank")
-    recompute: Literal["none", "selective", "full"] = "none"
-    sequence_parallel: bool = False
-    zero: Literal[0, 1, 2, 3] = Field(default=0, description="ZeRO stage")
-
-
-class PlanConstraints(BaseModel):
-    """Limits the layout must meet; absent means unconstrained."""
-
-    model_config = _STRICT
-    memory_headroom: float | None = Field(default=None, ge=0, lt=1, description="fraction of GPU memory kept free")
-    allow_cross_node_tp: bool = False
-    max_step_time_s: float | None = Field(default=None, gt=0, le=1e6)
-    min_mfu: float | None = Field(default=None, gt=0, le=1)
-    max_bubble: float | None = Field(default=None, ge=0, le=1)
-    max_power_kw: float | None = Field(default=None, gt=0, le=1e9)
-    max_energy_per_token_j: float | None = Field(default=None, gt=0, le=1e9)
-    max_gpu_power_w: float | None = Field(default=None, gt=0, le=1e5)
+PlanConstraints = create_model(
+    "PlanConstraints", __config__=_STRICT, __doc__="Limits the layout must meet; absent means unconstrained.",
+    **{o.key: option_field(o, required_default=False) for o in LIMIT_OPTIONS if "plan" in o.where})
 
 
 class PlanFile(BaseModel):
@@ -61,8 +46,8 @@ class PlanFile(BaseModel):
     cluster: str | ClusterSpec
     gpus: int | None = Field(default=None, gt=0, le=10_000_000, description="GPUs used (default: the whole cluster)")
     global_batch: int | None = Field(default=None, gt=0, le=100_000_000, description="overrides the model's")
-    layout: PlanLayout
-    constraints: PlanConstraints = PlanConstraints()
+    layout: PlanLayout  # type: ignore[valid-type]
+    constraints: PlanConstraints = PlanConstraints()  # type: ignore[valid-type]
 
 
 @dataclass(frozen=True)
@@ -259,67 +244,60 @@ def check_plan(loaded: LoadedYaml, *, headroom: float | None = None, against_bes
     return findings + feasibility(plan, model, cluster, loaded, headroom=headroom, against_best=against_best)
 
 
-# Where in a plan file each constraint of planner.constraints is stated.
-_STATED = {"max_step_time": "max_step_time_s", "min_mfu": "min_mfu", "max_bubble": "max_bubble",
-           "max_power": "max_power_kw", "max_energy_per_token": "max_energy_per_token_j",
-           "max_gpu_power": "max_gpu_power_w", "memory": "memory_headroom"}
+def _stated_key(constraint: str) -> str | None:
+    """The `constraints:` key of a plan file that sets a constraint (None: none does)."""
+    from .constraints import CONSTRAINTS
 
-
-def _fmt(layout: dict) -> str:
-    keys = ("dp", "tp", "pp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero")
-    return " ".join(f"{k}={str(layout[k]).lower() if isinstance(layout[k], bool) else layout[k]}" for k in keys)
+    c = next((c for c in CONSTRAINTS if c.name == constraint), None)
+    return c.option.key if c is not None and c.option is not None and "plan" in c.option.where else None
 
 
 def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, *,
                 headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
     """The plan's layout scored with the cost models of `plan search`; one finding per broken rule."""
-    from .constraints import Limits
     from .estimate import estimate_layout
     from .search import with_global_batch
 
     model = with_global_batch(model, plan.global_batch)
     lay, c = plan.layout, plan.constraints
-    gpus = plan.gpus or (lay.dp * lay.tp * lay.pp if lay.dp else cluster.total_gpus)
+    given = {a.name: getattr(lay, a.name) for a in AXES if a.given is not None}
+    degrees = [a.name for a in AXES if a.role == "degree" and not a.fills]
+    gpus = plan.gpus or (int(np.prod([given[k] for k in degrees])) * lay.dp if lay.dp else cluster.total_gpus)
 
     def error(code: str, path: tuple, message: str) -> Finding:
         return Finding(loaded.file, loaded.line_of(path), "error", code, ".".join(path), message)
 
-    if lay.dp is None and gpus % (lay.tp * lay.pp):
-        return [error("layout", ("layout",), f"tp*pp = {lay.tp}*{lay.pp} = {lay.tp * lay.pp} does not divide the "
-                      f"{gpus} GPUs (expected tp and pp whose product divides {gpus}, or dp)")]
-    dp = lay.dp or gpus // (lay.tp * lay.pp)
-    if dp * lay.tp * lay.pp != gpus:
-        return [error("layout", ("layout",), f"dp*tp*pp = {dp}*{lay.tp}*{lay.pp} = {dp * lay.tp * lay.pp}, but the "
-                      f"plan uses {gpus} GPUs (expected degrees whose product is {gpus})")]
-    limits = Limits(memory_headroom=headroom if headroom is not None else (
-        c.memory_headroom if c.memory_headroom is not None else DEFAULT_HEADROOM),
-        allow_cross_node_tp=c.allow_cross_node_tp, max_step_time_s=c.max_step_time_s, min_mfu=c.min_mfu,
-        max_bubble=c.max_bubble, max_power_kw=c.max_power_kw, max_energy_per_token_j=c.max_energy_per_token_j,
-        max_gpu_power_w=c.max_gpu_power_w)
-    data = estimate_layout(model, cluster, tp=lay.tp, pp=lay.pp, dp=dp, micro_batch=lay.micro_batch, vpp=lay.vpp,
-                           recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, zero=lay.zero,
-                           limits=limits)
+    values = {o.key: getattr(c, o.key) for o in LIMIT_OPTIONS if "plan" in o.where}
+    if headroom is not None:
+        values["memory_headroom"] = headroom
+    elif values.get("memory_headroom") is None:
+        values["memory_headroom"] = DEFAULT_HEADROOM
+    limits = limits_from(values)
+    try:
+        data = estimate_layout(model, cluster, gpus=gpus, limits=limits, gpus_said=f"the plan uses {gpus} GPUs",
+                               in_file=True, **given)
+    except SpecError as exc:  # the degrees do not multiply to the GPUs
+        return [error("layout", ("layout",), f"{exc.message} (expected {exc.expected})")]
     out = []
-    for v in data["violations"]:
-        key = _STATED.get(v["constraint"])
-        stated = key is not None and getattr(c, key) is not None
-        out.append(error(v["constraint"], ("constraints", key) if stated else ("layout",), v["message"]))
+    for v in data.violations:
+        key = _stated_key(v.constraint)
+        stated = key is not None and getattr(c, key) not in (None, False)  # else the layout is to blame
+        out.append(error(v.constraint, ("constraints", key) if stated else ("layout",), v.message))
     if against_best is not None:
         out += _against_best(model, cluster, gpus, limits, data, against_best, error)
     return out
 
 
 def _against_best(model, cluster, gpus, limits, data, pct, error) -> list[Finding]:
-    from .report import search_json
     from .search import search
 
     try:
-        best = search_json(search(model, cluster, gpus=gpus, objective="time", top_k=1, limits=limits))["best"]
+        best = search(model, cluster, gpus=gpus, objective="time", top_k=1, limits=limits).best
     except InfeasibleError:
         return []
-    if best is None or data["step_time_s"] <= best["step_time_s"] * (1 + pct / 100):
+    if best is None or data.step_time_s <= best.step_time_s * (1 + pct / 100):
         return []
-    slower = data["step_time_s"] / best["step_time_s"] - 1
+    slower = data.step_time_s / best.step_time_s - 1
     return [error("slower-than-best", ("layout",),
-                  f"{data['step_time_s']:.3f} s/step is {slower:.1%} slower than the best layout plan search finds "
-                  f"({best['step_time_s']:.3f} s/step, allowed {pct:g}%): {_fmt(best['layout'])}")]
+                  f"{data.step_time_s:.3f} s/step is {slower:.1%} slower than the best layout plan search finds "
+                  f"({best.step_time_s:.3f} s/step, allowed {pct:g}%): {layout_assignments(best.layout)}")]

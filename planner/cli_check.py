@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from .check import INVALID, UNREADABLE, Finding
+from .cli_common import err, out, run
 
 FORMATS = ("text", "json", "github", "junit")
 
@@ -97,8 +98,6 @@ def render_text(files: list[str], findings: list[Finding], console, strict: bool
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
-    from .cli import err, out, run  # the main app is built by the time this runs
-
     @app.command()
     def check(
         paths: Annotated[list[str], typer.Argument(help="files and directories (searched for *.yaml, *.yml)")],
@@ -114,12 +113,13 @@ def register(app: typer.Typer) -> None:
 
         def go():
             from .check import check_paths, exit_code
+            from .constraints import constraint_of_option
             from .errors import SpecError
+            from .options import check_option
 
             if fmt not in FORMATS:
                 raise SpecError(f"unknown format '{fmt}'", path="--format", expected=" | ".join(FORMATS))
-            if memory_headroom is not None and not 0 <= memory_headroom < 1:
-                raise SpecError("must be a fraction in [0, 1)", path="--memory-headroom", expected="e.g. 0.05")
+            check_option(constraint_of_option("memory_headroom").option, memory_headroom)
             if against_best is not None and not 0 <= against_best < 1e6:
                 raise SpecError("must be a percentage >= 0", path="--against-best", expected="e.g. 5")
             files, findings = check_paths(paths, headroom=memory_headroom, against_best=against_best)

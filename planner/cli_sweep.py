@@ -25,22 +25,22 @@ def split(values: list[str] | None) -> list[str]:
     return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
 
 
-def overrides_of(flags: dict) -> dict:
-    """The sweep-file keys given by flags (None: not given, so the file's value stands)."""
+def overrides_of(flags: dict, options: dict) -> dict:
+    """The sweep-file keys given by flags (None: not given, so the file's value stands).
+    `options`: the generated limit, setting and axis options, keyed by their file keys."""
+    from .cli_common import read_axes, read_options
     from .errors import SpecError
     from .sweep import parse_gpus, parse_params
 
     out = {k: flags[k] for k in ("global_batch", "batch_tokens", "tokens") if flags[k] is not None}
     if flags["models"]:
         out["models"] = split(flags["models"])
-    if flags["cluster"]:
-        names = split(flags["cluster"])
-        out["cluster"] = names[0] if len(names) == 1 else names
+    for key in ("cluster", "objective"):
+        if flags[key]:
+            names = split(flags[key])
+            out[key] = names[0] if len(names) == 1 else names
     if flags["gpus"]:
         out["gpus"] = parse_gpus(flags["gpus"])
-    if flags["objective"]:
-        names = split(flags["objective"])
-        out["objective"] = names[0] if len(names) == 1 else names
     scale = {}
     if flags["scale_model"] is not None:
         scale["base"] = flags["scale_model"]
@@ -48,7 +48,7 @@ def overrides_of(flags: dict) -> dict:
         scale["params"] = parse_params(flags["params"])
     if scale:
         out["scale_model"] = scale
-    constraints = {k: v for k, v in flags["constraints"].items() if v is not None}
+    constraints = {**read_options(options, "sweep"), **read_axes(options)}
     if constraints.get("allow_cross_node_tp") is False:
         constraints.pop("allow_cross_node_tp")  # a flag off leaves the file's value
     if constraints:
@@ -72,6 +72,7 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
     cols += ["layout", "step s", "tokens/s", "MFU", "mem GiB", "J/token", "kW"] + (["days", "MWh"] if budget else [])
     for col in cols:
         t.add_column(col, justify="left" if col in ("model", "cluster", "objective", "layout") else "right")
+    from .axes import layout_cell
     from .sweep import params_label
 
     for r in rows:
@@ -80,7 +81,7 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
         if r["status"] != "ok":
             cells += [f"[red]{r['status']}[/red]"] + [""] * (len(cols) - len(cells) - 1)
         else:
-            layout = f"dp{r['dp']} tp{r['tp']} pp{r['pp']} mb{r['micro_batch']}" + (f" vpp{r['vpp']}" if r["vpp"] > 1 else "")
+            layout = layout_cell(r)
             cells += [layout, f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
                       f"{r['memory_gib']:.1f}", f"{r['energy_j_per_token']:.4g}", f"{r['avg_power_kw']:,.1f}"]
             cells += [_fmt(r["time_to_train_days"], ".1f"), _fmt(r["energy_to_train_mwh"], ",.0f")] if budget else []
@@ -113,99 +114,100 @@ def _make_folder(folder: Path, flag: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
-    from .cli import (CrossTp, Dp, GlobalBatch, MaxBubble, MaxEpt, MaxGbt, MaxGpuW, MaxPower, MaxStep, MinMfu,
-                      MinScale, Mb, Pp, Recompute, Sp, Tp, Vpp, Zero, err, out, run)
+    from .cli_common import axis_params, option_params, run, with_params
+
+    GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
 
     @app.command()
+    @with_params(option_params("sweep", file_defaults=True), axis_params("fix"))
     def sweep(
-        sweep_file: Annotated[Optional[Path], typer.Argument(help="sweep YAML (docs/sweep.md); flags override its keys")] = None,
+        sweep_file: Annotated[Optional[Path], typer.Argument(help="sweep YAML (README, 'The sweep file'); flags override its keys")] = None,
         models: Annotated[Items, typer.Option("--models", help="model specs (paths or shipped names); repeat or comma-separate")] = None,
         scale_model: Annotated[Optional[str], typer.Option("--scale-model", help="base model of a generated family (with --params)")] = None,
         params: Annotated[Optional[str], typer.Option("--params", help="parameter counts LO:HI:N (N log-spaced) or A,B,C, e.g. 1e9:1e12:8")] = None,
         cluster: Annotated[Items, typer.Option("--cluster", help="cluster specs (paths or shipped names); repeat or comma-separate")] = None,
         gpus: Annotated[Items, typer.Option("--gpus", help="GPU counts: 64,256,1024 or LO:HI (powers of two); default: the whole cluster")] = None,
         global_batch: GlobalBatch = None,
-        batch_tokens: Annotated[Optional[float], typer.Option("--batch-tokens", help="tokens per step: global batch = T / seq_len, rounded (docs/sweep.md)")] = None,
+        batch_tokens: Annotated[Optional[float], typer.Option("--batch-tokens", help="tokens per step: global batch = T / seq_len, rounded (README, 'The batch rule')")] = None,
         tokens: Annotated[Optional[float], typer.Option("--tokens", help="token budget: adds time and energy to train")] = None,
         objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
-        memory_headroom: Annotated[Optional[float], typer.Option("--memory-headroom", help="fraction of GPU memory kept free (default 0.05)")] = None,
-        allow_cross_node_tp: CrossTp = False, max_step_time: MaxStep = None, min_mfu: MinMfu = None,
-        max_bubble: MaxBubble = None, max_power_kw: MaxPower = None, max_energy_per_token: MaxEpt = None,
-        max_gpu_power_w: MaxGpuW = None, max_global_batch_tokens: MaxGbt = None, min_scaling_efficiency: MinScale = None,
-        critical_batch_tokens: Annotated[Optional[float], typer.Option("--critical-batch-tokens", help="McCandlish critical batch B_crit [tokens]")] = None,
-        tp: Tp = None, pp: Pp = None, dp: Dp = None, micro_batch: Mb = None, vpp: Vpp = None,
-        recompute: Recompute = None, sequence_parallel: Sp = None, zero: Zero = None,
-        max_micro_batch: Annotated[Optional[int], typer.Option("--max-micro-batch", help="largest micro-batch to enumerate (default 32)")] = None,
-        time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="CP-SAT deterministic time limit per point [s] (default 10)")] = None,
         out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
         plot: Annotated[Optional[Path], typer.Option("--plot", help="folder for PNG figures (needs matplotlib: pip install planner[plot])")] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
         force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,
+        **options,
     ) -> None:
         """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
+        flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
+                     global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective)
+        run(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot, workers=workers,
+                                force=force, quiet=quiet))
 
-        def go():
-            from .errors import SpecError
-            from .sweep import SweepInterrupted, SweepSpec, expand, load_sweep, output_format, run_sweep, with_overrides
 
-            n = (os.cpu_count() or 1) if workers is None else workers
-            if n < 1:
-                raise SpecError(f"must be at least 1, got {n}", path="--workers", expected="an integer >= 1")
-            constraints = dict(
-                memory_headroom=memory_headroom, allow_cross_node_tp=allow_cross_node_tp, max_step_time_s=max_step_time,
-                min_mfu=min_mfu, max_bubble=max_bubble, max_power_kw=max_power_kw,
-                max_energy_per_token_j=max_energy_per_token, max_gpu_power_w=max_gpu_power_w,
-                max_global_batch_tokens=max_global_batch_tokens, min_scaling_efficiency=min_scaling_efficiency,
-                critical_batch_tokens=critical_batch_tokens, tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp,
-                recompute=recompute, sequence_parallel=sequence_parallel, zero=zero, max_micro_batch=max_micro_batch,
-                time_limit_s=time_limit)
-            flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
-                         global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
-                         constraints=constraints)
-            given = overrides_of(flags)
-            if sweep_file is not None:
-                spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
-            else:
-                spec, base_dir = with_overrides(SweepSpec(), given), None
-            if out_file is not None:
-                output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
-                _make_folder(out_file.parent, "--out")
-            if plot is not None:
-                from rich.markup import escape
+def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: Path | None,
+                workers: int | None, force: bool, quiet: bool) -> None:
+    """`plan sweep`: the spec from the file and flags, the points run, the table, file and plots."""
+    from .cli_common import err, out
+    from .errors import SpecError
+    from .sweep import SweepSpec, expand, load_sweep, output_format, with_overrides
 
-                from .plots import require_matplotlib
+    n = (os.cpu_count() or 1) if workers is None else workers
+    if n < 1:
+        raise SpecError(f"must be at least 1, got {n}", path="--workers", expected="an integer >= 1")
+    given = overrides_of(flags, options)
+    if sweep_file is not None:
+        spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
+    else:
+        spec, base_dir = with_overrides(SweepSpec(), given), None
+    if out_file is not None:
+        output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
+        _make_folder(out_file.parent, "--out")
+    if plot is not None:
+        _require_matplotlib(err)
+    points = expand(spec, base_dir)
+    result = _run_points(points, out_file, n, force, quiet, err)
+    title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
+    render_rows(result.rows, out, title)
+    paths = []
+    if plot is not None:
+        from .plots import write_plots
 
-                try:
-                    require_matplotlib()
-                except SpecError as exc:  # cli.run prints with markup, which would eat "[plot]"
-                    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-                    raise typer.Exit(2)
-            points = expand(spec, base_dir)
-            with progress_bar(err, quiet) as bar:
-                task = bar.add_task("sweep", total=len(points))
-                try:
-                    result = run_sweep(points, out=out_file, workers=n, force=force,
-                                       on_row=lambda row: bar.advance(task))
-                except SweepInterrupted as exc:
-                    bar.stop()
-                    where = f"; {len(exc.run.rows)} rows kept in {out_file}, rerun to resume" if out_file else ""
-                    err.print(f"[red]interrupted[/red]: {len(exc.run.rows)} of {exc.total} points done{where}",
-                              highlight=False)
-                    raise typer.Exit(130)
-                bar.update(task, completed=len(points))
-            title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
-            render_rows(result.rows, out, title)
-            if plot is not None:
-                from .plots import write_plots
+        paths = write_plots(result.rows, plot)
+    if not quiet:
+        bad = sum(r["status"] != "ok" for r in result.rows)
+        text = f"{len(points)} points: {result.computed} computed, {result.skipped} already in the output"
+        text += f", {bad} without a feasible layout" if bad else ""
+        text += f"; rows in {out_file}" if out_file else ""
+        text += f"; {len(paths)} plots in {plot}" if plot is not None else ""
+        err.print(text, highlight=False, soft_wrap=True)
 
-                paths = write_plots(result.rows, plot)
-            if not quiet:
-                bad = sum(r["status"] != "ok" for r in result.rows)
-                text = f"{len(points)} points: {result.computed} computed, {result.skipped} already in the output"
-                text += f", {bad} without a feasible layout" if bad else ""
-                text += f"; rows in {out_file}" if out_file else ""
-                text += f"; {len(paths)} plots in {plot}" if plot is not None else ""
-                err.print(text, highlight=False, soft_wrap=True)
 
-        run(go)
+def _require_matplotlib(err: Console) -> None:
+    from rich.markup import escape
+
+    from .errors import SpecError
+    from .plots import require_matplotlib
+
+    try:
+        require_matplotlib()
+    except SpecError as exc:  # the shared error printer uses markup, which would eat "[plot]"
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
+def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console):
+    """Run the points with a progress bar; Ctrl-C keeps the finished rows and exits 130."""
+    from .sweep import SweepInterrupted, run_sweep
+
+    with progress_bar(err, quiet) as bar:
+        task = bar.add_task("sweep", total=len(points))
+        try:
+            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=lambda row: bar.advance(task))
+        except SweepInterrupted as exc:
+            bar.stop()
+            where = f"; {len(exc.run.rows)} rows kept in {out_file}, rerun to resume" if out_file else ""
+            err.print(f"[red]interrupted[/red]: {len(exc.run.rows)} of {exc.total} points done{where}", highlight=False)
+            raise typer.Exit(130)
+        bar.update(task, completed=len(points))
+    return result

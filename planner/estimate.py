@@ -1,67 +1,47 @@
 """Score one given layout (the `plan estimate` command) with the same models and constraints."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from .axes import AXES, SpaceContext
 from .constraints import Limits, evaluate
 from .errors import SpecError
-from .report import layout_json
+from .results import ScoredLayout, Violation, scored_layout
 from .score import score
-from .space import RECOMPUTE_MODES, single_layout
+from .space import derive_dp, rule_violations, single_layout
 from .specs import ClusterSpec, ModelSpec
 
 
-def structural_violations(model: ModelSpec, gpus: int, dp: int, tp: int, pp: int, mb: int, vpp: int, sp: bool,
-                          zero: int) -> list[dict]:
-    """The layout-space rules of planner.space, as messages for one layout."""
-    b = model.training.global_batch
-    out = []
-
-    def bad(rule, msg):
-        out.append({"constraint": rule, "message": msg})
-
-    if model.heads % tp or model.num_kv_heads % tp:
-        bad("tp_divides_heads", f"tp={tp} must divide heads ({model.heads}) and kv_heads ({model.num_kv_heads})")
-    if pp > model.layers:
-        bad("pp_at_most_layers", f"pp={pp} is more than the {model.layers} layers")
-    if b % (dp * mb):
-        bad("batch_divides", f"global batch {b} is not a multiple of dp*micro_batch = {dp}*{mb}")
-    elif vpp > 1:
-        m = b // (dp * mb)
-        if pp < 2 or m % pp or model.layers % (pp * vpp):
-            bad("interleaving", f"vpp={vpp} needs pp >= 2, num_microbatches ({m}) divisible by pp ({pp}) "
-                f"and layers ({model.layers}) divisible by pp*vpp ({pp * vpp})")
-    if sp and tp == 1:
-        bad("sequence_parallel_needs_tp", "sequence parallelism needs tp > 1")
-    if zero and dp == 1:
-        bad("zero_needs_dp", f"ZeRO stage {zero} shards over dp, but dp = 1")
-    return out
+def layout_of(model: ModelSpec, gpus: int, given: dict[str, Any], *, gpus_said: str, in_file: bool = False):
+    """A one-row Layouts from the axis values a user gave (JSON values; dp may be None: derived
+    from the GPU count). Values out of an axis's domain are bad input (exit 2); a valid value
+    that breaks a rule of the space is a violation, reported by `estimate_layout`."""
+    values = {a.name: given.get(a.name, a.default) for a in AXES if a.given is not None}
+    for a in AXES:
+        if a.given is not None and values[a.name] is not None and a.problem(values[a.name]):
+            raise SpecError(a.problem(values[a.name]), path=a.flag, expected=a.expected)
+    values["dp"] = derive_dp(gpus, values, gpus_said=gpus_said, in_file=in_file)
+    derived = {a.name: a.derive(values, _context(model, gpus)) for a in AXES if a.role == "derived"}
+    return single_layout(**values, **derived)
 
 
-def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, tp: int, pp: int, micro_batch: int, dp: int | None = None,
-                    gpus: int | None = None, vpp: int = 1, recompute: str = "none", sequence_parallel: bool = False,
-                    zero: int = 0, limits: Limits = Limits()) -> dict:
-    for flag, v in (("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch), ("--vpp", vpp)):
-        if v <= 0:
-            raise SpecError(f"must be positive, got {v}", path=flag, expected="an integer > 0")
-    if recompute not in RECOMPUTE_MODES:
-        raise SpecError(f"unknown mode '{recompute}'", path="--recompute", expected=" | ".join(RECOMPUTE_MODES))
-    if zero not in (0, 1, 2, 3):
-        raise SpecError(f"ZeRO stage {zero} does not exist", path="--zero", expected="0, 1, 2 or 3")
-    if dp is None:
-        total = gpus or cluster.total_gpus
-        if total % (tp * pp):
-            raise SpecError(f"tp*pp = {tp * pp} does not divide the {total} GPUs", path="--tp/--pp",
-                            expected=f"degrees whose product divides {total}, or --dp")
-        dp = total // (tp * pp)
-    elif gpus is not None and dp * tp * pp != gpus:
-        raise SpecError(f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp}, but --gpus is {gpus}", path="--dp/--tp/--pp",
-                        expected=f"degrees whose product is {gpus}")
-    structural = structural_violations(model, dp * tp * pp, dp, tp, pp, micro_batch, vpp, sequence_parallel, zero)
-    nmb = max(model.training.global_batch // (dp * micro_batch), 1)
-    lay = single_layout(dp=dp, tp=tp, pp=pp, micro_batch=micro_batch, vpp=vpp, recompute=recompute,
-                        sequence_parallel=sequence_parallel, zero=zero, num_microbatches=nmb)
+def _context(model: ModelSpec, gpus: int) -> SpaceContext:
+    return SpaceContext(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
+                        global_batch=model.training.global_batch)
+
+
+def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None = None, limits: Limits = Limits(),
+                    gpus_said: str | None = None, in_file: bool = False, **given) -> ScoredLayout:
+    """`given`: axis values by name (tp, pp and micro_batch at least); dp defaults to
+    gpus / (the other degrees), gpus to the cluster's."""
+    total = gpus or cluster.total_gpus
+    if gpus is None and given.get("dp") is not None:
+        total = int(np.prod([given[a.name] if a.name in given else 1 for a in AXES if a.role == "degree"]))
+    lay = layout_of(model, total, given, gpus_said=gpus_said or f"--gpus is {total}", in_file=in_file)
+    structural = [Violation(name, message) for name, message in rule_violations(lay, _context(model, total))]
     scores = score(model, cluster, lay)
     masks = evaluate(model, cluster, scores, limits)
-    violations = structural + [{"constraint": m.name, "message": m.explain(0)} for m in masks if not bool(np.asarray(m.ok)[0])]
-    return layout_json(scores, 0, violations)
+    violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
+    return scored_layout(scores, 0, tuple(violations))

@@ -1,24 +1,32 @@
-"""Score every candidate layout: one call of each cost model over the layout arrays."""
+"""Score every candidate layout: one call of each cost model over the layout arrays.
+
+Rows may sit at different power-cap levels (the `power_cap` axis): each level's rows are scored on
+the GPU as that cap leaves it (planner/costs/power_caps.py) and the parts are put back in row order.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from .arrays import scatter
 from .costs.compute import peak_flops
 from .costs.energy import Energy, step_energy
 from .costs.flops import model_flops_per_step
 from .costs.memory import MemoryBreakdown, memory_breakdown
 from .costs.pipeline import TimeBreakdown, step_time
-from .costs.power_caps import capped_cluster
-from .costs.reliability import batch_token_factor, reliability_extras, training_totals
-from .space import Layouts
+from .costs.power_caps import cap_levels, capped_cluster, uncapped
+from .costs.stages import pipeline_ranks
+from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
 from .specs import ClusterSpec, ModelSpec, PowerCap
+from .units import TERA
 
 
 @dataclass(frozen=True)
 class Scores:
-    layouts: Layouts
+    """Every figure of every scored layout (aligned arrays, one entry per row of `layouts`)."""
+
+    layouts: object  # planner.space.Layouts
     time_s: TimeBreakdown
     memory_gib: MemoryBreakdown
     energy: Energy
@@ -26,7 +34,10 @@ class Scores:
     tokens_per_s: np.ndarray
     model_tflops_per_gpu: np.ndarray
     mfu: np.ndarray
-    extras: dict = field(default_factory=dict)  # name -> array, reported per layout (extension point)
+    reliability: Reliability
+    statistical_efficiency: np.ndarray | None = None  # with a critical batch size (McCandlish et al. 2018)
+    training: TrainingTotals | None = None  # with a token budget (`training.tokens`)
+    power_caps: tuple[PowerCap, ...] | None = None  # the levels `layouts.power_cap` indexes, when caps were searched
 
     def __len__(self) -> int:
         return len(self.layouts)
@@ -35,31 +46,70 @@ class Scores:
     def energy_j_per_token(self) -> np.ndarray:
         return self.energy.energy_j_per_step / (self.tokens_per_s * self.step_time_s)
 
+    @property
+    def power_cap_w(self) -> np.ndarray | None:
+        """Each row's GPU power cap [W] (None when caps were not searched)."""
+        if self.power_caps is None:
+            return None
+        return np.array([c.cap_w for c in self.power_caps], dtype=float)[self.layouts.power_cap]
 
-def score(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts, *, cap: PowerCap | None = None,
-          critical_batch_tokens: float | None = None) -> Scores:
-    """`cap`: score under that power cap (planner/costs/power_caps.py); None: uncapped.
+    @property
+    def power_cap_speed(self) -> np.ndarray | None:
+        if self.power_caps is None:
+            return None
+        return np.array([c.speed for c in self.power_caps], dtype=float)[self.layouts.power_cap]
+
+
+def score(model: ModelSpec, cluster: ClusterSpec, layouts, *, cap: PowerCap | None = None,
+          caps: list[PowerCap] | None = None, critical_batch_tokens: float | None = None) -> Scores:
+    """`caps`: the power-cap levels the rows' `power_cap` axis indexes (planner/costs/power_caps.py;
+    None: every row uncapped); `cap`: score every row under that one cap instead.
     `critical_batch_tokens`: McCandlish et al. 2018 B_crit for the statistical-efficiency factor."""
-    run = cluster if cap is None else capped_cluster(cluster, cap)
-    times = step_time(model, run, layouts)
+    if caps is None:
+        return _score_under(model, cluster, layouts, cap, critical_batch_tokens)
+    levels = np.unique(layouts.power_cap)
+    parts = []
+    for level in levels:
+        rows = np.flatnonzero(layouts.power_cap == level) if levels.size > 1 else np.arange(len(layouts))
+        sub = layouts if levels.size == 1 else layouts.take(rows)
+        parts.append((rows, _score_under(model, cluster, sub, caps[int(level)], critical_batch_tokens)))
+    scores = parts[0][1] if len(parts) == 1 else scatter(len(layouts), parts)
+    return Scores(**{**scores.__dict__, "layouts": layouts, "power_caps": tuple(caps)})
+
+
+def score_with_caps(model: ModelSpec, cluster: ClusterSpec, layouts, caps: list[PowerCap] | None = None,
+                    **score_kwargs) -> Scores:
+    """Every (layout, cap) pair: the rows of cap level j are rows j*n .. (j+1)*n - 1."""
+    caps = cap_levels(cluster.gpu) if caps is None else caps
+    n = len(layouts)
+    cols = {k: np.tile(v, len(caps)) for k, v in layouts.columns().items()}
+    cols["power_cap"] = np.repeat(np.arange(len(caps), dtype=np.int64), n)
+    return score(model, cluster, type(layouts)(**cols), caps=caps, **score_kwargs)
+
+
+def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap | None,
+                 critical_batch_tokens: float | None) -> Scores:
+    run = cluster if cap is None or cap == uncapped(cluster.gpu) else capped_cluster(cluster, cap)
+    ranks = pipeline_ranks(model, layouts)  # first and last: they bound the others (costs/stages.py)
+    times = step_time(model, run, layouts, ranks)
     step = times.total
     gpus = layouts.gpus
     flops = model_flops_per_step(model)
-    tflops_per_gpu = flops / (step * gpus) / 1e12
+    tflops_per_gpu = flops / (step * gpus) / TERA
     fraction = None
     if run.gpu.power.full_power_compute_fraction is not None:
         fraction = flops / (gpus * (times.compute + times.recompute)) / peak_flops(run.gpu, model.training.precision)
-    memory = memory_breakdown(model, cluster.gpu, layouts)
+    memory = memory_breakdown(model, cluster.gpu, layouts, ranks)
     energy = step_energy(run, times, gpus, compute_fraction=fraction)
     tokens_per_s = model.training.global_batch * model.seq_len / step
-    extras = reliability_extras(cluster, layouts, memory, tokens_per_s)
+    rel = reliability(cluster, layouts, memory, tokens_per_s)
     batch_tokens = float(model.training.global_batch * model.seq_len)
     factor = batch_token_factor(batch_tokens, critical_batch_tokens)
-    if critical_batch_tokens is not None:
-        extras["statistical_efficiency"] = np.full(step.shape, 1.0 / factor)
+    stat = np.full(step.shape, 1.0 / factor) if critical_batch_tokens is not None else None
+    totals = None
     if model.training.tokens is not None:
-        extras.update(training_totals(cluster, model.training.tokens, extras["goodput_tokens_per_s"], gpus,
-                                      energy.avg_power_kw, factor))
+        totals = training_totals(cluster, model.training.tokens, rel.goodput_tokens_per_s, gpus,
+                                 energy.avg_power_kw, factor)
     return Scores(
         layouts=layouts,
         time_s=times,
@@ -68,6 +118,8 @@ def score(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts, *, cap: Powe
         step_time_s=step,
         tokens_per_s=tokens_per_s,
         model_tflops_per_gpu=tflops_per_gpu,
-        mfu=tflops_per_gpu * 1e12 / peak_flops(cluster.gpu, model.training.precision),
-        extras=extras,
+        mfu=tflops_per_gpu * TERA / peak_flops(cluster.gpu, model.training.precision),
+        reliability=rel,
+        statistical_efficiency=stat,
+        training=totals,
     )

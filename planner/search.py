@@ -6,13 +6,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .constraints import Limits, Mask, evaluate
+from .costs.power_caps import cap_levels
 from .errors import InfeasibleError, SpecError
-from .costs.power_caps import score_with_caps
 from .frontier import pareto_front
+from .results import ScoredLayout, Violation, scored_layout
 from .score import Scores, score
 from .solver import SolveResult, objective_terms, solve
-from .space import Layouts, SpaceLimits, enumerate_layouts
+from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
 from .specs import ClusterSpec, ModelSpec
+from .stage_caps import StageCapResult, stage_caps
+from .units import J_PER_KWH, S_PER_H
 
 OBJECTIVES = ("time", "energy", "cost", "carbon")
 
@@ -29,8 +32,8 @@ class SearchResult:
     chosen: np.ndarray  # row indices, best first
     solver: SolveResult
     frontier: np.ndarray | None = None  # rows on the time vs energy-per-token Pareto frontier (--frontier)
-    power_caps: bool = False  # whether rows include capped variants (extras["power_cap_w"])
-    stage_caps: object | None = None  # stage_caps.StageCapResult for the best row, when caps were searched
+    power_caps: bool = False  # whether rows include capped variants (scores.power_cap_w)
+    stage_caps: StageCapResult | None = None  # per-stage caps of the best row, when caps were searched
 
     @property
     def rejected(self) -> dict[str, int]:
@@ -48,8 +51,33 @@ class SearchResult:
                 excess += np.where(m.ok, 0.0, m.excess)
         return int(np.lexsort((excess, fails))[0])
 
-    def violations(self, i: int) -> list[dict]:
-        return [{"constraint": m.name, "family": m.family, "message": m.explain(i)} for m in self.masks if not m.ok[i]]
+    def violations(self, i: int) -> list[Violation]:
+        return [Violation(m.name, m.explain(i), m.family) for m in self.masks if not m.ok[i]]
+
+    def scored(self, i: int) -> ScoredLayout:
+        """Row i as a typed result, with its violations."""
+        return scored_layout(self.scores, int(i), tuple(self.violations(int(i))))
+
+    @property
+    def results(self) -> list[ScoredLayout]:
+        """The chosen layouts, best first."""
+        return [scored_layout(self.scores, int(i)) for i in self.chosen]
+
+    @property
+    def best(self) -> ScoredLayout | None:
+        return scored_layout(self.scores, int(self.chosen[0])) if self.chosen.size else None
+
+    @property
+    def nearest(self) -> ScoredLayout | None:
+        """The nearest infeasible layout (when nothing is feasible), with what it lacks."""
+        if self.chosen.size:
+            return None
+        near = self.nearest_infeasible()
+        return None if near is None else self.scored(near)
+
+    @property
+    def frontier_results(self) -> list[ScoredLayout] | None:
+        return None if self.frontier is None else [scored_layout(self.scores, int(i)) for i in self.frontier]
 
 
 def with_global_batch(model: ModelSpec, global_batch: int | None) -> ModelSpec:
@@ -66,21 +94,12 @@ def objective_cost(cluster: ClusterSpec, scores: Scores, objective: str) -> np.n
     if objective == "energy":
         return scores.energy.energy_j_per_step
     if objective == "cost":
-        gpu_usd = scores.layouts.gpus * scores.step_time_s / 3600.0 * cluster.pricing.gpu_hour_usd
-        power_usd = scores.energy.energy_j_per_step / 3.6e6 * cluster.pricing.electricity_usd_per_kwh
+        gpu_usd = scores.layouts.gpus * scores.step_time_s / S_PER_H * cluster.pricing.gpu_hour_usd
+        power_usd = scores.energy.energy_j_per_step / J_PER_KWH * cluster.pricing.electricity_usd_per_kwh
         return gpu_usd + power_usd
     if objective == "carbon":
-        return scores.energy.energy_j_per_step / 3.6e6 * cluster.power.grid_gco2_per_kwh  # gCO2e per step
+        return scores.energy.energy_j_per_step / J_PER_KWH * cluster.power.grid_gco2_per_kwh  # gCO2e per step
     raise SpecError(f"unknown objective '{objective}'", path="--objective", expected=" | ".join(OBJECTIVES))
-
-
-def tiebreak_rank(layouts: Layouts) -> np.ndarray:
-    """Rank of each row in the order smaller tp, pp, micro-batch, vpp, recompute, sp, zero."""
-    order = np.lexsort((layouts.zero, layouts.sequence_parallel, layouts.recompute, layouts.vpp,
-                        layouts.micro_batch, layouts.pp, layouts.tp))
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return rank
 
 
 def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
@@ -94,9 +113,9 @@ def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
     return rows[cost[rows] <= threshold * (1 + 1e-6)]
 
 
-def space_for(model: ModelSpec, gpus: int, space: SpaceLimits) -> Layouts:
+def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), cap_levels: int = 1):
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
-                             global_batch=model.training.global_batch, limits=space)
+                             global_batch=model.training.global_batch, limits=space, cap_levels=cap_levels)
 
 
 def search(
@@ -111,25 +130,26 @@ def search(
     time_limit_s: float = 10.0,
     power_caps: bool | None = None,
     frontier: bool = False,
+    critical_batch_tokens: float | None = None,
 ) -> SearchResult:
     """`power_caps`: also try the GPU preset's power-cap levels (None: when the objective is not
-    time, with --frontier, or with an energy limit); `frontier`: also return the Pareto frontier."""
+    time, with --frontier, or with an energy limit); `frontier`: also return the Pareto frontier;
+    `critical_batch_tokens`: McCandlish et al. 2018 B_crit for time to train."""
     gpus = gpus or cluster.total_gpus
     if gpus <= 0:
         raise SpecError("GPU count must be positive", path="--gpus", expected="an integer > 0")
     if objective not in OBJECTIVES:
         objective_cost(cluster, None, objective)  # raises the error
-    layouts = space_for(model, gpus, space)
+    caps = caps_searched(cluster, objective, frontier, limits, power_caps)
+    levels = cap_levels(cluster.gpu) if caps else None
+    layouts = space_for(model, gpus, space, len(levels) if caps else 1)
     if not len(layouts):
         raise InfeasibleError(empty_space_reason(model, gpus))
-    if limits.min_scaling_efficiency is not None and limits.reference_tokens_per_s_per_gpu is None and gpus >= 2:
-        limits = replace(limits, reference_tokens_per_s_per_gpu=_reference_rate(model, cluster, gpus // 2, limits, space))
-    caps = caps_searched(cluster, objective, frontier, limits, power_caps)
-    if caps:
-        scores = score_with_caps(model, cluster, layouts, critical_batch_tokens=limits.critical_batch_tokens)
-    else:
-        scores = score(model, cluster, layouts, critical_batch_tokens=limits.critical_batch_tokens)
-    masks = evaluate(model, cluster, scores, limits)
+    reference = None
+    if limits.min_scaling_efficiency is not None and gpus >= 2:
+        reference = _reference_rate(model, cluster, gpus // 2, limits, space)
+    scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
+    masks = evaluate(model, cluster, scores, limits, reference)
     feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
         feasible &= m.ok
@@ -144,7 +164,8 @@ def search(
                              tiebreak_rank(scores.layouts))
     stages = None
     if caps and chosen.size and scores.layouts.pp[chosen[0]] > 1:
-        stages = best_stage_caps(model, cluster, scores, int(chosen[0]))
+        i = int(chosen[0])
+        stages = stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
                         frontier=front, power_caps=caps, stage_caps=stages)
 
@@ -156,17 +177,6 @@ def caps_searched(cluster: ClusterSpec, objective: str, frontier: bool, limits: 
         return power_caps
     energy_limits = (limits.max_power_kw, limits.max_energy_per_token_j, limits.max_gpu_power_w)
     return objective != "time" or frontier or any(v is not None for v in energy_limits)
-
-
-def best_stage_caps(model: ModelSpec, cluster: ClusterSpec, scores: Scores, i: int):
-    """Per-stage caps (CP-SAT) on top of row i's uniform cap, without lengthening its step."""
-    from .costs.power_caps import cap_levels
-    from .stage_caps import stage_caps
-
-    levels = cap_levels(cluster.gpu)
-    cap_w = scores.extras.get("power_cap_w")
-    base = next((c for c in levels if cap_w is not None and c.cap_w == cap_w[i]), levels[0])
-    return stage_caps(model, cluster, scores.layouts.take(np.array([i])), base)
 
 
 @dataclass(frozen=True)
@@ -198,7 +208,7 @@ def search_gpu_counts(model: ModelSpec, cluster: ClusterSpec, lo: int, hi: int, 
     per useful token) among counts whose scaling efficiency (goodput per GPU against the smallest
     feasible count) meets --min-scaling-efficiency."""
     counts = gpu_counts(cluster, lo, hi)
-    per_count = replace(limits, min_scaling_efficiency=None, reference_tokens_per_s_per_gpu=None)
+    per_count = replace(limits, min_scaling_efficiency=None)
     results, reasons = [], []
     for n in counts:
         try:
@@ -209,7 +219,7 @@ def search_gpu_counts(model: ModelSpec, cluster: ClusterSpec, lo: int, hi: int, 
         results.append(r if r.chosen.size else None)
         reasons.append(None if r.chosen.size else "no feasible layout: " + ", ".join(
             f"{k} removed {v}" for k, v in r.rejected.items() if v))
-    rate = [None if r is None else float(r.scores.extras["goodput_tokens_per_s"][r.chosen[0]] / n)
+    rate = [None if r is None else float(r.scores.reliability.goodput_tokens_per_s[r.chosen[0]] / n)
             for r, n in zip(results, counts)]
     ref = next((x for x in rate if x is not None), None)
     eff = [None if x is None else x / ref for x in rate]
@@ -218,8 +228,8 @@ def search_gpu_counts(model: ModelSpec, cluster: ClusterSpec, lo: int, hi: int, 
         if r is None or (limits.min_scaling_efficiency is not None and e < limits.min_scaling_efficiency):
             continue
         i = r.chosen[0]
-        goodput = r.scores.extras["goodput_tokens_per_s"][i]
-        ettr_i = r.scores.extras["ettr"][i]
+        goodput = r.scores.reliability.goodput_tokens_per_s[i]
+        ettr_i = r.scores.reliability.ettr[i]
         value = {"time": -goodput, "energy": r.scores.energy_j_per_token[i] / ettr_i,
                  "carbon": r.scores.energy_j_per_token[i] / ettr_i,
                  "cost": objective_cost(cluster, r.scores, "cost")[i] / (r.scores.step_time_s[i] * goodput)}[objective]

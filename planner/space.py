@@ -1,140 +1,264 @@
-"""The layout space: every valid dp x tp x pp x micro-batch x vpp x recompute x sp x zero layout,
-as a struct of aligned numpy arrays (one row per candidate layout).
+"""The layout space: every valid layout as a struct of aligned numpy arrays (one row per layout).
 
-Rules (Megatron-LM conventions):
-- dp * tp * pp = gpus; tp divides heads and kv_heads; pp <= layers.
-- global_batch = dp * micro_batch * num_microbatches.
-- Layers split over pp * vpp stages. With pp dividing layers, vpp is a divisor of layers / pp and
-  the split is even. When pp does not divide layers the split is uneven (the heaviest rank holds
-  ceil(layers / pp) layers) and only vpp = 1 is allowed.
-- vpp > 1 needs pp >= 2 and num_microbatches divisible by pp (Megatron's interleaved schedule).
-- sequence_parallel only with tp > 1; zero in 0..3 (0 plain DP, 1 optimizer states sharded
-  (Megatron's distributed optimizer), 2 + gradients, 3 + parameters); zero > 0 only with dp > 1.
+The columns, the values each axis tries and the rules a layout obeys are declared in
+`planner.axes`; this module builds the arrays from them. Rules (Megatron-LM conventions):
+- the parallel degrees multiply to the GPU count; tp divides heads and kv_heads; pp <= layers;
+- global_batch = dp * micro_batch * num_microbatches;
+- layers split over pp * vpp stages; when pp divides the layers vpp is a divisor of layers / pp
+  (an even split); when it does not the split is uneven (the first ranks take one layer more)
+  and only vpp = 1 is allowed;
+- vpp > 1 needs pp >= 2 and num_microbatches divisible by pp (the interleaved schedule);
+- sequence_parallel needs tp > 1; zero 0..3 (0 plain DP, 1 optimizer states sharded as
+  Megatron's distributed optimizer, 2 + gradients, 3 + parameters) needs dp > 1 when above 0.
+Enumeration loops over the parallel degrees (a few hundred combinations at most) and expands the
+per-layout options of each as one array product.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Any, Mapping
+
 import numpy as np
 
-RECOMPUTE_MODES = ("none", "selective", "full")
-RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
+from .axes import AXES, NAMES, RULES, Axis, Rule, SpaceContext, axis, degrees, divisors, tiebreak_order
+from .errors import SpecError
+
+__all__ = ["Layouts", "SpaceLimits", "SpaceContext", "divisors", "enumerate_layouts", "single_layout",
+           "rule_violations", "tiebreak_rank", "process_group", "derive_dp", "RECOMPUTE_MODES",
+           "RECOMPUTE_NONE", "RECOMPUTE_SELECTIVE", "RECOMPUTE_FULL"]
+
+RECOMPUTE_MODES: tuple[str, ...] = axis("recompute").choices
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = (RECOMPUTE_MODES.index(m) for m in ("none", "selective", "full"))
 
 
-@dataclass(frozen=True)
-class Layouts:
-    """Aligned int arrays, one entry per candidate layout."""
+# --- Layouts: one int64 column per axis ----------------------------------------------------------
 
-    dp: np.ndarray
-    tp: np.ndarray
-    pp: np.ndarray
-    micro_batch: np.ndarray
-    vpp: np.ndarray
-    recompute: np.ndarray  # index into RECOMPUTE_MODES
-    sequence_parallel: np.ndarray  # 0/1
-    zero: np.ndarray
-    num_microbatches: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.dp.shape[0])
-
-    @property
-    def gpus(self) -> np.ndarray:
-        return self.dp * self.tp * self.pp
-
-    def take(self, index: np.ndarray) -> "Layouts":
-        return Layouts(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
-
-    def row(self, i: int) -> dict:
-        out = {f.name: int(getattr(self, f.name)[i]) for f in fields(self)}
-        out["recompute"] = RECOMPUTE_MODES[out["recompute"]]
-        out["sequence_parallel"] = bool(out["sequence_parallel"])
-        return out
+def _post_init(self) -> None:
+    """Columns left out (an axis a caller does not know about) take the axis's default."""
+    n = next((len(v) for v in (getattr(self, k) for k in self._axis_names) if v is not None), 0)
+    for name in self._axis_names:
+        value = getattr(self, name)
+        if value is None:
+            a = self._axis_by_name[name]
+            value = np.full(n, a.to_stored(a.default) if a.default is not None else 0, dtype=np.int64)
+        object.__setattr__(self, name, np.asarray(value))
 
 
-@dataclass(frozen=True)
-class SpaceLimits:
-    """What to enumerate; a value given fixes that dimension (`--tp 8`)."""
-
-    max_micro_batch: int = 32
-    max_vpp: int = 16
-    tp: int | None = None
-    pp: int | None = None
-    dp: int | None = None
-    micro_batch: int | None = None
-    vpp: int | None = None
-    recompute: str | None = None
-    sequence_parallel: bool | None = None
-    zero: int | None = None
+def _len(self) -> int:
+    return int(getattr(self, self._axis_names[0]).shape[0])
 
 
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+def _gpus(self) -> np.ndarray:
+    """GPUs of each layout: the product of its parallel degrees."""
+    out = np.ones(len(self), dtype=np.int64)
+    for a in self._degrees:
+        out = out * getattr(self, a.name)
+    return out
 
 
-def _pick(fixed, values):
-    return [fixed] if fixed is not None else values
+def _take(self, index):
+    return type(self)(**{name: getattr(self, name)[index] for name in self._axis_names})
 
 
-def enumerate_layouts(
-    *, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int, limits: SpaceLimits = SpaceLimits()
-) -> Layouts:
-    """All valid layouts for `gpus` GPUs. The loops run over parallel-degree triples (a few hundred
-    at most); the per-layout options are expanded as array products."""
-    blocks: list[np.ndarray] = []
-    rc_values = _pick(None if limits.recompute is None else RECOMPUTE_MODES.index(limits.recompute), [0, 1, 2])
-    for tp in _pick(limits.tp, divisors(gpus)):
-        if heads % tp or kv_heads % tp or gpus % tp:
-            continue
-        for pp in _pick(limits.pp, divisors(gpus // tp)):
-            if pp > layers or (gpus // tp) % pp:
-                continue
-            dp = gpus // (tp * pp)
-            if (limits.dp is not None and dp != limits.dp) or global_batch % dp:
-                continue
-            per_replica = global_batch // dp
-            mbs = [m for m in divisors(per_replica) if m <= limits.max_micro_batch]
-            if layers % pp == 0:
-                vpps = [v for v in divisors(layers // pp) if v <= limits.max_vpp and (v == 1 or pp >= 2)]
-            else:
-                vpps = [1]
-            sps = [0, 1] if tp > 1 else [0]
-            zeros = [0, 1, 2, 3] if dp > 1 else [0]
-            grid = np.array(
-                np.meshgrid(
-                    _pick(limits.micro_batch, mbs),
-                    _pick(limits.vpp, vpps),
-                    rc_values,
-                    _pick(None if limits.sequence_parallel is None else int(limits.sequence_parallel), sps),
-                    _pick(limits.zero, zeros),
-                    indexing="ij",
-                ),
-                dtype=np.int64,
-            ).reshape(5, -1)
-            mb, vpp, rc, sp, z = grid
-            nmb = per_replica // mb
-            ok = (per_replica % mb == 0) & ((sp == 0) | (tp > 1)) & ((z == 0) | (dp > 1))
-            ok &= (vpp == 1) | ((pp >= 2) & (nmb % pp == 0) & (layers % (pp * vpp) == 0))
-            n = int(ok.sum())
-            if n:
-                const = np.array([[dp], [tp], [pp]], dtype=np.int64).repeat(n, axis=1)
-                blocks.append(np.vstack([const, mb[ok], vpp[ok], rc[ok], sp[ok], z[ok], nmb[ok]]))
-    arr = np.hstack(blocks).T if blocks else np.zeros((0, 9), dtype=np.int64)
-    return Layouts(*(np.ascontiguousarray(arr[:, i]) for i in range(9)))
+def _row(self, i: int) -> dict:
+    """Layout i as JSON values (the `layout` object of the JSON output)."""
+    return {a.name: a.to_json(getattr(self, a.name)[i]) for a in self._axes if a.json}
 
 
-def single_layout(**values) -> Layouts:
-    """One layout as a one-row Layouts (for `plan estimate` and tests)."""
-    rc = values.get("recompute", "none")
-    row = dict(
-        dp=values["dp"],
-        tp=values["tp"],
-        pp=values["pp"],
-        micro_batch=values["micro_batch"],
-        vpp=values.get("vpp", 1),
-        recompute=RECOMPUTE_MODES.index(rc) if isinstance(rc, str) else int(rc),
-        sequence_parallel=int(bool(values.get("sequence_parallel", False))),
-        zero=values.get("zero", 0),
-        num_microbatches=values["num_microbatches"],
+def _columns(self) -> dict[str, np.ndarray]:
+    return {name: getattr(self, name) for name in self._axis_names}
+
+
+def _concat(cls, parts: list) -> Any:
+    return cls(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in cls._axis_names})
+
+
+def layouts_class(axes: tuple[Axis, ...] = AXES) -> type:
+    """A frozen dataclass with one array field per axis (the registry's order)."""
+    namespace = dict(
+        _axes=axes, _axis_names=tuple(a.name for a in axes), _axis_by_name={a.name: a for a in axes},
+        _degrees=degrees(axes), __post_init__=_post_init, __len__=_len, gpus=property(_gpus), take=_take,
+        row=_row, columns=_columns, concat=classmethod(_concat), __module__=__name__,
+        __doc__="Aligned int64 arrays, one entry per candidate layout, one field per axis of planner.axes.",
     )
+    return make_dataclass("Layouts", [(a.name, np.ndarray, field(default=None)) for a in axes], frozen=True,
+                          namespace=namespace, eq=False)
+
+
+Layouts = layouts_class()
+
+
+def spacelimits_class(axes: tuple[Axis, ...] = AXES) -> type:
+    """What to enumerate; an axis given a value is fixed to it (`SpaceLimits(tp=8)`)."""
+    fixed = [(a.name, Any, field(default=None)) for a in axes if a.flag is not None]
+    return make_dataclass("SpaceLimits", [("max_micro_batch", int, field(default=32)),
+                                          ("max_vpp", int, field(default=16)), *fixed], frozen=True,
+                          namespace={"__module__": __name__})
+
+
+SpaceLimits = spacelimits_class()
+
+
+# --- enumeration ----------------------------------------------------------------------------------
+
+def _degree_combos(degs: list[Axis], remaining: int, limits, chosen: dict):
+    """Every assignment of the non-filling degrees whose product divides `remaining`, in registry order."""
+    if not degs:
+        yield dict(chosen), remaining
+        return
+    a, rest = degs[0], degs[1:]
+    fixed = getattr(limits, a.name, None)
+    for value in ([fixed] if fixed is not None else divisors(remaining)):
+        if value > 0 and remaining % value == 0:
+            yield from _degree_combos(rest, remaining // value, limits, {**chosen, a.name: value})
+
+
+def _product(values: list[list[int]]) -> np.ndarray:
+    """Every combination of the value lists, one row per list, the first list varying slowest."""
+    arrays = [np.asarray(v, dtype=np.int64) for v in values]
+    shape = [a.size for a in arrays]
+    out = np.empty([len(arrays), *shape], dtype=np.int64)
+    for j, a in enumerate(arrays):
+        out[j] = a.reshape([a.size if i == j else 1 for i in range(len(arrays))])  # broadcast along the others
+    return out.reshape(len(arrays), -1)
+
+
+def _passes(rules: tuple[Rule, ...], values: Mapping[str, Any], ctx: SpaceContext):
+    ok = True
+    for rule in rules:
+        ok = ok & rule.ok(values, ctx)
+    return ok
+
+
+def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int,
+                      limits=None, cap_levels: int = 1, axes: tuple[Axis, ...] = AXES,
+                      rules: tuple[Rule, ...] = RULES) -> Any:
+    """All valid layouts for `gpus` GPUs. Rows come degree by degree (tp, then pp, ...), the options
+    of each as a product in registry order; outer axes (power caps) repeat the whole space."""
+    limits = limits if limits is not None else (SpaceLimits() if axes is AXES else spacelimits_class(axes)())
+    cls = Layouts if axes is AXES else layouts_class(axes)
+    ctx = SpaceContext(gpus=gpus, layers=layers, heads=heads, kv_heads=kv_heads, global_batch=global_batch,
+                       max_micro_batch=limits.max_micro_batch, max_vpp=limits.max_vpp, cap_levels=cap_levels)
+    degs = degrees(axes)
+    filler = next(a for a in degs if a.fills)
+    free = [a for a in axes if a.role == "degree" and not a.fills]  # registry order: the row order
+    options = [a for a in axes if a.role == "option"]
+    derived = [a for a in axes if a.role == "derived"]
+    degree_names = {a.name for a in degs}
+    early = tuple(r for r in rules if set(r.axes) <= degree_names)
+    late = tuple(r for r in rules if r not in early)
+    blocks: list[tuple[dict, np.ndarray]] = []
+    for chosen, rest in _degree_combos(free, gpus, limits, {}):
+        chosen[filler.name] = rest
+        fixed_fill = getattr(limits, filler.name, None)
+        if (fixed_fill is not None and rest != fixed_fill) or not _passes(early, chosen, ctx):
+            continue
+        values = []
+        for a in options:
+            fixed = getattr(limits, a.name, None)
+            values.append([a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, chosen))
+        if all(values):
+            blocks.append((chosen, _product(values)))
+    # Derived axes and the remaining rules run once over all blocks (one vectorised pass).
+    counts = [g.shape[1] for _, g in blocks]
+    cols = {a.name: np.repeat(np.array([c[a.name] for c, _ in blocks], dtype=np.int64), counts) for a in degs}
+    grids = np.hstack([g for _, g in blocks]) if blocks else np.zeros((len(options), 0), dtype=np.int64)
+    cols.update({a.name: grids[k] for k, a in enumerate(options)})
+    for a in derived:
+        cols[a.name] = np.asarray(a.derive(cols, ctx), dtype=np.int64)
+    ok = _passes(late, cols, ctx)
+    if not np.all(ok):
+        cols = {k: v[ok] for k, v in cols.items()}
+    return _expand_outer(cls, cols, [a for a in axes if a.role == "outer"], ctx, limits)
+
+
+def _expand_outer(cls, base: dict, outer: list[Axis], ctx: SpaceContext, limits) -> Any:
+    """Repeat the space once per value of each outer axis, the outer value slowest."""
+    cols = dict(base)
+    for a in outer:
+        fixed = getattr(limits, a.name, None)
+        values = np.asarray([a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, {}), dtype=np.int64)
+        n = len(next(iter(cols.values())))
+        if values.size > 1:
+            cols = {k: np.tile(v, values.size) for k, v in cols.items()}
+        cols[a.name] = np.repeat(values, n)
+    return cls(**cols)
+
+
+def single_layout(**values) -> Any:
+    """One layout as a one-row Layouts (for `plan estimate` and tests): axes take JSON values
+    ("selective", True) or stored ints; left-out axes take their defaults."""
+    row = {}
+    for a in AXES:
+        if a.name in values:
+            v = values[a.name]
+            row[a.name] = a.to_stored(v) if isinstance(v, str) else int(v)
+        elif a.default is not None:
+            row[a.name] = a.to_stored(a.default)
+        else:
+            raise TypeError(f"single_layout() needs {a.name}")
     return Layouts(**{k: np.array([v], dtype=np.int64) for k, v in row.items()})
+
+
+def rule_violations(layouts, ctx: SpaceContext, rules: tuple[Rule, ...] = RULES) -> list[tuple[str, str]]:
+    """(rule, message) for every rule layout 0 breaks: the space's rules as a user reads them."""
+    cols = layouts.columns()
+    row = layouts.row(0)
+    return [(r.name, r.message(row, ctx)) for r in rules if not bool(np.asarray(r.ok(cols, ctx)).reshape(-1)[0])]
+
+
+def tiebreak_rank(layouts, axes: tuple[Axis, ...] = AXES) -> np.ndarray:
+    """Rank of each row in the registry's tie-break order (smaller tp first, then pp, micro-batch,
+    vpp, recompute, sp, zero, power cap); all ranks distinct, ties by row order."""
+    keys = tuple(getattr(layouts, a.name) for a in reversed(tiebreak_order(axes)))
+    order = np.lexsort(keys)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank
+
+
+# --- process groups -------------------------------------------------------------------------------
+
+def process_group(layouts, name: str, axes: tuple[Axis, ...] = AXES) -> tuple[np.ndarray, np.ndarray]:
+    """(size, rank stride) of the `name` process group under the registry's rank order.
+
+    Ranks are laid out degree by degree, innermost first: Megatron-LM's default order
+    tp, cp, ep, dp, pp (`--order tp-cp-ep-dp-pp` in Megatron-Core's parallel_state), so the
+    members of a group are `stride` ranks apart, stride = the product of the inner degrees."""
+    stride = np.ones(len(layouts), dtype=np.int64)
+    for a in degrees(axes):
+        if a.name == name:
+            return getattr(layouts, name), stride
+        stride = stride * getattr(layouts, a.name)
+    raise KeyError(f"{name} is not a parallel degree")
+
+
+def derive_dp(gpus: int, given: Mapping[str, int | None], *, gpus_said: str, in_file: bool = False,
+              axes: tuple[Axis, ...] = AXES) -> int:
+    """The filling degree (dp) of `gpus` GPUs given the others; a mismatch is bad input.
+
+    `given` holds every degree (the filling one may be None); `gpus_said` words where the GPU
+    count came from ("--gpus is 64", "the plan uses 64 GPUs"); `in_file`: name keys, not flags."""
+    degs = degrees(axes)
+    filler = next(a for a in degs if a.fills)
+    others = [a for a in (x for x in axes if x.role == "degree") if not a.fills]
+    product = int(np.prod([given[a.name] for a in others]))
+    names = "*".join(a.name for a in others)
+    flags = "/".join(a.flag for a in others if a.flag)
+    if given.get(filler.name) is None:
+        if gpus % product:
+            raise SpecError(f"{names} = {product} does not divide the {gpus} GPUs", path=flags,
+                            expected=f"degrees whose product divides {gpus}, or {filler.name if in_file else filler.flag}")
+        return gpus // product
+    fill = given[filler.name]
+    if fill * product != gpus:
+        all_names = "*".join(a.name for a in (x for x in axes if x.role == "degree"))
+        values = "*".join(str(given[a.name]) for a in (x for x in axes if x.role == "degree"))
+        raise SpecError(f"{all_names} = {values} = {fill * product}, but {gpus_said}",
+                        path="/".join(a.flag for a in (x for x in axes if x.role == "degree") if a.flag),
+                        expected=f"degrees whose product is {gpus}")
+    return fill
+
+
+def layout_fields(layouts) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(layouts))

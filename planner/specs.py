@@ -10,6 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .precision import PRECISIONS
+from .units import GB, TERA, US
+
 # Upper bounds reject absurd values (a typo of a few orders of magnitude), not future hardware.
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
@@ -46,6 +49,14 @@ class Efficiency(_Spec):
     step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
     tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")
     dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * US
+
+    @property
+    def layer_overhead_s(self) -> float:
+        return self.layer_overhead_us * US
 
 
 class GpuPower(_Spec):
@@ -97,6 +108,14 @@ class GpuSpec(_Spec):
     @property
     def busy_w(self) -> float:
         return self.power.busy_w or self.tdp_w
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_gbps * GB
+
+    def peak_flops(self, peak: str) -> float:
+        """Dense FLOP/s of the `peak_tflops` field `peak` (bf16, fp16, fp8, tf32)."""
+        return getattr(self.peak_tflops, peak) * TERA
 
     @property
     def comm_w(self) -> float:
@@ -163,7 +182,7 @@ class ClusterSpec(_Spec):
 
 class TrainingSpec(_Spec):
     global_batch: int = Field(gt=0, le=100_000_000, description="sequences per optimizer step")
-    precision: Literal["bf16", "fp16"] = "bf16"
+    precision: Literal[tuple(PRECISIONS)] = "bf16"  # type: ignore[valid-type]  # planner/precision.py
     attention: Literal["flash", "standard"] = Field(
         default="flash", description="flash: fused attention (no s^2 activations); standard: Megatron 2022 softmax path"
     )

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .costs.comm import tp_time_per_layer_s
 from .costs.compute import layer_compute
-from .costs import comm
 from .costs.power_caps import cap_levels, capped_gpu
+from .costs.stages import all_ranks, holds_logits, rank_layers
 from .solver import deterministic_solver
-from .space import Layouts
 from .specs import ClusterSpec, ModelSpec, PowerCap
 
 ENERGY_SCALE = 1_000_000  # energies become parts-per-million of the largest option
@@ -67,19 +67,17 @@ class StageCapResult:
     wall_s: float
 
 
-def stage_instance(model: ModelSpec, cluster: ClusterSpec, layout: Layouts, base_cap: PowerCap | None = None,
+def stage_instance(model: ModelSpec, cluster: ClusterSpec, layout, base_cap: PowerCap | None = None,
                    caps: list[PowerCap] | None = None, max_busy_power_w: float | None = None) -> StageCapInstance:
     """Per-stage times and energies of a one-row layout under each cap."""
     assert len(layout) == 1
     caps = cap_levels(cluster.gpu) if caps is None else caps
     base_cap = base_cap or caps[0]
     base = next(i for i, c in enumerate(caps) if c == base_cap)
-    p, layers = int(layout.pp[0]), model.layers
-    stage_layers = np.array([layers // p + (1 if r < layers % p else 0) for r in range(p)], dtype=float)
-    last = np.arange(p) == p - 1
-    tp_layer = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layout)[0] * (2.0 + (layout.recompute[0] == 2))
-    if model.training.tp_comm_overlap:
-        tp_layer *= cluster.gpu.efficiency.tp_overlap_exposed
+    ranks = all_ranks(layout)[:, 0]
+    stage_layers = rank_layers(model, layout, ranks).astype(float)
+    last = holds_logits(layout, ranks)
+    tp_layer = float(tp_time_per_layer_s(cluster, model, layout)[0])
     q = stage_layers * tp_layer
     times, energies, busy = [], [], []
     for cap in caps:
@@ -156,7 +154,7 @@ def solve(inst: StageCapInstance, *, time_limit_s: float = 5.0, seed: int = 0) -
                           float(solver.best_objective_bound), time.perf_counter() - started)
 
 
-def stage_caps(model: ModelSpec, cluster: ClusterSpec, layout: Layouts, base_cap: PowerCap | None = None,
+def stage_caps(model: ModelSpec, cluster: ClusterSpec, layout, base_cap: PowerCap | None = None,
                max_busy_power_w: float | None = None) -> StageCapResult:
     """Per-stage caps for a one-row layout whose uniform cap is `base_cap` (default: uncapped)."""
     return solve(stage_instance(model, cluster, layout, base_cap, max_busy_power_w=max_busy_power_w))

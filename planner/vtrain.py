@@ -49,10 +49,8 @@ def predict_rows(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
             name="vtrain", gpu=gpu, nodes=max(1, -(-gpus // 8)),
             node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=25)))
         arr = {k: np.array([r[k] for r in group], dtype=np.int64) for k in ("dp", "tp", "pp", "micro_batch")}
-        lay = Layouts(dp=arr["dp"], tp=arr["tp"], pp=arr["pp"], micro_batch=arr["micro_batch"],
-                      vpp=np.ones_like(arr["dp"]), recompute=np.zeros_like(arr["dp"]),
-                      sequence_parallel=np.zeros_like(arr["dp"]), zero=np.zeros_like(arr["dp"]),
-                      num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
+        # Axes the files do not state (vpp, recompute, sp, zero) take the registry's defaults.
+        lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
         predicted.append(score(model, cluster, lay).step_time_s)
         measured.append(np.array([r["ms"] / 1e3 for r in group]))
     return np.concatenate(measured), np.concatenate(predicted)

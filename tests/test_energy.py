@@ -13,9 +13,9 @@ from pytest import approx
 from planner.constraints import Limits
 from planner.costs.energy import carbon_t, energy_mwh, step_energy
 from planner.costs.pipeline import TimeBreakdown
-from planner.costs.power_caps import cap_levels, capped_cluster, score_with_caps, uncapped
+from planner.costs.power_caps import cap_levels, capped_cluster, uncapped
 from planner.loading import load_cluster, load_model
-from planner.score import score
+from planner.score import score, score_with_caps
 from planner.search import objective_cost, search, space_for
 from planner.space import SpaceLimits
 from planner.specs import PowerCap
@@ -123,7 +123,7 @@ def test_energy_objective_with_a_step_limit_finds_the_lowest_energy_layout_and_c
 def test_max_gpu_power_keeps_only_caps_under_it(small):
     model, cluster = small
     r = search(model, cluster, gpus=32, limits=Limits(max_gpu_power_w=300.0))
-    caps = r.scores.extras["power_cap_w"]
+    caps = r.scores.power_cap_w
     assert r.chosen.size and np.all(caps[r.feasible] <= 300.0)
     assert r.rejected["max_gpu_power"] > 0
 

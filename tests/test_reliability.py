@@ -102,21 +102,22 @@ def test_scored_layouts_carry_goodput_and_ettr():
     model = load_model("gpt3-175b")
     cluster = load_cluster("dgx-a100-1024")
     s = score(model, cluster, single_layout(dp=8, tp=8, pp=16, micro_batch=1, num_microbatches=192))
-    assert s.extras["goodput_tokens_per_s"][0] == approx(s.tokens_per_s[0] * s.extras["ettr"][0])
-    assert 0 < s.extras["ettr"][0] < 1 and s.extras["mtti_h"][0] == approx(50_700 / 1024)
+    rel = s.reliability
+    assert rel.goodput_tokens_per_s[0] == approx(s.tokens_per_s[0] * rel.ettr[0])
+    assert 0 < rel.ettr[0] < 1 and rel.mtti_h[0] == approx(50_700 / 1024)
 
 
 def test_time_and_energy_to_train_by_hand():
     cluster = load_cluster("dgx-a100-1024")
     t = training_totals(cluster, 1e12, 1e6, 1000, 1000.0)
     # 1e12 tokens / 1e6 tokens/s = 1e6 s = 11.574 days; x 1000 GPUs = 277,778 GPU-h
-    assert t["train_days"] == approx(1e6 / 86_400)
-    assert t["train_gpu_hours"] == approx(1e9 / 3600)
+    assert t.train_days == approx(1e6 / 86_400)
+    assert t.train_gpu_hours == approx(1e9 / 3600)
     # 1,000 kW x 1e6 s = 1e9 kJ = 277.78 MWh; x 429 gCO2e/kWh = 119.17 t
-    assert t["train_mwh"] == approx(1e6 / 3600)
-    assert t["train_tco2e"] == approx(1e6 / 3600 * 0.429)
+    assert t.train_mwh == approx(1e6 / 3600)
+    assert t.train_tco2e == approx(1e6 / 3600 * 0.429)
     # $2 per GPU-h and $0.10 per kWh: 555,556 + 27,778
-    assert t["train_cost_usd"] == approx(2 * 1e9 / 3600 + 0.1 * 1e9 / 3600)
+    assert t.train_cost_usd == approx(2 * 1e9 / 3600 + 0.1 * 1e9 / 3600)
 
 
 def test_statistical_efficiency_factor():
@@ -129,8 +130,8 @@ def test_statistical_efficiency_factor():
     lay = single_layout(dp=64, tp=8, pp=1, micro_batch=1, num_microbatches=model.training.global_batch // 64)
     plain = score(model, cluster, lay)
     crit = score(model, cluster, lay, critical_batch_tokens=float(model.training.global_batch * model.seq_len))
-    assert crit.extras["statistical_efficiency"][0] == approx(0.5)
-    assert crit.extras["train_days"][0] == approx(2 * plain.extras["train_days"][0])
+    assert crit.statistical_efficiency[0] == approx(0.5)
+    assert crit.training.train_days[0] == approx(2 * plain.training.train_days[0])
 
 
 def test_llama3_like_job_reaches_about_ninety_percent_ettr():

@@ -60,7 +60,7 @@ def test_infeasible_names_the_binding_constraint():
     r = search(model, cluster, gpus=8)
     assert r.chosen.size == 0
     near = r.nearest_infeasible()
-    messages = [v["message"] for v in r.violations(near)]
+    messages = [v.message for v in r.violations(near)]
     assert any("GiB on 80 GiB" in m for m in messages)
     # 18 B x 175.2e9 parameters / (80 x 2^30 B) = 36.7 -> no layout of fewer than 37 GPUs can fit
     assert model.total_params() == pytest.approx(175.2e9, rel=1e-3)

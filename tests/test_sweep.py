@@ -120,7 +120,7 @@ def test_interrupt_keeps_finished_rows(tmp_path):
 
 
 def test_ctrl_c_exits_130_with_rows_kept(tmp_path, monkeypatch):
-    real, calls = sw.run_point, []
+    real, calls = sw.rows.run_point, []
 
     def interrupted_third(point):
         calls.append(point)
@@ -128,7 +128,7 @@ def test_ctrl_c_exits_130_with_rows_kept(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(point)
 
-    monkeypatch.setattr(sw, "run_point", interrupted_third)
+    monkeypatch.setattr(sw.rows, "run_point", interrupted_third)
     out = tmp_path / "rows.csv"
     res = invoke("sweep", "--models", "gpt3-1.3b", "--gpus", "8,16,32,64", "--out", out, "--workers", "1")
     assert res.exit_code == 130

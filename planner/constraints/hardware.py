@@ -3,23 +3,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..costs.memory import GIB, GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
-from ..score import Scores
-from ..specs import ClusterSpec, ModelSpec
-from .base import Limits, Mask, relative_excess
+from ..precision import precision
+from ..units import GIB
+from .base import Constraint, Context, Mask, Option, relative_excess
 
 
-STATE_BYTES_PER_PARAM = WEIGHT_BYTES + GRAD_BYTES + OPTIMIZER_BYTES
-
-
-def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits) -> list[Mask]:
+def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
+    model, headroom = ctx.model, ctx.limits.memory_headroom
     lay = scores.layouts
     mem = scores.memory_gib.total
-    capacity = cluster.gpu.memory_gib
-    usable = capacity * (1.0 - limits.memory_headroom)
+    capacity = ctx.cluster.gpu.memory_gib
+    usable = capacity * (1.0 - headroom)
+    state_bytes = precision(model.training.precision).state_bytes
 
     def memory_msg(i: int) -> str:
-        head = f" ({usable:.1f} GiB usable with {limits.memory_headroom:.0%} headroom)" if limits.memory_headroom else ""
+        head = f" ({usable:.1f} GiB usable with {headroom:.0%} headroom)" if headroom else ""
         tips = []
         if lay.recompute[i] != 2:
             tips.append("--recompute full")
@@ -33,34 +31,39 @@ def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits
         text = f"needs {mem[i]:.1f} GiB on {capacity:g} GiB{head}"
         # Weights, fp32 gradients and Adam states alone (18 B per parameter, Korthikanti et al. 2022)
         # set a floor on the GPU count that no layout gets under.
-        floor = int(np.ceil(STATE_BYTES_PER_PARAM * model.total_params() / (usable * GIB)))
+        floor = int(np.ceil(state_bytes * model.total_params() / (usable * GIB)))
         if lay.gpus[i] < floor:
-            return (f"{text}: the weights, gradients and optimizer states alone ({STATE_BYTES_PER_PARAM} B x "
+            return (f"{text}: the weights, gradients and optimizer states alone ({state_bytes} B x "
                     f"{model.total_params() / 1e9:,.1f}B parameters) need at least {floor} GPUs, this run has {lay.gpus[i]}")
         return f"{text}: try " + " or ".join(tips[:3])
 
-    out = [Mask("memory", "hardware", mem <= usable, memory_msg, relative_excess(mem, usable))]
+    return [Mask(c.name, c.family, mem <= usable, memory_msg, relative_excess(mem, usable))]
 
-    domain = cluster.node.nvlink_domain
-    if not limits.allow_cross_node_tp:
-        out.append(
-            Mask(
-                "tp_in_nvlink_domain",
-                "hardware",
-                (lay.tp <= domain) & (domain % lay.tp == 0),
-                lambda i: f"tp={lay.tp[i]} does not fit the {domain} GPUs of one NVLink domain "
-                "(tp groups must tile it; allow with --allow-cross-node-tp)",
-                relative_excess(lay.tp.astype(float), float(domain)),
-            )
-        )
-    total = cluster.total_gpus
-    out.append(
-        Mask(
-            "gpu_count",
-            "hardware",
-            lay.gpus <= total,
-            lambda i: f"uses {lay.gpus[i]} GPUs but the cluster has {total}",
-            relative_excess(lay.gpus.astype(float), float(total)),
-        )
-    )
-    return out
+
+def _nvlink_domain(scores, ctx: Context, c: Constraint) -> list[Mask]:
+    if ctx.limits.allow_cross_node_tp:
+        return []
+    tp = scores.layouts.tp
+    domain = ctx.cluster.node.nvlink_domain
+    return [Mask(c.name, c.family, (tp <= domain) & (domain % tp == 0),
+                 lambda i: f"tp={tp[i]} does not fit the {domain} GPUs of one NVLink domain "
+                 f"(tp groups must tile it; allow with {c.option.flag})",
+                 relative_excess(tp.astype(float), float(domain)))]
+
+
+def _gpu_count(scores, ctx: Context, c: Constraint) -> list[Mask]:
+    gpus = scores.layouts.gpus
+    total = ctx.cluster.total_gpus
+    return [Mask(c.name, c.family, gpus <= total, lambda i: f"uses {gpus[i]} GPUs but the cluster has {total}",
+                 relative_excess(gpus.astype(float), float(total)))]
+
+
+CONSTRAINTS = (
+    Constraint("memory", "hardware", Option(
+        "memory_headroom", "--memory-headroom", float, "fraction of GPU memory kept free", default=0.05, off=0.0,
+        bounds=dict(ge=0, lt=1)), unit="GiB", masks=_memory),
+    Constraint("tp_in_nvlink_domain", "hardware", Option(
+        "allow_cross_node_tp", "--allow-cross-node-tp", bool, "let tp groups leave the NVLink domain",
+        default=False, off=False), masks=_nvlink_domain),
+    Constraint("gpu_count", "hardware", unit="GPUs", masks=_gpu_count),
+)

@@ -1,28 +1,18 @@
 """Performance family: response time, utilisation, pipeline balance."""
 from __future__ import annotations
 
-from ..score import Scores
-from ..specs import ClusterSpec, ModelSpec
-from .base import Limits, Mask, relative_excess
+from .base import Constraint, Option
 
-
-def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits) -> list[Mask]:
-    out = []
-    step = scores.step_time_s
-    if limits.max_step_time_s is not None:
-        cap = limits.max_step_time_s
-        out.append(Mask("max_step_time", "performance", step <= cap,
-                        lambda i: f"step takes {step[i]:.3g} s, above --max-step-time {cap:g} s",
-                        relative_excess(step, cap)))
-    if limits.min_mfu is not None:
-        floor, mfu = limits.min_mfu, scores.mfu
-        out.append(Mask("min_mfu", "performance", mfu >= floor,
-                        lambda i: f"MFU {mfu[i]:.1%} is below --min-mfu {floor:.1%}",
-                        relative_excess(mfu, floor, upper=False)))
-    if limits.max_bubble is not None:
-        cap = limits.max_bubble
-        frac = scores.time_s.bubble / step
-        out.append(Mask("max_bubble", "performance", frac <= cap,
-                        lambda i: f"pipeline bubble is {frac[i]:.1%} of the step, above --max-bubble {cap:.1%}",
-                        relative_excess(frac, cap)))
-    return out
+CONSTRAINTS = (
+    Constraint("max_step_time", "performance", Option(
+        "max_step_time_s", "--max-step-time", float, "upper bound on step time [s]", bounds=dict(gt=0, le=1e6)),
+        unit="s", bound="upper", value=lambda s, ctx: s.step_time_s,
+        message="step takes {value:.3g} s, above {flag} {limit:g} s"),
+    Constraint("min_mfu", "performance", Option(
+        "min_mfu", "--min-mfu", float, "lower bound on MFU (0-1)", bounds=dict(gt=0, le=1)),
+        bound="lower", value=lambda s, ctx: s.mfu, message="MFU {value:.1%} is below {flag} {limit:.1%}"),
+    Constraint("max_bubble", "performance", Option(
+        "max_bubble", "--max-bubble", float, "upper bound on bubble / step (0-1)", bounds=dict(ge=0, le=1)),
+        bound="upper", value=lambda s, ctx: s.time_s.bubble / s.step_time_s,
+        message="pipeline bubble is {value:.1%} of the step, above {flag} {limit:.1%}"),
+)

@@ -1,37 +1,42 @@
 """Scalability family: batch size limits, scaling efficiency, fixed layout dimensions."""
 from __future__ import annotations
 
-import numpy as np
-
-from ..score import Scores
-from ..space import RECOMPUTE_MODES
-from ..specs import ClusterSpec, ModelSpec
-from .base import Limits, Mask, relative_excess
+from ..axes import fixable
+from .base import SEARCHES, Constraint, Context, Mask, Option
 
 
-def masks(model: ModelSpec, cluster: ClusterSpec, scores: Scores, limits: Limits) -> list[Mask]:
-    lay = scores.layouts
-    n = len(lay)
+def _scaling(scores, ctx: Context, c: Constraint) -> list[Mask]:
+    floor, ref = ctx.limits.min_scaling_efficiency, ctx.reference_tokens_per_s_per_gpu
+    if floor is None or not ref:
+        return []
+    eff = scores.tokens_per_s / scores.layouts.gpus / ref
+    return Constraint(c.name, c.family, c.option, bound="lower", value=lambda s, x: eff,
+                      message=c.message).build(scores, ctx)
+
+
+def _fixed(scores, ctx: Context, c: Constraint) -> list[Mask]:
+    """`fixed_<axis>` for every layout axis fixed to a value (`--tp 8`, `tp: 8` in a sweep file)."""
     out = []
-    if limits.max_global_batch_tokens is not None:
-        cap = limits.max_global_batch_tokens
-        tokens = float(model.training.global_batch * model.seq_len)
-        out.append(Mask("max_global_batch_tokens", "scalability", np.full(n, tokens <= cap),
-                        lambda i: f"global batch of {tokens:.3g} tokens exceeds --max-global-batch-tokens {cap:g}",
-                        np.full(n, max(tokens - cap, 0.0) / cap)))
-    if limits.min_scaling_efficiency is not None and limits.reference_tokens_per_s_per_gpu:
-        floor, ref = limits.min_scaling_efficiency, limits.reference_tokens_per_s_per_gpu
-        eff = scores.tokens_per_s / lay.gpus / ref
-        out.append(Mask("min_scaling_efficiency", "scalability", eff >= floor,
-                        lambda i: f"scaling efficiency {eff[i]:.1%} against the best layout on half the GPUs "
-                        f"is below --min-scaling-efficiency {floor:.0%}",
-                        relative_excess(eff, floor, upper=False)))
-    for dim, want in limits.fixed.items():
-        values = getattr(lay, dim)
-        target = RECOMPUTE_MODES.index(want) if dim == "recompute" else int(want)
-        shown = want if dim == "recompute" else target
-        out.append(Mask(f"fixed_{dim}", "scalability", values == target,
-                        lambda i, d=dim, v=values, s=shown: f"{d}={RECOMPUTE_MODES[v[i]] if d == 'recompute' else v[i]}, "
-                        f"but --{d.replace('_', '-')} {s} was asked for",
+    by_name = {a.name: a for a in fixable()}
+    for name, want in ctx.limits.fixed.items():
+        a = by_name[name]
+        values = getattr(scores.layouts, name)
+        target = a.to_stored(want)
+        out.append(Mask(f"fixed_{name}", c.family, values == target,
+                        lambda i, a=a, v=values, w=want: f"{a.name}={a.to_json(v[i])}, but {a.flag} {w} was asked for",
                         (values != target).astype(float)))
     return out
+
+
+CONSTRAINTS = (
+    Constraint("max_global_batch_tokens", "scalability", Option(
+        "max_global_batch_tokens", "--max-global-batch-tokens", float, "critical batch size [tokens]",
+        bounds=dict(gt=0, le=1e12), where=SEARCHES), unit="tokens", bound="upper",
+        value=lambda s, ctx: float(ctx.model.training.global_batch * ctx.model.seq_len),
+        message="global batch of {value:.3g} tokens exceeds {flag} {limit:g}"),
+    Constraint("min_scaling_efficiency", "scalability", Option(
+        "min_scaling_efficiency", "--min-scaling-efficiency", float, "vs the best layout on half the GPUs (0-1)",
+        bounds=dict(gt=0, le=1), where=SEARCHES), masks=_scaling,
+        message="scaling efficiency {value:.1%} against the best layout on half the GPUs is below {flag} {limit:.0%}"),
+    Constraint("fixed", "scalability", masks=_fixed),
+)

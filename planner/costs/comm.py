@@ -5,8 +5,8 @@ rank; reduce-scatter and all-gather (n-1)/n each); NCCL's nccl-tests PERFORMANCE
 bandwidth" = algorithm bandwidth x 2(n-1)/n for all-reduce), which is why link bandwidths are
 scaled by a measured bus efficiency. Latency: NCCL's double binary tree takes ~2 log2(n) steps.
 
-Groups follow Megatron-LM's rank order (tp innermost, then dp, then pp), so a group is given by its
-size and the rank stride between members. A group inside one NVLink domain runs at NVLink speed;
+Groups follow Megatron-LM's rank order (planner.space.process_group: tp innermost, then cp, ep,
+dp, pp), so a group is given by its size and the rank stride between members. A group inside one NVLink domain runs at NVLink speed;
 a group that leaves it is bounded by the network links of the members it has in each domain
 (hierarchical: k members per node share the node's k NICs).
 """
@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import ClusterSpec
+from ..precision import BF16, Precision, precision
+from ..space import RECOMPUTE_FULL, process_group
+from ..specs import ClusterSpec, ModelSpec
+from ..units import GB, MB
 
 
 def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
@@ -36,7 +39,7 @@ def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
     Hockney 1991), since NCCL's pipelined rings only approach their peak on large buffers."""
     if half_mb <= 0:
         return bus_gbps
-    return bus_gbps * nbytes / (nbytes + half_mb * 1e6)
+    return bus_gbps * nbytes / (nbytes + half_mb * MB)
 
 
 def _steps(n: np.ndarray) -> np.ndarray:
@@ -45,14 +48,14 @@ def _steps(n: np.ndarray) -> np.ndarray:
 
 def all_reduce_s(nbytes, n, bus_gbps, latency_s) -> np.ndarray:
     n = np.asarray(n)
-    t = 2.0 * (n - 1) / n * nbytes / (bus_gbps * 1e9) + 2.0 * _steps(n) * latency_s
+    t = 2.0 * (n - 1) / n * nbytes / (bus_gbps * GB) + 2.0 * _steps(n) * latency_s
     return np.where(n > 1, t, 0.0)
 
 
 def reduce_scatter_s(nbytes, n, bus_gbps, latency_s) -> np.ndarray:
     """Reduce-scatter (or all-gather: the same cost) of a buffer of `nbytes` over n ranks."""
     n = np.asarray(n)
-    t = (n - 1) / n * nbytes / (bus_gbps * 1e9) + _steps(n) * latency_s
+    t = (n - 1) / n * nbytes / (bus_gbps * GB) + _steps(n) * latency_s
     return np.where(n > 1, t, 0.0)
 
 
@@ -60,58 +63,79 @@ all_gather_s = reduce_scatter_s
 
 
 def p2p_s(nbytes, gbps, latency_s) -> np.ndarray:
-    return nbytes / (gbps * 1e9) + latency_s
+    return nbytes / (gbps * GB) + latency_s
 
 
-def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.ndarray:
+def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
+                        activation_bytes: int = BF16.activation_bytes) -> np.ndarray:
     """TP communication of one layer, forward, one micro-batch [s]: two all-reduces of the
     s b h activations (Shoeybi et al. 2019, Sec. 3, the f/g operators); with sequence parallelism
     two all-gathers and two reduce-scatters of the same tensors, the same volume (Korthikanti et
     al. 2022 Sec. 4.2.2). The backward pass does the same again."""
     eff = cluster.gpu.efficiency
-    tp = layouts.tp
-    nbytes = 2.0 * layouts.micro_batch * seq_len * hidden
-    bus = sized_bus_gbps(group_bus_gbps(cluster, tp, np.ones_like(tp)), nbytes, eff.message_half_mb)
-    lat = eff.latency_us * 1e-6
-    ar = all_reduce_s(nbytes, tp, bus, lat)
-    sp = 2.0 * (reduce_scatter_s(nbytes, tp, bus, lat))  # AG + RS, per all-reduce replaced
+    size, stride = process_group(layouts, "tp")
+    nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden
+    bus = sized_bus_gbps(group_bus_gbps(cluster, size, stride), nbytes, eff.message_half_mb)
+    lat = eff.latency_s
+    ar = all_reduce_s(nbytes, size, bus, lat)
+    sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, lat))  # AG + RS, per all-reduce replaced
     return 2.0 * np.where(layouts.sequence_parallel == 1, sp, ar)
 
 
-def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts) -> np.ndarray:
+def tp_passes(layouts) -> np.ndarray:
+    """Forward passes' worth of TP collectives per layer and micro-batch: forward, backward, and
+    the recomputed forward under full recomputation."""
+    return 2.0 + (layouts.recompute == RECOMPUTE_FULL)
+
+
+def tp_exposed(model: ModelSpec, cluster: ClusterSpec) -> float:
+    """Fraction of TP communication left on the critical path (overlap with GEMMs, when on)."""
+    return cluster.gpu.efficiency.tp_overlap_exposed if model.training.tp_comm_overlap else 1.0
+
+
+def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts) -> np.ndarray:
+    """Exposed TP communication of one layer per micro-batch, all passes [s]."""
+    act = precision(model.training.precision).activation_bytes
+    tp_fwd = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act)
+    return tp_fwd * tp_passes(layouts) * tp_exposed(model, cluster)
+
+
+def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
+             activation_bytes: int = BF16.activation_bytes) -> np.ndarray:
     """One activation (or gradient) send between adjacent pipeline stages [s]. Megatron sends 1/tp
     of the tensor per GPU: split by sequence parallelism, or scattered and re-gathered over NVLink
     (Narayanan et al. 2021 Sec. 4.1, scatter/gather optimisation)."""
     eff = cluster.gpu.efficiency
-    tp, dp = layouts.tp, layouts.dp
-    nbytes = 2.0 * layouts.micro_batch * seq_len * hidden / tp
+    tp, tp_stride = process_group(layouts, "tp")
+    pp, pp_stride = process_group(layouts, "pp")
+    nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / tp
     # Some stage boundary leaves the NVLink domain whenever the pipeline spans more than one domain.
-    crosses = tp * dp * layouts.pp > cluster.node.nvlink_domain
+    crosses = pp * pp_stride > cluster.node.nvlink_domain
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
     gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
-    lat = eff.latency_us * 1e-6
+    lat = eff.latency_s
     regather = np.where(
         (tp > 1) & (layouts.sequence_parallel == 0),
-        all_gather_s(nbytes * tp, tp, group_bus_gbps(cluster, tp, np.ones_like(tp)), lat),
+        all_gather_s(nbytes * tp, tp, group_bus_gbps(cluster, tp, tp_stride), lat),
         0.0,
     )
     return p2p_s(nbytes, gbps, lat) + regather
 
 
-def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts) -> np.ndarray:
+def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: Precision = BF16) -> np.ndarray:
     """Data-parallel communication per step before overlap [s].
     zero 0: all-reduce of fp32 gradients; zero 1: reduce-scatter of gradients + all-gather of
-    bf16 parameters (Megatron distributed optimizer, same volume); zero 2: gradients are only kept
+    16-bit parameters (Megatron distributed optimizer, same volume); zero 2: gradients are only kept
     as shards, so they are reduce-scattered after every micro-batch (Rajbhandari et al. 2020
     Sec. 5.2), then one parameter all-gather; zero 3: per micro-batch two
     parameter all-gathers (forward, backward) and a gradient reduce-scatter (Rajbhandari et al.
     2020 Sec. 7.2.2: 3x the parameter size against 2x for plain data parallelism, here every
-    micro-batch; with bf16 gathers and fp32 gradients the bytes equal one fp32 all-reduce)."""
+    micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce)."""
     eff = cluster.gpu.efficiency
-    dp, tp = layouts.dp, layouts.tp
-    bus = group_bus_gbps(cluster, dp, tp)
-    lat = eff.latency_us * 1e-6
-    grads, weights = 4.0 * params_per_gpu, 2.0 * params_per_gpu
+    dp, stride = process_group(layouts, "dp")
+    bus = group_bus_gbps(cluster, dp, stride)
+    lat = eff.latency_s
+    grads, weights = prec.grad_bytes * params_per_gpu, prec.weight_bytes * params_per_gpu
     plain = all_reduce_s(grads, dp, bus, lat)
     sharded = reduce_scatter_s(grads, dp, bus, lat) + all_gather_s(weights, dp, bus, lat)
     zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, lat) + reduce_scatter_s(grads, dp, bus, lat))

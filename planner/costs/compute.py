@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Layouts
+from ..precision import BF16, FP32_BYTES, precision
+from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from ..specs import GpuSpec, ModelSpec
-
-ACT_BYTES = 2  # bf16 / fp16 activations
 
 
 @dataclass(frozen=True)
@@ -35,20 +34,23 @@ class LayerCompute:
     logits_fwd_bwd_s: np.ndarray  # output layer + loss, on the last pipeline stage
 
 
-def peak_flops(gpu: GpuSpec, precision: str) -> float:
-    return getattr(gpu.peak_tflops, precision) * 1e12
+def peak_flops(gpu: GpuSpec, name: str) -> float:
+    """Dense tensor-core FLOP/s the GEMMs of a precision run at."""
+    return gpu.peak_flops(precision(name).peak)
 
 
-def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec) -> np.ndarray:
+def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes: int = BF16.activation_bytes) -> np.ndarray:
     flops = 2.0 * m * k * n
-    nbytes = ACT_BYTES * (m * k + k * n + m * n)
+    nbytes = operand_bytes * (m * k + k * n + m * n)
     return flops / (peak * gpu.efficiency.gemm) + nbytes / (hbm_bytes_s * gpu.efficiency.hbm)
 
 
-def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> LayerCompute:
+def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     eff = gpu.efficiency
-    peak = peak_flops(gpu, model.training.precision)
-    hbm = gpu.hbm_gbps * 1e9
+    prec = precision(model.training.precision)
+    act = prec.activation_bytes
+    peak = peak_flops(gpu, prec.name)
+    hbm = gpu.hbm_bytes_per_s
     t = layouts.tp.astype(float)
     b = layouts.micro_batch.astype(float)
     s, h, f, kv, a = model.seq_len, model.hidden, model.ffn, model.kv_hidden, model.heads
@@ -57,10 +59,10 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> LayerComp
 
     mlp_up = 2 * f if model.ffn_act == "swiglu" else f
     dense = (
-        gemm_s(tokens, h, (h + 2 * kv) / t, peak, hbm, gpu)  # QKV, column-parallel
-        + gemm_s(tokens, h / t, h, peak, hbm, gpu)  # attention output, row-parallel
-        + gemm_s(tokens, h, mlp_up / t, peak, hbm, gpu)  # MLP up (and gate)
-        + gemm_s(tokens, f / t, h, peak, hbm, gpu)  # MLP down
+        gemm_s(tokens, h, (h + 2 * kv) / t, peak, hbm, gpu, act)  # QKV, column-parallel
+        + gemm_s(tokens, h / t, h, peak, hbm, gpu, act)  # attention output, row-parallel
+        + gemm_s(tokens, h, mlp_up / t, peak, hbm, gpu, act)  # MLP up (and gate)
+        + gemm_s(tokens, f / t, h, peak, hbm, gpu, act)  # MLP down
     )
 
     # Attention core: QK^T, softmax, dropout, attention-over-V, on a/t heads.
@@ -70,8 +72,8 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> LayerComp
         core_fwd = 0.5 * attn_flops / (peak * eff.flash_attention)
         core_bwd = 2.5 * core_fwd
     else:
-        scores_bytes = ACT_BYTES * a * s * s * b / t
-        gemm_part = attn_flops / (peak * eff.gemm) + (2 * scores_bytes + ACT_BYTES * 4 * sbh / t) / (hbm * eff.hbm)
+        scores_bytes = act * a * s * s * b / t
+        gemm_part = attn_flops / (peak * eff.gemm) + (2 * scores_bytes + act * 4 * sbh / t) / (hbm * eff.hbm)
         # softmax reads+writes the scores (2x), dropout reads, writes and stores a 1-byte mask (2.5x)
         softmax_dropout = 4.5 * scores_bytes / (hbm * eff.hbm)
         core_fwd = gemm_part + softmax_dropout
@@ -84,7 +86,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> LayerComp
     sp_region = np.where(layouts.sequence_parallel == 1, sp_region / t, sp_region)
     elem_s = (act_fn + sp_region) / (hbm * eff.hbm)
 
-    overhead = eff.layer_overhead_us * 1e-6
+    overhead = eff.layer_overhead_s
     fwd = dense + core_fwd + elem_s + overhead
     bwd = 2 * dense + core_bwd + eff.elementwise_backward_factor * elem_s + 2 * overhead
 
@@ -93,7 +95,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts: Layouts) -> LayerComp
 
     # Output layer (vocab-parallel) and cross-entropy in fp32 over s b V / t logits.
     v = model.vocab
-    logits_gemm = gemm_s(tokens, h, v / t, peak, hbm, gpu)
-    ce_bytes = 12.0 * tokens * v / t
+    logits_gemm = gemm_s(tokens, h, v / t, peak, hbm, gpu, act)
+    ce_bytes = 3 * FP32_BYTES * tokens * v / t  # three passes over the logits in fp32
     logits = 3 * logits_gemm + (1 + eff.elementwise_backward_factor) * ce_bytes / (hbm * eff.hbm)
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute, logits_fwd_bwd_s=logits)

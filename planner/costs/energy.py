@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs import ClusterSpec
+from ..units import G_PER_T, KWH_PER_MWH, W_PER_KW, WH_PER_MWH
 from .pipeline import TimeBreakdown
-
-J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,15 @@ def step_energy(cluster: ClusterSpec, times: TimeBreakdown, gpus: np.ndarray,
     it_j = gpus * per_gpu_j + nodes * cluster.power.node_overhead_w * step
     total_j = it_j * cluster.power.pue
     peak_w = np.broadcast_to(p_busy, step.shape).astype(float)
-    return Energy(energy_j_per_step=total_j, avg_power_kw=total_j / step / 1e3, gpu_power_w=peak_w)
+    return Energy(energy_j_per_step=total_j, avg_power_kw=total_j / step / W_PER_KW, gpu_power_w=peak_w)
 
 
 def energy_mwh(gpu_hours, watts_per_gpu, pue=1.0):
     """Energy of a run from its GPU-hours and the average power per GPU [MWh]
     (the arithmetic of Luccioni et al. 2022 and Patterson et al. 2021)."""
-    return np.asarray(gpu_hours) * watts_per_gpu * pue / 1e6
+    return np.asarray(gpu_hours) * watts_per_gpu * pue / WH_PER_MWH
 
 
 def carbon_t(mwh, grid_gco2_per_kwh):
     """Operational emissions [tCO2e] of `mwh` at a grid intensity [gCO2e/kWh]."""
-    return np.asarray(mwh) * 1e3 * grid_gco2_per_kwh / 1e6
+    return np.asarray(mwh) * KWH_PER_MWH * grid_gco2_per_kwh / G_PER_T

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..space import Layouts
+from ..precision import precision
 from ..specs import ClusterSpec, ModelSpec
 from . import comm
-from .compute import layer_compute
-from .memory import layers_per_rank, parameters_per_gpu
-
-ADAM_BYTES_PER_PARAM = 30.0  # reads fp32 master, m, v, grad; writes master, m, v and bf16 weights
+from .compute import LayerCompute, layer_compute
+from .memory import parameters_per_gpu
+from .stages import PipelineRanks, pipeline_ranks, rank_layers
 
 
 @dataclass(frozen=True)
@@ -42,25 +41,29 @@ class TimeBreakdown:
         )
 
 
-def step_time(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> TimeBreakdown:
+def rank_time_s(lc: LayerCompute, tp_layer: np.ndarray, ranks: PipelineRanks) -> np.ndarray:
+    """Time of each rank of `ranks` per micro-batch [s] ((k, n)): its layers' work, recomputation
+    and exposed TP communication, and the logits on the last rank."""
+    t_layer = lc.fwd_s + lc.bwd_s + lc.recompute_s + tp_layer
+    return ranks.layers * t_layer + ranks.last * lc.logits_fwd_bwd_s
+
+
+def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None) -> TimeBreakdown:
+    """`ranks`: the pipeline ranks to evaluate (default: the first and the last, which bound the others)."""
     gpu = cluster.gpu
     eff = gpu.efficiency
+    ranks = ranks or pipeline_ranks(model, layouts)
     m = layouts.num_microbatches.astype(float)
     p = layouts.pp.astype(float)
     v = layouts.vpp.astype(float)
     lc = layer_compute(model, gpu, layouts)
-
-    tp_fwd = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts)
-    full = layouts.recompute == 2
-    tp_layer = tp_fwd * (2.0 + full)  # forward, backward, and the recomputed forward
-    if model.training.tp_comm_overlap:
-        tp_layer = tp_layer * eff.tp_overlap_exposed
+    tp_layer = comm.tp_time_per_layer_s(cluster, model, layouts)
 
     work_layer = lc.fwd_s + lc.bwd_s
-    t_layer = work_layer + lc.recompute_s + tp_layer
-    first, last = layers_per_rank(model, layouts)
-    t_max = np.maximum(first * t_layer, last * t_layer + lc.logits_fwd_bwd_s)
-    t_sum = model.layers * t_layer + lc.logits_fwd_bwd_s
+    # The slowest rank sets the steady state; every layer and the logits run once per micro-batch
+    # somewhere, whatever the split, so the sum over ranks needs no per-rank arrays.
+    t_max = rank_time_s(lc, tp_layer, ranks).max(axis=0)
+    t_sum = model.layers * (work_layer + lc.recompute_s + tp_layer) + lc.logits_fwd_bwd_s
     pipeline = m * t_max + (t_sum - t_max) / v
 
     # Averages over ranks: what each GPU does; the rest of `pipeline` is bubble and imbalance.
@@ -70,16 +73,20 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> TimeB
     tp_comm = m * per_rank * tp_layer
     bubble = np.maximum(pipeline - compute - recompute - tp_comm, 0.0)
 
-    p2p = comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts)
+    act = precision(model.training.precision).activation_bytes
+    p2p = comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts, act)
     pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * p2p, 0.0)
 
-    params = parameters_per_gpu(model, layouts)
-    dp_raw = comm.dp_comm_s(cluster, params, layouts)
+    params = parameters_per_gpu(model, layouts, ranks)
+    prec = precision(model.training.precision)
+    dp_raw = comm.dp_comm_s(cluster, params, layouts, prec)
     if model.training.dp_comm_overlap:
         # Gradient buckets reduce during the last micro-batch's backward, parameters gather during
         # the first forward (Megatron overlap_grad_reduce / overlap_param_gather); ZeRO-2/3 move
         # data every micro-batch and overlap it with all of compute.
-        # A plain all-reduce of gradients can only hide behind backward.
+        # A plain all-reduce of gradients can only hide behind backward. The first rank's stage
+        # (the one holding the most layers) bounds the window.
+        first = rank_layers(model, layouts, 0)
         stage_fb = first * work_layer
         stage_b = first * lc.bwd_s
         window = np.select([layouts.zero == 0, layouts.zero == 1], [stage_b, stage_fb], m * stage_fb)
@@ -88,6 +95,6 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> TimeB
         dp_comm = dp_raw
 
     sharded = np.where(layouts.zero >= 1, layouts.dp, 1)
-    optimizer = ADAM_BYTES_PER_PARAM * params / sharded / (gpu.hbm_gbps * 1e9 * eff.hbm)
+    optimizer = prec.adam_step_bytes * params / sharded / (gpu.hbm_bytes_per_s * eff.hbm)
     overhead = np.full_like(optimizer, eff.step_overhead_s)
     return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead)

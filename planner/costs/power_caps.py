@@ -9,13 +9,11 @@ grows and node overhead, idle and communication power are paid for longer (Zeus,
 NSDI'23; Perseus, Chung et al. SOSP'24, report such curves measured on A100/H100).
 
 The uncapped GPU (cap = TDP, speed 1, power 1) is always level 0, so a preset without a table, or
-a search that does not try caps, gives exactly the uncapped numbers.
+a search that does not try caps, gives exactly the uncapped numbers. The cap level is a layout axis
+(`power_cap` in planner/axes.py): searching caps repeats the space once per level, and
+planner.score scores each level's rows on the GPU this module returns for it.
 """
 from __future__ import annotations
-
-from dataclasses import fields, is_dataclass
-
-import numpy as np
 
 from ..specs import ClusterSpec, GpuPower, GpuSpec, PowerCap
 
@@ -45,27 +43,3 @@ def capped_gpu(gpu: GpuSpec, cap: PowerCap) -> GpuSpec:
 def capped_cluster(cluster: ClusterSpec, cap: PowerCap) -> ClusterSpec:
     gpu = capped_gpu(cluster.gpu, cap)
     return cluster if gpu is cluster.gpu else cluster.model_copy(update={"gpu": gpu})
-
-
-def concat(parts: list):
-    """Concatenate aligned dataclasses of arrays (Layouts, breakdowns, Energy) row-wise."""
-    first = parts[0]
-    assert is_dataclass(first)
-    return type(first)(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(first)})
-
-
-def score_with_caps(model, cluster: ClusterSpec, layouts, caps: list[PowerCap] | None = None, **score_kwargs):
-    """Scores of every (layout, cap) pair: the rows of cap level j are rows j*n .. (j+1)*n - 1, and
-    `extras` carries `power_cap_w` and `power_cap_speed` per row."""
-    from ..score import Scores, score
-
-    caps = cap_levels(cluster.gpu) if caps is None else caps
-    parts = [score(model, cluster, layouts, cap=c, **score_kwargs) for c in caps]
-    n = len(layouts)
-    extras = {k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras}
-    extras["power_cap_w"] = np.repeat([float(c.cap_w) for c in caps], n)
-    extras["power_cap_speed"] = np.repeat([float(c.speed) for c in caps], n)
-    arrays = {f.name: (concat([getattr(p, f.name) for p in parts]) if is_dataclass(getattr(parts[0], f.name))
-                       else np.concatenate([getattr(p, f.name) for p in parts]))
-              for f in fields(Scores) if f.name != "extras"}
-    return Scores(**arrays, extras=extras)

@@ -27,15 +27,37 @@ are Poisson with mean lambda = gpus / MTBF_gpu x repair time; a spare is free un
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..space import Layouts
 from ..specs import ClusterSpec
-from .energy import J_PER_KWH, carbon_t
-from .memory import GIB, MemoryBreakdown
+from ..units import GB, GIB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
+from .energy import carbon_t
+from .memory import MemoryBreakdown
 
-S_PER_H = 3600.0
+
+@dataclass(frozen=True)
+class Reliability:
+    """Failure figures per layout (arrays)."""
+
+    mtti_h: np.ndarray
+    checkpoint_write_s: np.ndarray
+    checkpoint_interval_s: np.ndarray
+    restart_s: np.ndarray
+    ettr: np.ndarray
+    goodput_tokens_per_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class TrainingTotals:
+    """What training on the token budget takes per layout (arrays)."""
+
+    train_days: np.ndarray
+    train_gpu_hours: np.ndarray
+    train_mwh: np.ndarray
+    train_cost_usd: np.ndarray
+    train_tco2e: np.ndarray
 
 
 def job_mtti_s(gpu_mtbf_h, gpus):
@@ -101,7 +123,7 @@ def restart_time_s(cluster: ClusterSpec, gpus) -> np.ndarray:
     return rel.restart_s + p.reshape(gpus.shape) * rel.node_replace_s
 
 
-def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts: Layouts) -> np.ndarray:
+def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts) -> np.ndarray:
     """Weights and optimizer states each GPU writes; dp replicas split the copy they share [bytes]."""
     dp = layouts.dp.astype(float)
     weights = memory.weights * GIB / np.where(layouts.zero >= 3, 1.0, dp)
@@ -111,26 +133,19 @@ def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts: Layouts) -> np.nd
 
 def checkpoint_write_s(cluster: ClusterSpec, nbytes: np.ndarray, gpus: np.ndarray) -> np.ndarray:
     per_gpu_gbps = np.minimum(cluster.reliability.storage_write_gbps / gpus, cluster.node.network_gbps)
-    return nbytes / (per_gpu_gbps * 1e9)
+    return nbytes / (per_gpu_gbps * GB)
 
 
-def reliability_extras(cluster: ClusterSpec, layouts: Layouts, memory: MemoryBreakdown,
-                       tokens_per_s: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-layout failure figures for `Scores.extras` (reported by report.layout_json)."""
+def reliability(cluster: ClusterSpec, layouts, memory: MemoryBreakdown, tokens_per_s: np.ndarray) -> Reliability:
+    """Per-layout failure figures (module docstring)."""
     gpus = layouts.gpus
     m = job_mtti_s(cluster.reliability.gpu_mtbf_h, gpus)
     delta = checkpoint_write_s(cluster, checkpoint_bytes_per_gpu(memory, layouts), gpus)
     tau = daly_interval_s(delta, m)
     r = restart_time_s(cluster, gpus)
     ratio = ettr(tau, delta, m, r)
-    return {
-        "mtti_h": m / S_PER_H,
-        "checkpoint_write_s": delta,
-        "checkpoint_interval_s": tau,
-        "restart_s": r,
-        "ettr": ratio,
-        "goodput_tokens_per_s": tokens_per_s * ratio,
-    }
+    return Reliability(mtti_h=m / S_PER_H, checkpoint_write_s=delta, checkpoint_interval_s=tau, restart_s=r,
+                       ettr=ratio, goodput_tokens_per_s=tokens_per_s * ratio)
 
 
 def batch_token_factor(batch_tokens, critical_batch_tokens):
@@ -141,18 +156,23 @@ def batch_token_factor(batch_tokens, critical_batch_tokens):
     return 1.0 + np.asarray(batch_tokens, dtype=float) / critical_batch_tokens
 
 
+def time_to_train_s(tokens: float, tokens_per_s, token_factor=1.0) -> np.ndarray:
+    """Wall time to train on `tokens` (x the statistical-efficiency factor) at a rate [s]."""
+    return tokens * np.asarray(token_factor) / tokens_per_s
+
+
 def training_totals(cluster: ClusterSpec, tokens: float, goodput_tokens_per_s, gpus, avg_power_kw,
-                    token_factor=1.0) -> dict[str, np.ndarray]:
+                    token_factor=1.0) -> TrainingTotals:
     """Time and energy to train on `tokens` (x the statistical-efficiency factor) at the goodput.
     Energy is the step's average power over the whole wall clock (restarts counted at that power)."""
-    wall_s = tokens * np.asarray(token_factor) / goodput_tokens_per_s
+    wall_s = time_to_train_s(tokens, goodput_tokens_per_s, token_factor)
     gpu_hours = np.asarray(gpus) * wall_s / S_PER_H
-    mwh = np.asarray(avg_power_kw) * 1e3 * wall_s / J_PER_KWH / 1e3
+    mwh = np.asarray(avg_power_kw) * W_PER_KW * wall_s / J_PER_KWH / KWH_PER_MWH
     price = cluster.pricing
-    return {
-        "train_days": wall_s / 86_400.0,
-        "train_gpu_hours": gpu_hours,
-        "train_mwh": mwh,
-        "train_cost_usd": gpu_hours * price.gpu_hour_usd + mwh * 1e3 * price.electricity_usd_per_kwh,
-        "train_tco2e": carbon_t(mwh, cluster.power.grid_gco2_per_kwh),
-    }
+    return TrainingTotals(
+        train_days=wall_s / S_PER_DAY,
+        train_gpu_hours=gpu_hours,
+        train_mwh=mwh,
+        train_cost_usd=gpu_hours * price.gpu_hour_usd + mwh * KWH_PER_MWH * price.electricity_usd_per_kwh,
+        train_tco2e=carbon_t(mwh, cluster.power.grid_gco2_per_kwh),
+    )

@@ -7,8 +7,10 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..axes import fixable
 from ..constraints import Limits
 from ..errors import SpecError
+from ..options import limits_from
 from ..space import SpaceLimits
 from ..specs import ClusterSpec, ModelSpec
 from .family import batch_from_tokens, scale_model
@@ -26,14 +28,19 @@ class Point:
     cluster_label: str  # the cluster as named in the sweep
     gpus: int
     objective: str
-    limits: Limits
-    space: SpaceLimits
+    limits: Limits  # type: ignore[valid-type]
+    space: SpaceLimits  # type: ignore[valid-type]
     time_limit_s: float
+    critical_batch_tokens: float | None = None
 
     def inputs(self) -> dict:
+        # The search settings sit inside `limits`, as in the rows written before they left `Limits`,
+        # so that those outputs still resume (the key of KEY_VERSION 1).
+        limits = {**asdict(self.limits), "critical_batch_tokens": self.critical_batch_tokens,
+                  "reference_tokens_per_s_per_gpu": None}
         return {"version": KEY_VERSION, "model": self.model.model_dump(mode="json"),
                 "cluster": self.cluster.model_dump(mode="json"), "cluster_label": self.cluster_label,
-                "gpus": self.gpus, "objective": self.objective, "limits": asdict(self.limits),
+                "gpus": self.gpus, "objective": self.objective, "limits": limits,
                 "space": asdict(self.space), "time_limit_s": self.time_limit_s}
 
     @property
@@ -50,16 +57,10 @@ def enlarged(cluster: ClusterSpec, gpus: int) -> ClusterSpec:
     return cluster.model_copy(update={"nodes": math.ceil(gpus / cluster.node.gpus)})
 
 
-def limits_of(c: ConstraintsSpec) -> tuple[Limits, SpaceLimits]:
-    fixed = {k: getattr(c, k) for k in ("tp", "pp", "dp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero")
-             if getattr(c, k) is not None}
-    limits = Limits(memory_headroom=c.memory_headroom, allow_cross_node_tp=c.allow_cross_node_tp,
-                    max_step_time_s=c.max_step_time_s, min_mfu=c.min_mfu, max_bubble=c.max_bubble,
-                    max_power_kw=c.max_power_kw, max_energy_per_token_j=c.max_energy_per_token_j,
-                    max_gpu_power_w=c.max_gpu_power_w, max_global_batch_tokens=c.max_global_batch_tokens,
-                    min_scaling_efficiency=c.min_scaling_efficiency, critical_batch_tokens=c.critical_batch_tokens,
-                    fixed=fixed)
-    return limits, SpaceLimits(max_micro_batch=c.max_micro_batch)
+def limits_of(c: ConstraintsSpec) -> tuple[Limits, SpaceLimits]:  # type: ignore[valid-type]
+    """The search's limits (with the fixed axes) and enumeration limits of a sweep's `constraints:`."""
+    fixed = {a.name: getattr(c, a.name) for a in fixable() if getattr(c, a.name) is not None}
+    return limits_from(c.model_dump(), fixed), SpaceLimits(max_micro_batch=c.max_micro_batch)
 
 
 def _load(arg: str, kind: str, base_dir: Path | None):
@@ -106,5 +107,6 @@ def expand(spec: SweepSpec, base_dir: Path | None = None) -> list[Point]:
     objectives = [spec.objective] if isinstance(spec.objective, str) else list(dict.fromkeys(spec.objective))
     gpus = None if spec.gpus is None else parse_gpus(spec.gpus, "gpus") if isinstance(spec.gpus, str) else spec.gpus
     limits, space = limits_of(spec.constraints)
-    return [Point(m, enlarged(c, g), c.name, g, o, limits, space, spec.constraints.time_limit_s)
+    settings = dict(time_limit_s=spec.constraints.time_limit_s, critical_batch_tokens=spec.constraints.critical_batch_tokens)
+    return [Point(m, enlarged(c, g), c.name, g, o, limits, space, **settings)
             for m in models for c in clusters for g in (gpus or [c.total_gpus]) for o in objectives]

@@ -1,13 +1,16 @@
 """The stable row columns, and one row from a point's search: ok, infeasible (with the reason) or error."""
 from __future__ import annotations
 
+from ..axes import AXES, layout_cell
 from ..errors import InfeasibleError, PlannerError
+from ..results import ScoredLayout
 from .points import Point
 
 # --- rows --------------------------------------------------------------------------------------
 
 # (name, type, meaning); the order is the CSV header and the JSONL key order. Keep it stable.
-COLUMNS: tuple[tuple[str, type, str], ...] = (
+# The layout columns are the axes of planner/axes.py that have one (`csv`).
+INPUT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("point_id", str, "sha256 of the point's canonical inputs (16 hex digits): the resume key"),
     ("model", str, "model name (generated: BASE-scaled-SIZE)"),
     ("params", int, "parameters, embeddings included [count]"),
@@ -25,14 +28,9 @@ COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("objective", str, "time | energy | cost | carbon"),
     ("status", str, "ok | infeasible | error"),
     ("reason", str, "why no layout is feasible (empty when ok)"),
-    ("dp", int, "data-parallel degree"),
-    ("tp", int, "tensor-parallel degree"),
-    ("pp", int, "pipeline-parallel degree"),
-    ("micro_batch", int, "micro-batch size [sequences]"),
-    ("vpp", int, "virtual pipeline stages per rank"),
-    ("recompute", str, "none | selective | full"),
-    ("sequence_parallel", bool, "sequence parallelism on"),
-    ("zero", int, "ZeRO stage"),
+)
+LAYOUT_COLUMNS: tuple[tuple[str, type, str], ...] = tuple((a.name, a.kind, a.doc) for a in AXES if a.csv)
+RESULT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("step_time_s", float, "time per optimizer step [s]"),
     ("tokens_per_s", float, "throughput [tokens/s]"),
     ("goodput_tokens_per_s", float, "throughput after failures and checkpoints [tokens/s] (empty when not modelled)"),
@@ -44,6 +42,7 @@ COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("time_to_train_days", float, "tokens / goodput (else tokens/s) [days] (empty without a token budget)"),
     ("energy_to_train_mwh", float, "average power x time to train [MWh] (empty without a token budget)"),
 )
+COLUMNS: tuple[tuple[str, type, str], ...] = INPUT_COLUMNS + LAYOUT_COLUMNS + RESULT_COLUMNS
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
 STATUSES = ("ok", "infeasible", "error")
 
@@ -56,19 +55,16 @@ def _input_columns(p: Point) -> dict:
             "tokens": m.training.tokens, "objective": p.objective}
 
 
-def layout_columns(best: dict, tokens: float | None, statistical_efficiency: float | None = None) -> dict:
-    """The result columns of a row from a scored layout (`report.layout_json`)."""
-    lay = best["layout"]
-    row = {k: lay[k] for k in ("dp", "tp", "pp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero")}
-    row.update({k: best[k] for k in ("step_time_s", "tokens_per_s", "mfu", "model_tflops_per_gpu",
-                                     "energy_j_per_token", "avg_power_kw")})
-    row["goodput_tokens_per_s"] = best.get("goodput_tokens_per_s")
-    row["memory_gib"] = best["memory_gib"]["total"]
-    if tokens is not None:
-        rate = best.get("goodput_tokens_per_s") or best["tokens_per_s"]
-        wall_s = tokens / (best.get("statistical_efficiency") or 1.0) / rate
-        row["time_to_train_days"] = wall_s / 86_400.0
-        row["energy_to_train_mwh"] = best["avg_power_kw"] * wall_s / 3.6e6  # kW x s -> MWh
+def layout_columns(best: ScoredLayout) -> dict:
+    """The layout and result columns of a row from the chosen layout."""
+    row = {name: best.layout[name] for name, _, _ in LAYOUT_COLUMNS}
+    row.update(step_time_s=best.step_time_s, tokens_per_s=best.tokens_per_s, mfu=best.mfu,
+               model_tflops_per_gpu=best.model_tflops_per_gpu, energy_j_per_token=best.energy_j_per_token,
+               avg_power_kw=best.avg_power_kw, goodput_tokens_per_s=best.goodput_tokens_per_s,
+               memory_gib=round(best.memory_gib.total, 4))
+    if best.training is not None:  # the token budget: planner/costs/reliability.py, training_totals
+        row["time_to_train_days"] = best.training.train_days
+        row["energy_to_train_mwh"] = best.training.train_mwh
     return row
 
 
@@ -76,24 +72,22 @@ def infeasible_reason(result) -> str:
     """What removed the candidates, and why the nearest one fails."""
     removed = ", ".join(f"{k} removed {v}" for k, v in result.rejected.items() if v)
     text = f"no feasible layout of {len(result.scores)} candidates ({removed})"
-    near = result.nearest_infeasible()
+    near = result.nearest
     if near is not None:
-        lay = result.scores.layouts.row(near)
-        why = "; ".join(f"{v['constraint']}: {v['message']}" for v in result.violations(near))
-        text += f"; nearest dp{lay['dp']} tp{lay['tp']} pp{lay['pp']} mb{lay['micro_batch']}: {why}"
+        why = "; ".join(f"{v.constraint}: {v.message}" for v in near.violations)
+        text += f"; nearest {layout_cell(near.layout)}: {why}"
     return text
 
 
 def run_point(p: Point) -> dict:
     """One point: the same search as `plan search` with top_k=1, as a row; never raises for a point."""
-    from ..report import layout_json
-    from ..search import search
+    from .. import search as searching  # looked up when called, so a replaced `planner.search.search` is run
 
     row = dict.fromkeys(COLUMN_NAMES)
     row.update(_input_columns(p))
     try:
-        r = search(p.model, p.cluster, gpus=p.gpus, objective=p.objective, top_k=1, limits=p.limits,
-                   space=p.space, time_limit_s=p.time_limit_s)
+        r = searching.search(p.model, p.cluster, gpus=p.gpus, objective=p.objective, top_k=1, limits=p.limits,
+                             space=p.space, time_limit_s=p.time_limit_s, critical_batch_tokens=p.critical_batch_tokens)
     except InfeasibleError as exc:
         return {**row, "status": "infeasible", "reason": str(exc)}
     except PlannerError as exc:
@@ -102,5 +96,4 @@ def run_point(p: Point) -> dict:
         return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
     if not r.chosen.size:
         return {**row, "status": "infeasible", "reason": infeasible_reason(r)}
-    best = layout_json(r.scores, int(r.chosen[0]))
-    return {**row, "status": "ok", "reason": None, **layout_columns(best, p.model.training.tokens)}
+    return {**row, "status": "ok", "reason": None, **layout_columns(r.best)}

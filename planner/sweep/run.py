@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import SpecError
+from . import rows as point_rows
 from .points import Point
 from .store import _RowWriter, output_format, read_rows, write_rows
 
@@ -42,7 +43,7 @@ def _worker_init() -> None:
 
 def compute(points: list[Point], workers: int = 1) -> Iterator[dict]:
     """Rows of `points` as they finish: in order when serial, in completion order in a pool."""
-    from . import run_point  # looked up on the package when called, so a replaced `planner.sweep.run_point` is run
+    run_point = point_rows.run_point  # looked up when called, so a replaced `planner.sweep.rows.run_point` is run
 
     if workers <= 1 or len(points) <= 1:
         for p in points:

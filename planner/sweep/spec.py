@@ -6,9 +6,11 @@ import os
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
+from ..axes import fixable
 from ..errors import SpecError
+from ..options import axis_field, flag_of, option_field, options_for
 
 DEFAULT_CLUSTER = "dgx-a100-1024"  # the same default as `plan search`
 Objective = Literal["time", "energy", "cost", "carbon"]
@@ -23,31 +25,11 @@ class ScaleSpec(BaseModel):
     params: str | list[float] = Field(description="'LO:HI:N' (N log-spaced counts) or a list of parameter counts")
 
 
-class ConstraintsSpec(BaseModel):
-    """The constraints and fixed dimensions of `plan search`, under their `Limits` names."""
-
-    model_config = _STRICT
-    memory_headroom: float = Field(default=0.05, ge=0, lt=1, description="fraction of GPU memory kept free")
-    allow_cross_node_tp: bool = False
-    max_step_time_s: float | None = Field(default=None, gt=0)
-    min_mfu: float | None = Field(default=None, gt=0, le=1)
-    max_bubble: float | None = Field(default=None, ge=0, le=1)
-    max_power_kw: float | None = Field(default=None, gt=0)
-    max_energy_per_token_j: float | None = Field(default=None, gt=0)
-    max_gpu_power_w: float | None = Field(default=None, gt=0)
-    max_global_batch_tokens: float | None = Field(default=None, gt=0)
-    min_scaling_efficiency: float | None = Field(default=None, gt=0, le=1)
-    critical_batch_tokens: float | None = Field(default=None, gt=0)
-    tp: int | None = Field(default=None, gt=0)
-    pp: int | None = Field(default=None, gt=0)
-    dp: int | None = Field(default=None, gt=0)
-    micro_batch: int | None = Field(default=None, gt=0)
-    vpp: int | None = Field(default=None, gt=0)
-    recompute: Literal["none", "selective", "full"] | None = None
-    sequence_parallel: bool | None = None
-    zero: Literal[0, 1, 2, 3] | None = None
-    max_micro_batch: int = Field(default=32, gt=0, le=65536)
-    time_limit_s: float = Field(default=10.0, gt=0, le=3600, description="CP-SAT deterministic time limit [s]")
+ConstraintsSpec = create_model(
+    "ConstraintsSpec", __config__=_STRICT,
+    __doc__="The constraints, search settings and fixed layout axes of `plan search`, under their file keys.",
+    **{o.key: option_field(o, required_default=True) for o in options_for("sweep")},
+    **{a.name: axis_field(a, optional=True) for a in fixable()})
 
 
 class SweepSpec(BaseModel):
@@ -64,7 +46,7 @@ class SweepSpec(BaseModel):
     batch_tokens: float | None = Field(default=None, gt=0, le=1e12, description="tokens per step (rule: batch_from_tokens)")
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget: time and energy to train")
     objective: Objective | list[Objective] = "time"
-    constraints: ConstraintsSpec = ConstraintsSpec()
+    constraints: ConstraintsSpec = ConstraintsSpec()  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _one_batch_rule(self) -> "SweepSpec":
@@ -139,9 +121,3 @@ def with_overrides(spec: SweepSpec, overrides: dict) -> SweepSpec:
         raise SpecError(e["msg"].removeprefix("Value error, "), path=flag_of(key)) from None
 
 
-_FLAGS = {"max_step_time_s": "--max-step-time", "max_energy_per_token_j": "--max-energy-per-token",
-          "time_limit_s": "--time-limit", "scale_model": "--scale-model", "objective": "--objective"}
-
-
-def flag_of(key: str) -> str:
-    return _FLAGS.get(key, "--" + key.replace("_", "-"))

@@ -8,10 +8,10 @@ from pytest import approx
 from planner.costs.memory import (
     activation_bytes_per_layer,
     layers_in_flight,
-    layers_per_rank,
     memory_breakdown,
     parameters_per_gpu,
 )
+from planner.costs.stages import bounding_ranks, rank_layers
 from planner.space import single_layout
 from planner.specs import GpuSpec
 
@@ -176,8 +176,8 @@ def test_pipeline_ranks_hold_their_layers_and_embeddings(make_model):
 def test_uneven_split_puts_the_extra_layers_first(make_model):
     model = make_model(layers=10, hidden=64, heads=8, vocab=100, seq_len=16)
     layout = lay(tp=1, pp=4, num_microbatches=8)
-    first, last = layers_per_rank(model, layout)
-    assert (first[0], last[0]) == (3, 2)  # ceil(10/4), floor(10/4)
+    first, last = rank_layers(model, layout, bounding_ranks(layout))[:, 0]
+    assert (first, last) == (3, 2)  # ceil(10/4), floor(10/4)
     # 1F1B: 3 layers x min(8, 4) micro-batches
     assert layers_in_flight(model, layout)[0] == 12
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 from pytest import approx
 
 from planner.costs.compute import layer_compute
-from planner.costs.pipeline import ADAM_BYTES_PER_PARAM, step_time
+from planner.costs.pipeline import step_time
+from planner.precision import BF16
 from planner.space import single_layout
 
+ADAM_BYTES_PER_PARAM = BF16.adam_step_bytes  # 30 B: planner/precision.py
 LAT = 10e-6
 REL = 1e-9
 H, S, V = 1024, 512, 8192

@@ -1,0 +1,55 @@
+"""Dataclasses whose fields are aligned arrays (one entry per layout): row selection and assembly."""
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+from typing import TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+def take(rows: T, index) -> T:
+    """The same dataclass with each array field indexed (nested dataclasses too; None stays None)."""
+    return replace(rows, **{f.name: _take_value(getattr(rows, f.name), index) for f in fields(rows)})
+
+
+def _take_value(value, index):
+    if value is None:
+        return None
+    if is_dataclass(value):
+        return take(value, index)
+    return value[index] if isinstance(value, np.ndarray) else value
+
+
+def row(rows: T, i: int) -> T:
+    """Row i as the same dataclass of Python floats/ints (for typed results of one layout)."""
+    return replace(rows, **{f.name: _row_value(getattr(rows, f.name), i) for f in fields(rows)})
+
+
+def _row_value(value, i):
+    if value is None:
+        return None
+    if is_dataclass(value):
+        return row(value, i)
+    return value[i].item() if isinstance(value, np.ndarray) else value
+
+
+def scatter(n: int, parts: list[tuple[np.ndarray, T]]) -> T:
+    """One dataclass of length n from parts that each fill the rows `index` (a partition of 0..n-1)."""
+    first = parts[0][1]
+    out = {}
+    for f in fields(first):
+        values = [getattr(p, f.name) for _, p in parts]
+        if values[0] is None:
+            out[f.name] = None
+        elif is_dataclass(values[0]):
+            out[f.name] = scatter(n, [(idx, v) for (idx, _), v in zip(parts, values)])
+        elif isinstance(values[0], np.ndarray):
+            arr = np.empty(n, dtype=np.result_type(*values))
+            for (idx, _), v in zip(parts, values):
+                arr[idx] = v
+            out[f.name] = arr
+        else:
+            out[f.name] = values[0]
+    return type(first)(**out)

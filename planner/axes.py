@@ -1,0 +1,251 @@
+"""The layout axes, each declared once, and the rules a valid layout obeys.
+
+An axis is one dimension of a layout. Its `Axis` record is the only place that says
+- how it is stored (an int64 column of `planner.space.Layouts`; a choice by its index, a boolean
+  as 0/1) and how its value reads in JSON, CSV and plan files (`to_json`, `to_stored`);
+- which values the enumeration tries (`candidates`: a superset, validity is the `RULES`' job);
+- the CLI option that fixes it in `plan search`/`plan sweep` (`flag`, `help`) and how `plan
+  estimate` and plan files take it (`given`, `bounds`, `default`);
+- its place in the tie-break among equally good layouts and, for a parallel degree, in the rank
+  order of the process groups (Megatron-LM's `--order tp-cp-ep-dp-pp`, innermost first);
+- how it prints: in the compact layout cell (`dp32 tp4 pp8 mb1 vpp6`), as a table column, or
+  only in a layout's one-line summary.
+`Layouts`, `SpaceLimits`, the fix-a-dimension masks, the plan-file layout schema, the sweep
+columns, the CLI options and the report read this module; adding an axis is adding a record here
+(and a rule if it has one), using it in the cost terms it changes, and testing it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping
+
+import numpy as np
+
+Role = Literal["degree", "option", "derived", "outer"]
+Given = Literal["required", "optional", "default"]
+Show = Literal["cell", "column", "detail", "hidden"]
+
+MAX_DIVISOR_INPUT = 1 << 53  # trial division beyond this would not finish; such counts are bad input
+
+
+@dataclass(frozen=True)
+class SpaceContext:
+    """What the candidate values of an axis may depend on: the job, and the enumeration's limits."""
+
+    gpus: int
+    layers: int
+    heads: int
+    kv_heads: int
+    global_batch: int
+    max_micro_batch: int = 32
+    max_vpp: int = 16
+    cap_levels: int = 1  # power-cap levels searched (1: the uncapped GPU only)
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str  # Layouts column, JSON `layout` key, CSV column, plan-file and sweep-file key
+    doc: str  # what it is, with its unit (CSV column meaning)
+    role: Role  # degree: a process-group size (their product is the GPU count); option: a per-layout
+    #             choice; derived: computed from the others; outer: expands the whole space when searched
+    kind: type = int  # int | str (a choice) | bool, as users write it
+    choices: tuple = ()  # allowed values as users write them; a str choice is stored by its index
+    default: Any = None  # value when a plan file or `plan estimate` leaves it out (None: no default)
+    given: Given | None = None  # how `plan estimate` and plan files take it (None: they do not)
+    bounds: Mapping[str, Any] = field(default_factory=dict)  # pydantic Field arguments in plan files
+    flag: str | None = None  # CLI option ("--tp"); booleans get "--x/--no-x"
+    help: str = ""  # help of the option that fixes it in `plan search` and `plan sweep`
+    give_help: str = ""  # help of the option in `plan estimate`
+    invalid: str = "must be positive, got {value}"  # message for a value outside `choices`/bounds
+    expected: str = "an integer > 0"
+    candidates: Callable[[SpaceContext, Mapping[str, int]], list[int]] | None = None  # options and outer axes
+    derive: Callable[[Mapping[str, Any], SpaceContext], Any] | None = None  # derived axes
+    fills: bool = False  # a degree that takes whatever GPUs the other degrees leave (dp)
+    tiebreak: int | None = None  # position in the tie-break (smaller values preferred first)
+    rank_order: int | None = None  # position of a degree in the rank order, innermost first
+    short: str = ""  # printed name: "mb" in "mb1", "sp" in "sp=True"
+    show: Show = "hidden"
+    hide_default: bool = False  # in the layout cell only when not at its default ("vpp" when > 1)
+    column: str | None = None  # header of its own table column
+    cell: Callable[[Any], str] = str  # a table cell from the JSON value
+    justify: str = "right"  # of its table column
+    json: bool = True  # part of the JSON `layout` object
+    csv: bool = True  # a column of `plan sweep --out`
+
+    def to_json(self, stored: int) -> Any:
+        """The user-facing value of a stored one."""
+        if self.kind is str:
+            return self.choices[int(stored)]
+        if self.kind is bool:
+            return bool(stored)
+        return int(stored)
+
+    def to_stored(self, value: Any) -> int:
+        """The stored int of a user-facing value (a choice by its index)."""
+        if self.kind is str:
+            return self.choices.index(value)
+        return int(value)
+
+    def problem(self, value: Any) -> str | None:
+        """Why a value given for this axis (on the command line) is out of its domain, else None."""
+        if value is None or self.kind is bool:
+            return None
+        if self.choices:
+            return None if value in self.choices else self.invalid.format(value=value)
+        if value <= 0:
+            return self.invalid.format(value=value)
+        if "le" in self.bounds and value > self.bounds["le"]:
+            return f"must be at most {self.bounds['le']:,}, got {value}"
+        return None
+
+    @property
+    def label(self) -> str:
+        return self.short or self.name
+
+
+def divisors(n: int) -> list[int]:
+    if n > MAX_DIVISOR_INPUT:
+        raise ValueError(f"{n} is too large to enumerate the divisors of")
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _micro_batches(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
+    dp = chosen["dp"]
+    if ctx.global_batch % dp:
+        return []
+    return [m for m in divisors(ctx.global_batch // dp) if m <= ctx.max_micro_batch]
+
+
+def _virtual_stages(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
+    pp = chosen["pp"]
+    if ctx.layers % pp:
+        return [1]  # an uneven split: no interleaving
+    return [v for v in divisors(ctx.layers // pp) if v <= ctx.max_vpp and (v == 1 or pp >= 2)]
+
+
+AXES: tuple[Axis, ...] = (
+    Axis("dp", "data-parallel degree", "degree", given="optional", bounds=dict(gt=0, le=10_000_000),
+         flag="--dp", help="fix the data-parallel degree", give_help="data-parallel degree (default: GPUs / (tp*pp))",
+         fills=True, rank_order=3, show="cell"),
+    Axis("tp", "tensor-parallel degree", "degree", given="required", bounds=dict(gt=0, le=100_000),
+         flag="--tp", help="fix the tensor-parallel degree", give_help="tensor-parallel degree",
+         tiebreak=0, rank_order=0, show="cell"),
+    Axis("pp", "pipeline-parallel degree", "degree", given="required", bounds=dict(gt=0, le=100_000),
+         flag="--pp", help="fix the pipeline-parallel degree", give_help="pipeline-parallel degree",
+         tiebreak=1, rank_order=4, show="cell"),
+    Axis("micro_batch", "micro-batch size [sequences]", "option", given="required",
+         bounds=dict(gt=0, le=100_000, description="sequences per micro-batch"),
+         flag="--micro-batch", help="fix the micro-batch size [sequences]", give_help="micro-batch size [sequences]",
+         candidates=_micro_batches, tiebreak=2, short="mb", show="cell"),
+    Axis("vpp", "virtual pipeline stages per rank", "option", default=1, given="default",
+         bounds=dict(gt=0, le=10_000, description="virtual pipeline stages per rank"),
+         flag="--vpp", help="fix the virtual stages per pipeline rank", give_help="virtual stages per pipeline rank",
+         candidates=_virtual_stages, tiebreak=3, show="cell", hide_default=True),
+    Axis("recompute", "none | selective | full", "option", kind=str, choices=("none", "selective", "full"),
+         default="none", given="default", flag="--recompute", help="none | selective | full",
+         give_help="none | selective | full", invalid="unknown mode '{value}'", expected="none | selective | full",
+         candidates=lambda ctx, chosen: [0, 1, 2], tiebreak=4, show="column", column="recompute", justify="left"),
+    Axis("sequence_parallel", "sequence parallelism on", "option", kind=bool, default=False, given="default",
+         flag="--sequence-parallel", help="fix sequence parallelism", give_help="sequence parallelism (needs tp > 1)",
+         candidates=lambda ctx, chosen: [0, 1] if chosen["tp"] > 1 else [0], tiebreak=5, short="sp",
+         show="column", column="sp", cell=lambda on: "y" if on else "-", justify="center"),
+    Axis("zero", "ZeRO stage", "option", choices=(0, 1, 2, 3), default=0, given="default",
+         bounds=dict(description="ZeRO stage"), flag="--zero", help="fix the ZeRO stage (0-3)", give_help="ZeRO stage 0-3",
+         invalid="ZeRO stage {value} does not exist", expected="0, 1, 2 or 3",
+         candidates=lambda ctx, chosen: [0, 1, 2, 3] if chosen["dp"] > 1 else [0], tiebreak=6,
+         show="column", column="zero"),
+    Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
+         derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
+         short="m", show="detail", csv=False),
+    # Power caps expand the space (every layout under every cap level of the GPU preset) when the
+    # search tries them; the level's cap and speed are reported by the scores, not in `layout`.
+    Axis("power_cap", "power-cap level (index into the GPU preset's levels, 0 = uncapped)", "outer", default=0,
+         candidates=lambda ctx, chosen: list(range(ctx.cap_levels)), tiebreak=7, json=False, csv=False,
+         column="cap W", cell=lambda w: f"{w:g}"),
+)
+BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
+NAMES: tuple[str, ...] = tuple(a.name for a in AXES)
+
+
+def axis(name: str) -> Axis:
+    return BY_NAME[name]
+
+
+def degrees(axes: tuple[Axis, ...] = AXES) -> tuple[Axis, ...]:
+    """The parallel degrees in rank order, innermost first (their product is the GPU count)."""
+    return tuple(sorted((a for a in axes if a.role == "degree"), key=lambda a: a.rank_order))
+
+
+def fixable(axes: tuple[Axis, ...] = AXES) -> tuple[Axis, ...]:
+    """Axes a CLI option or a `constraints:` key can fix."""
+    return tuple(a for a in axes if a.flag is not None)
+
+
+def tiebreak_order(axes: tuple[Axis, ...] = AXES) -> tuple[Axis, ...]:
+    return tuple(sorted((a for a in axes if a.tiebreak is not None), key=lambda a: a.tiebreak))
+
+
+# --- rules ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule every layout of the space obeys (Megatron-LM's), as a vectorised test and a message.
+
+    `ok(v, ctx)` gets a mapping of axis name -> array (or scalar) and returns where the rule holds;
+    `message(row, ctx)` says why one layout (a mapping of JSON values) breaks it."""
+
+    name: str
+    axes: tuple[str, ...]  # the axes it reads: rules on degrees alone prune the enumeration early
+    ok: Callable[[Mapping[str, Any], SpaceContext], Any]
+    message: Callable[[Mapping[str, Any], SpaceContext], str]
+
+
+def _interleaving_ok(v, ctx):
+    m = ctx.global_batch // (v["dp"] * v["micro_batch"])
+    unsplit = ctx.global_batch % (v["dp"] * v["micro_batch"]) != 0  # reported by batch_divides instead
+    return (v["vpp"] == 1) | unsplit | ((v["pp"] >= 2) & (m % v["pp"] == 0) & (ctx.layers % (v["pp"] * v["vpp"]) == 0))
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("tp_divides_heads", ("tp",),
+         lambda v, ctx: (ctx.heads % v["tp"] == 0) & (ctx.kv_heads % v["tp"] == 0),
+         lambda r, ctx: f"tp={r['tp']} must divide heads ({ctx.heads}) and kv_heads ({ctx.kv_heads})"),
+    Rule("pp_at_most_layers", ("pp",), lambda v, ctx: v["pp"] <= ctx.layers,
+         lambda r, ctx: f"pp={r['pp']} is more than the {ctx.layers} layers"),
+    # Megatron-LM: global batch = dp x micro-batch x micro-batches per step.
+    Rule("batch_divides", ("dp", "micro_batch"), lambda v, ctx: ctx.global_batch % (v["dp"] * v["micro_batch"]) == 0,
+         lambda r, ctx: f"global batch {ctx.global_batch} is not a multiple of dp*micro_batch = {r['dp']}*{r['micro_batch']}"),
+    # The interleaved schedule (Narayanan et al. 2021 Sec. 2.2) needs pp >= 2, micro-batches in
+    # multiples of pp and an even split of the layers into pp*vpp chunks.
+    Rule("interleaving", ("dp", "pp", "micro_batch", "vpp"), _interleaving_ok,
+         lambda r, ctx: f"vpp={r['vpp']} needs pp >= 2, num_microbatches ({ctx.global_batch // (r['dp'] * r['micro_batch'])}) "
+         f"divisible by pp ({r['pp']}) and layers ({ctx.layers}) divisible by pp*vpp ({r['pp'] * r['vpp']})"),
+    Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
+         lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
+         lambda r, ctx: "sequence parallelism needs tp > 1"),
+    Rule("zero_needs_dp", ("dp", "zero"), lambda v, ctx: (v["zero"] == 0) | (v["dp"] > 1),
+         lambda r, ctx: f"ZeRO stage {r['zero']} shards over dp, but dp = 1"),
+)
+
+
+# --- printing ------------------------------------------------------------------------------------
+
+def layout_cell(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
+    """`dp32 tp4 pp8 mb1 vpp6`: the axes shown in the cell, those at their default left out."""
+    return " ".join(f"{a.label}{layout[a.name]}" for a in axes
+                    if a.show == "cell" and not (a.hide_default and layout[a.name] == a.default))
+
+
+def layout_summary(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
+    """`dp32 tp4 pp8 mb1 vpp6 recompute=none sp=True zero=1 m=48`: one layout on one line."""
+    rest = " ".join(f"{a.label}={layout[a.name]}" for a in axes if a.show in ("column", "detail"))
+    return f"{layout_cell(layout, axes)} {rest}"
+
+
+def layout_assignments(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
+    """`dp=32 tp=4 ... sequence_parallel=true zero=1`: the layout as a plan file spells it."""
+    def text(v):
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    return " ".join(f"{a.name}={text(layout[a.name])}" for a in axes if a.given is not None)

@@ -1,0 +1,157 @@
+"""What the `plan` commands share: consoles, turning errors into exit codes, and CLI options
+generated from the declarations (layout axes: planner/axes.py; limits and settings:
+planner/options.py), so that an axis or a limit is declared once and every command takes it."""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import typing
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from .axes import AXES, Axis, fixable
+from .constraints.base import Option
+from .errors import InfeasibleError, PlannerError, SpecError, SpecErrors
+from .options import check_axis, check_option, limits_from, options_for
+
+# Piped output gets a fixed width that fits the tables instead of rich's 80-column default.
+out = Console(width=None if Console().is_terminal else 150)
+err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150)
+
+DEFAULT_MODEL = "gpt3-175b"
+DEFAULT_CLUSTER = "dgx-a100-1024"
+
+
+def run(fn: Callable[[], Any]) -> Any:
+    """Turn planner errors into one red line on stderr and the documented exit status."""
+    try:
+        return fn()
+    except SpecErrors as exc:
+        for e in exc.errors:
+            err.print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    except PlannerError as exc:
+        label = "infeasible" if isinstance(exc, InfeasibleError) else "error"
+        err.print(f"[red]{label}:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/red]")
+        raise typer.Exit(130)
+    except BrokenPipeError:  # `plan search --json | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0)
+    except (typer.Exit, SystemExit):
+        raise
+    except Exception as exc:  # a bug: say so in one line unless debugging
+        if os.environ.get("PLANNER_DEBUG"):
+            raise
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(3)
+
+
+# --- generated options -------------------------------------------------------------------------
+
+def _param(name: str, kind: Any, default: Any, *decls: str, help: str) -> inspect.Parameter:
+    info = typer.Option(*decls, help=help)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
+
+
+def _bool_decl(flag: str) -> str:
+    return flag if flag.startswith("--allow") else f"{flag}/--no-{flag.removeprefix('--')}"
+
+
+def option_params(where: str, *, file_defaults: bool = False) -> list[inspect.Parameter]:
+    """The limits and settings a command takes. `file_defaults`: every default None (a file's value
+    or the option's default applies later), as `plan sweep` and `plan check` need."""
+    params = []
+    for o in options_for(where):
+        if o.kind is bool:
+            params.append(_param(o.key, bool, False, _bool_decl(o.flag), help=o.help))
+            continue
+        default = None if file_defaults else o.default
+        kind = Optional[o.kind] if default is None else o.kind
+        shown = o.help if default is None or not file_defaults else f"{o.help} (default {o.default:g})"
+        params.append(_param(o.key, kind, default, o.flag, help=shown))
+    return params
+
+
+def axis_params(mode: str) -> list[inspect.Parameter]:
+    """`mode` "fix": every fixable axis as an optional option (`plan search --tp 8`); "give": the
+    axes `plan estimate` takes, required ones without a default."""
+    params = []
+    for a in fixable():
+        if mode == "fix":
+            kind, default, help_ = Optional[a.kind], None, a.help
+        elif a.given is None:
+            continue
+        else:
+            kind = a.kind if a.given != "optional" else Optional[a.kind]
+            default = inspect.Parameter.empty if a.given == "required" else a.default
+            help_ = a.give_help
+        decl = f"{a.flag}/--no-{a.flag.removeprefix('--')}" if a.kind is bool else a.flag
+        params.append(_param(a.name, kind, default, decl, help=help_))
+    return params
+
+
+def with_params(*groups: list[inspect.Parameter]) -> Callable:
+    """Give a command the generated options on top of its own: it receives them in **kwargs."""
+    def decorate(fn: Callable) -> Callable:
+        hints = typing.get_type_hints(fn, include_extras=True)  # annotations are strings under PEP 563
+        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(fn).parameters.values()
+               if p.kind != inspect.Parameter.VAR_KEYWORD]
+
+        @functools.wraps(fn)
+        def command(**kwargs):
+            return fn(**kwargs)
+
+        command.__signature__ = inspect.Signature(own + [p for g in groups for p in g])
+        return command
+
+    return decorate
+
+
+def read_options(values: dict, where: str) -> dict:
+    """The option values given (None: not given), checked against their bounds."""
+    given = {}
+    for o in options_for(where):
+        v = values.get(o.key)
+        if v is not None:
+            check_option(o, v)
+            given[o.key] = v
+    return given
+
+
+def read_axes(values: dict, axes: tuple[Axis, ...] = AXES) -> dict:
+    """Axis values given on the command line (None: left free), checked against their domains."""
+    given = {}
+    for a in fixable(axes):
+        v = values.get(a.name)
+        if v is not None:
+            check_axis(a, v)
+            given[a.name] = v
+    return given
+
+
+def read_limits(values: dict, where: str, *, fix: bool = True):
+    """`Limits` from a command's option values; with `fix`, the axes given are fixed dimensions."""
+    return limits_from(read_options(values, where), read_axes(values) if fix else None)
+
+
+def setting(values: dict, option: Option) -> Any:
+    """A search setting's value (its default when not given), checked."""
+    v = values.get(option.key)
+    if v is None:
+        return option.default
+    check_option(option, v)
+    return v
+
+
+def positive(value: int | None, flag: str) -> None:
+    if value is not None and value < 1:
+        raise SpecError("must be at least 1", path=flag, expected="an integer >= 1")

@@ -1,0 +1,99 @@
+"""Pipeline ranks: what each rank of a layout holds and runs, as arrays over (rank, layout).
+
+Ranks of one pipeline differ where the schedule makes them differ:
+- layers: an uneven split puts the extra layers on the first ranks (Megatron-LM's default);
+- the word (and position) embedding sits on the first rank, the output layer and the loss on the
+  last (Narayanan et al. 2021 Sec. 2);
+- micro-batches in flight: Megatron's 1F1B warm-up runs p - r - 1 micro-batches ahead on rank r,
+  so r holds min(m, p - r); with v chunks per rank, 2 (p - r - 1) + (v - 1) p chunks ahead, plus
+  the one at work (Korthikanti et al. 2022 Sec. 4.2.3 for the first rank).
+
+A `rank` argument is an int array of shape (k, n): k ranks of each of the n layouts, giving (k, n)
+results (per-layout arrays broadcast along the first axis); a scalar (the default, rank 0) gives
+(n,) results.
+
+`bounding_ranks` (first and last) is what a full search evaluates: layers and in-flight work do
+not grow with r and only the first and last ranks carry embeddings and logits, so no middle rank
+is heavier than the first in time or memory (`tests/costs/test_stages.py` checks this against
+`all_ranks` over random spaces). `all_ranks` evaluates every rank: per-stage power caps use it,
+and splits that are not monotone (uneven stages chosen per rank) will need it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs import ModelSpec
+
+
+def bounding_ranks(layouts) -> np.ndarray:
+    """(2, n): the first and the last pipeline rank of each layout (both 0 when pp = 1)."""
+    return np.stack([np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1])
+
+
+def all_ranks(layouts) -> np.ndarray:
+    """(max pp, n): every pipeline rank; shorter pipelines repeat their last rank, which leaves
+    maxima unchanged (`valid_ranks` tells the distinct ones, for sums)."""
+    width = int(layouts.pp.max(initial=1))
+    return np.minimum(np.arange(width)[:, None], layouts.pp - 1)
+
+
+def valid_ranks(layouts) -> np.ndarray:
+    """(max pp, n) bool: which entries of `all_ranks` are distinct ranks."""
+    width = int(layouts.pp.max(initial=1))
+    return np.arange(width)[:, None] < layouts.pp
+
+
+def rank_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
+    """Transformer layers held by rank r (all its virtual stages): L // p, one more on the first L % p."""
+    p = layouts.pp
+    return model.layers // p + (rank < model.layers % p)
+
+
+def holds_embedding(rank=0) -> np.ndarray:
+    return np.asarray(rank) == 0
+
+
+def holds_logits(layouts, rank=0) -> np.ndarray:
+    return np.asarray(rank) == layouts.pp - 1
+
+
+def layers_in_flight(model: ModelSpec, layouts, rank=0, layers: np.ndarray | None = None) -> np.ndarray:
+    """Layer-activations rank r holds at its peak (module docstring): 1F1B keeps min(m, p - r)
+    micro-batches of its layers; interleaving keeps min(m v, 2 (p - r - 1) + (v - 1) p + 1)
+    chunks of L / (p v) layers. `layers`: `rank_layers` of the same ranks, when already known."""
+    p, v, m = layouts.pp, layouts.vpp, layouts.num_microbatches
+    layers = rank_layers(model, layouts, rank) if layers is None else layers
+    one_f_one_b = layers * np.minimum(m, p - rank)
+    chunk_layers = model.layers / (p * v)
+    interleaved = chunk_layers * np.minimum(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
+    return np.where(v > 1, interleaved, one_f_one_b)
+
+
+@dataclass(frozen=True)
+class PipelineRanks:
+    """The ranks a cost model evaluates, with what they hold: (k, n) arrays."""
+
+    rank: np.ndarray
+    layers: np.ndarray  # transformer layers held
+    first: np.ndarray  # holds the embedding
+    last: np.ndarray  # holds the output layer and the loss
+
+
+def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
+    """The ranks `rank` (default: the bounding ranks) of each layout."""
+    rank = bounding_ranks(layouts) if rank is None else rank
+    return PipelineRanks(rank, rank_layers(model, layouts, rank), holds_embedding(rank), holds_logits(layouts, rank))
+
+
+def heaviest(values: np.ndarray) -> np.ndarray:
+    """Rank index (row) of the largest value per layout (the first on ties: the earlier rank)."""
+    return np.argmax(values, axis=0)
+
+
+def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[index[n], n] for each layout n."""
+    if values.shape[0] == 2:  # the common case, without fancy indexing
+        return np.where(index == 0, values[0], values[1])
+    return values[index, np.arange(values.shape[1])]

@@ -1,0 +1,87 @@
+"""Typed results: one scored layout, and what a search found. JSON and terminal text are two
+functions of these in planner/report.py; `plan estimate`, `plan check` and `plan sweep` read them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .arrays import row
+from .costs.energy import Energy
+from .costs.memory import MemoryBreakdown
+from .costs.pipeline import TimeBreakdown
+from .costs.reliability import Reliability, TrainingTotals
+
+
+@dataclass(frozen=True)
+class Violation:
+    constraint: str  # a constraint's or a space rule's name
+    message: str
+    family: str | None = None  # hardware | performance | energy | scalability; None for a space rule
+
+
+@dataclass(frozen=True)
+class PowerCapLevel:
+    power_cap_w: float
+    power_cap_speed: float
+
+
+@dataclass(frozen=True)
+class ScoredLayout:
+    """One layout with every figure the planner predicts for it (floats, not arrays)."""
+
+    layout: dict[str, Any]  # axis name -> JSON value (planner.axes), the JSON `layout` object
+    violations: tuple[Violation, ...]
+    step_time_s: float
+    time_breakdown_s: TimeBreakdown
+    memory_gib: MemoryBreakdown
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float
+    energy: Energy
+    energy_j_per_token: float
+    reliability: Reliability
+    statistical_efficiency: float | None = None
+    training: TrainingTotals | None = None
+    power_cap: PowerCapLevel | None = None  # when power caps were searched
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    @property
+    def energy_j_per_step(self) -> float:
+        return self.energy.energy_j_per_step
+
+    @property
+    def avg_power_kw(self) -> float:
+        return self.energy.avg_power_kw
+
+    @property
+    def goodput_tokens_per_s(self) -> float:
+        return self.reliability.goodput_tokens_per_s
+
+
+def scored_layout(scores, i: int, violations: tuple[Violation, ...] = ()) -> ScoredLayout:
+    """Row i of `scores` (planner.score.Scores) as a ScoredLayout."""
+    i = int(i)
+    cap = None
+    if scores.power_caps is not None:
+        level = scores.power_caps[int(scores.layouts.power_cap[i])]
+        cap = PowerCapLevel(float(level.cap_w), float(level.speed))
+    stat = scores.statistical_efficiency
+    return ScoredLayout(
+        layout=scores.layouts.row(i),
+        violations=tuple(violations),
+        step_time_s=float(scores.step_time_s[i]),
+        time_breakdown_s=row(scores.time_s, i),
+        memory_gib=row(scores.memory_gib, i),
+        tokens_per_s=float(scores.tokens_per_s[i]),
+        model_tflops_per_gpu=float(scores.model_tflops_per_gpu[i]),
+        mfu=float(scores.mfu[i]),
+        energy=row(scores.energy, i),
+        energy_j_per_token=float(scores.energy_j_per_token[i]),
+        reliability=row(scores.reliability, i),
+        statistical_efficiency=None if stat is None else float(stat[i]),
+        training=None if scores.training is None else row(scores.training, i),
+        power_cap=cap,
+    )
