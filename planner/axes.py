@@ -37,6 +37,7 @@ class SpaceContext:
     heads: int
     kv_heads: int
     global_batch: int
+    seq_len: int = 0  # tokens per sequence (0: not known to the caller; no rule reads it yet)
     max_micro_batch: int = 32
     max_vpp: int = 16
     cap_levels: int = 1  # power-cap levels searched (1: the uncapped GPU only)

@@ -27,9 +27,13 @@ UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-PlanLayout = create_model(
-    "PlanLayout", __config__=_STRICT, __doc__="The checked-in layout; dp defaults to gpus / (tp * pp).",
-    **{a.name: axis_field(a, optional=False) for a in AXES if a.given is not None})
+def plan_layout_model(axes: tuple = AXES) -> type[BaseModel]:
+    """The `layout:` of a plan file: every axis a plan gives (`Axis.given`), with its bounds."""
+    return create_model("PlanLayout", __config__=_STRICT, __doc__="The checked-in layout; dp defaults to gpus / (tp * pp).",
+                        __module__=__name__, **{a.name: axis_field(a, optional=False) for a in axes if a.given is not None})
+
+
+PlanLayout = plan_layout_model()
 
 PlanConstraints = create_model(
     "PlanConstraints", __config__=_STRICT, __doc__="Limits the layout must meet; absent means unconstrained.",

@@ -81,11 +81,11 @@ def option_params(where: str, *, file_defaults: bool = False) -> list[inspect.Pa
     return params
 
 
-def axis_params(mode: str) -> list[inspect.Parameter]:
+def axis_params(mode: str, axes: tuple[Axis, ...] = AXES) -> list[inspect.Parameter]:
     """`mode` "fix": every fixable axis as an optional option (`plan search --tp 8`); "give": the
     axes `plan estimate` takes, required ones without a default."""
     params = []
-    for a in fixable():
+    for a in fixable(axes):
         if mode == "fix":
             kind, default, help_ = Optional[a.kind], None, a.help
         elif a.given is None:

@@ -115,7 +115,8 @@ def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
 
 def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), cap_levels: int = 1):
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
-                             global_batch=model.training.global_batch, limits=space, cap_levels=cap_levels)
+                             global_batch=model.training.global_batch, seq_len=model.seq_len, limits=space,
+                             cap_levels=cap_levels)
 
 
 def search(

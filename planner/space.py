@@ -130,7 +130,7 @@ def _passes(rules: tuple[Rule, ...], values: Mapping[str, Any], ctx: SpaceContex
     return ok
 
 
-def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int,
+def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int, seq_len: int = 0,
                       limits=None, cap_levels: int = 1, axes: tuple[Axis, ...] = AXES,
                       rules: tuple[Rule, ...] = RULES) -> Any:
     """All valid layouts for `gpus` GPUs. Rows come degree by degree (tp, then pp, ...), the options
@@ -138,7 +138,7 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
     limits = limits if limits is not None else (SpaceLimits() if axes is AXES else spacelimits_class(axes)())
     cls = Layouts if axes is AXES else layouts_class(axes)
     ctx = SpaceContext(gpus=gpus, layers=layers, heads=heads, kv_heads=kv_heads, global_batch=global_batch,
-                       max_micro_batch=limits.max_micro_batch, max_vpp=limits.max_vpp, cap_levels=cap_levels)
+                       seq_len=seq_len, max_micro_batch=limits.max_micro_batch, max_vpp=limits.max_vpp, cap_levels=cap_levels)
     degs = degrees(axes)
     filler = next(a for a in degs if a.fills)
     free = [a for a in axes if a.role == "degree" and not a.fills]  # registry order: the row order

@@ -29,7 +29,11 @@ INPUT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("status", str, "ok | infeasible | error"),
     ("reason", str, "why no layout is feasible (empty when ok)"),
 )
-LAYOUT_COLUMNS: tuple[tuple[str, type, str], ...] = tuple((a.name, a.kind, a.doc) for a in AXES if a.csv)
+def layout_column_specs(axes: tuple = AXES) -> tuple[tuple[str, type, str], ...]:
+    return tuple((a.name, a.kind, a.doc) for a in axes if a.csv)
+
+
+LAYOUT_COLUMNS = layout_column_specs()
 RESULT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("step_time_s", float, "time per optimizer step [s]"),
     ("tokens_per_s", float, "throughput [tokens/s]"),

@@ -1,0 +1,79 @@
+"""Every limit and setting is declared once (planner/constraints/, planner/options.py) and every
+command and file that takes it reads that declaration."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.axes import fixable
+from planner.check import PlanConstraints
+from planner.cli import app
+from planner.constraints import CONSTRAINTS, LIMIT_OPTIONS, Limits
+from planner.options import OPTIONS, flag_of
+from planner.schema import json_schema
+from planner.sweep import ConstraintsSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def help_of(command: str) -> str:
+    return runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+
+
+def test_flags_and_keys_are_unique():
+    flags = [o.flag for o in OPTIONS] + [a.flag for a in fixable()]
+    keys = [o.key for o in OPTIONS] + [a.name for a in fixable()]
+    assert len(set(flags)) == len(flags) and len(set(keys)) == len(keys)
+
+
+def test_limits_are_the_declared_options():
+    assert [f for f in Limits.__dataclass_fields__ if f != "fixed"] == [o.key for o in LIMIT_OPTIONS]
+    # unconstrained by default: no limit switches a constraint on by itself
+    defaults = Limits()
+    assert all(getattr(defaults, o.key) == o.off for o in LIMIT_OPTIONS)
+
+
+@pytest.mark.parametrize("where, command", [("search", "search"), ("estimate", "estimate"), ("sweep", "sweep")])
+def test_each_command_takes_the_options_declared_for_it(where, command):
+    text = help_of(command)
+    for o in OPTIONS:
+        assert (o.flag in text) == (where in o.where), (command, o.flag)
+
+
+def test_files_take_the_options_declared_for_them():
+    plan_schema = json_schema("plan")["$defs"]["PlanConstraints"]["properties"]
+    for o in OPTIONS:
+        assert (o.key in PlanConstraints.model_fields) == ("plan" in o.where), o.key
+        assert (o.key in plan_schema) == ("plan" in o.where), o.key
+        assert (o.key in ConstraintsSpec.model_fields) == ("sweep" in o.where), o.key
+        assert flag_of(o.key) == o.flag
+
+
+def test_every_flag_is_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for flag in [o.flag for o in OPTIONS] + [a.flag for a in fixable()]:
+        assert flag in readme, flag
+
+
+def test_every_constraint_names_its_family_and_unit_or_switch():
+    families = {"hardware", "performance", "energy", "scalability"}
+    for c in CONSTRAINTS:
+        assert c.family in families
+        if c.bound is not None:  # a bound is stated with the option that sets it
+            assert c.option is not None and "{flag}" in c.message
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["search", "--min-mfu", "2"], "--min-mfu: out of range: got 2 (expected a value > 0 and <= 1)"),
+    (["search", "--max-step-time", "-1"], "--max-step-time: out of range"),
+    (["estimate", "gpt3-175b", "dgx-a100-1024", "--tp", "8", "--pp", "8", "--micro-batch", "1",
+      "--max-bubble", "1.5"], "--max-bubble: out of range"),
+    (["sweep", "--models", "gpt3-1.3b", "--min-scaling-efficiency", "0"], "--min-scaling-efficiency"),
+    (["search", "--time-limit", "0"], "--time-limit: out of range"),
+])
+def test_bounds_hold_on_the_command_line(args, fragment):
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and fragment in r.output, r.output
