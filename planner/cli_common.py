@@ -58,7 +58,7 @@ def run(fn: Callable[[], Any]) -> Any:
 # --- generated options -------------------------------------------------------------------------
 
 def _param(name: str, kind: Any, default: Any, *decls: str, help: str) -> inspect.Parameter:
-    info = typer.Option(*decls, help=help)
+    info = typer.Option(*decls, help=escape(help))  # units in brackets ("[s]") are not rich markup
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
 
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .axes import AXES
 from .constraints import Limits, Mask, evaluate
 from .costs.power_caps import cap_levels
 from .errors import InfeasibleError, SpecError
@@ -253,8 +254,9 @@ def _reference_rate(model, cluster, gpus, limits, space) -> float | None:
 
 def empty_space_reason(model: ModelSpec, gpus: int) -> str:
     b = model.training.global_batch
+    product = "*".join(a.name for a in AXES if a.role == "degree")
     return (
-        f"no layout of {gpus} GPUs is valid for {model.name}: dp*tp*pp must equal {gpus}, tp must divide "
+        f"no layout of {gpus} GPUs is valid for {model.name}: {product} must equal {gpus}, tp must divide "
         f"heads ({model.heads}) and kv_heads ({model.num_kv_heads}), pp at most {model.layers} layers, and dp "
         f"must divide the global batch ({b}); try --gpus with a divisor-friendly count or --global-batch"
     )

@@ -52,6 +52,12 @@ def test_files_take_the_options_declared_for_them():
         assert flag_of(o.key) == o.flag
 
 
+def test_help_shows_units():
+    # units in brackets survive rich's markup: "[s]" is text, not a style
+    text = help_of("search")
+    assert "upper bound on step time [s]" in text and "fix the micro-batch size [sequences]" in text
+
+
 def test_every_flag_is_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for flag in [o.flag for o in OPTIONS] + [a.flag for a in fixable()]:
