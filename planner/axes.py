@@ -68,7 +68,8 @@ class Axis:
     show: Show = "hidden"
     hide_default: bool = False  # in the layout cell only when not at its default ("vpp" when > 1)
     column: str | None = None  # header of its own table column
-    cell: Callable[[Any], str] = str  # a table cell from the JSON value
+    cell: Callable[[Any], str] = str  # a table cell from the shown value
+    shown: Callable[[Any], Any] | None = None  # the value a table shows, from a scored layout (default: its layout value)
     justify: str = "right"  # of its table column
     json: bool = True  # part of the JSON `layout` object
     csv: bool = True  # a column of `plan sweep --out`
@@ -98,6 +99,12 @@ class Axis:
         if "le" in self.bounds and value > self.bounds["le"]:
             return f"must be at most {self.bounds['le']:,}, got {value}"
         return None
+
+    def as_option(self, value: Any) -> str:
+        """How the option that fixes this axis to `value` is written: `--tp 8`, `--no-sequence-parallel`."""
+        if self.kind is bool:
+            return self.flag if value else f"--no-{self.flag.removeprefix('--')}"
+        return f"{self.flag} {value}"
 
     @property
     def label(self) -> str:
@@ -163,7 +170,7 @@ AXES: tuple[Axis, ...] = (
     # search tries them; the level's cap and speed are reported by the scores, not in `layout`.
     Axis("power_cap", "power-cap level (index into the GPU preset's levels, 0 = uncapped)", "outer", default=0,
          candidates=lambda ctx, chosen: list(range(ctx.cap_levels)), tiebreak=7, json=False, csv=False,
-         column="cap W", cell=lambda w: f"{w:g}"),
+         column="cap W", cell=lambda w: f"{w:g}", shown=lambda s: None if s.power_cap is None else s.power_cap.power_cap_w),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 NAMES: tuple[str, ...] = tuple(a.name for a in AXES)
@@ -176,6 +183,17 @@ def axis(name: str) -> Axis:
 def degrees(axes: tuple[Axis, ...] = AXES) -> tuple[Axis, ...]:
     """The parallel degrees in rank order, innermost first (their product is the GPU count)."""
     return tuple(sorted((a for a in axes if a.role == "degree"), key=lambda a: a.rank_order))
+
+
+def filling(axes: tuple[Axis, ...] = AXES) -> Axis:
+    """The degree that takes whatever GPUs the others leave (dp)."""
+    return next(a for a in axes if a.fills)
+
+
+def given_gpus(given: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> int | None:
+    """The GPU count every degree being given implies (None when one is missing)."""
+    values = [given.get(a.name) for a in axes if a.role == "degree"]
+    return None if any(v is None for v in values) else int(np.prod(values))
 
 
 def fixable(axes: tuple[Axis, ...] = AXES) -> tuple[Axis, ...]:

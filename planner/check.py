@@ -11,10 +11,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .axes import AXES, layout_assignments
+from .axes import AXES, given_gpus, layout_assignments
 from .constraints import LIMIT_OPTIONS
 from .errors import InfeasibleError, SpecError, SpecErrors
 from .loading import cluster_from_loaded, detect_kind, gpu_from_loaded, model_from_loaded, resolve, strip_kind, validate
@@ -265,8 +264,7 @@ def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: 
     model = with_global_batch(model, plan.global_batch)
     lay, c = plan.layout, plan.constraints
     given = {a.name: getattr(lay, a.name) for a in AXES if a.given is not None}
-    degrees = [a.name for a in AXES if a.role == "degree" and not a.fills]
-    gpus = plan.gpus or (int(np.prod([given[k] for k in degrees])) * lay.dp if lay.dp else cluster.total_gpus)
+    gpus = plan.gpus or given_gpus(given) or cluster.total_gpus
 
     def error(code: str, path: tuple, message: str) -> Finding:
         return Finding(loaded.file, loaded.line_of(path), "error", code, ".".join(path), message)
@@ -285,7 +283,8 @@ def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: 
     out = []
     for v in data.violations:
         key = _stated_key(v.constraint)
-        stated = key is not None and getattr(c, key) not in (None, False)  # else the layout is to blame
+        value = None if key is None else getattr(c, key)
+        stated = value is not None and value is not False  # else the layout is to blame (0.0 is stated)
         out.append(error(v.constraint, ("constraints", key) if stated else ("layout",), v.message))
     if against_best is not None:
         out += _against_best(model, cluster, gpus, limits, data, against_best, error)

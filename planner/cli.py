@@ -34,6 +34,7 @@ def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None):
     from .loading import load_cluster, load_model
     from .search import with_global_batch
 
+    positive(gpus, "--gpus")
     m = with_global_batch(load_model(model), global_batch)
     c = load_cluster(cluster)
     if gpus is not None and gpus > c.total_gpus:
@@ -111,6 +112,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         from .axes import AXES
         from .estimate import estimate_layout
 
+        positive(gpus, "--gpus")
         m, c = _load(model, cluster, global_batch, None)
         limits = read_limits(options, "estimate", fix=False)
         given = {a.name: options[a.name] for a in AXES if a.given is not None}

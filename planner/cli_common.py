@@ -62,21 +62,17 @@ def _param(name: str, kind: Any, default: Any, *decls: str, help: str) -> inspec
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
 
 
-def _bool_decl(flag: str) -> str:
-    return flag if flag.startswith("--allow") else f"{flag}/--no-{flag.removeprefix('--')}"
-
-
 def option_params(where: str, *, file_defaults: bool = False) -> list[inspect.Parameter]:
     """The limits and settings a command takes. `file_defaults`: every default None (a file's value
     or the option's default applies later), as `plan sweep` and `plan check` need."""
     params = []
     for o in options_for(where):
         if o.kind is bool:
-            params.append(_param(o.key, bool, False, _bool_decl(o.flag), help=o.help))
+            params.append(_param(o.key, bool, False, o.flag, help=o.help))  # a switch: off unless given
             continue
         default = None if file_defaults else o.default
         kind = Optional[o.kind] if default is None else o.kind
-        shown = o.help if default is None or not file_defaults else f"{o.help} (default {o.default:g})"
+        shown = f"{o.help} (default {o.default:g})" if file_defaults and o.default is not None else o.help
         params.append(_param(o.key, kind, default, o.flag, help=shown))
     return params
 

@@ -5,9 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from .axes import AXES, SpaceContext
+from .axes import AXES, SpaceContext, filling, given_gpus
 from .constraints import Limits, evaluate
-from .errors import SpecError
+from .options import check_axis
 from .results import ScoredLayout, Violation, scored_layout
 from .score import score
 from .space import derive_dp, rule_violations, single_layout
@@ -20,9 +20,9 @@ def layout_of(model: ModelSpec, gpus: int, given: dict[str, Any], *, gpus_said: 
     that breaks a rule of the space is a violation, reported by `estimate_layout`."""
     values = {a.name: given.get(a.name, a.default) for a in AXES if a.given is not None}
     for a in AXES:
-        if a.given is not None and values[a.name] is not None and a.problem(values[a.name]):
-            raise SpecError(a.problem(values[a.name]), path=a.flag, expected=a.expected)
-    values["dp"] = derive_dp(gpus, values, gpus_said=gpus_said, in_file=in_file)
+        if a.given is not None:
+            check_axis(a, values[a.name])
+    values[filling().name] = derive_dp(gpus, values, gpus_said=gpus_said, in_file=in_file)
     derived = {a.name: a.derive(values, _context(model, gpus)) for a in AXES if a.role == "derived"}
     return single_layout(**values, **derived)
 
@@ -35,10 +35,10 @@ def _context(model: ModelSpec, gpus: int) -> SpaceContext:
 def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None = None, limits: Limits = Limits(),
                     gpus_said: str | None = None, in_file: bool = False, **given) -> ScoredLayout:
     """`given`: axis values by name (tp, pp and micro_batch at least); dp defaults to
-    gpus / (the other degrees), gpus to the cluster's."""
-    total = gpus or cluster.total_gpus
-    if gpus is None and given.get("dp") is not None:
-        total = int(np.prod([given[a.name] if a.name in given else 1 for a in AXES if a.role == "degree"]))
+    gpus / (the other degrees), gpus to the product of the degrees when all are given, else to
+    the cluster's."""
+    implied = given_gpus({a.name: given.get(a.name, a.default) for a in AXES if a.role == "degree"})
+    total = gpus or implied or cluster.total_gpus
     lay = layout_of(model, total, given, gpus_said=gpus_said or f"--gpus is {total}", in_file=in_file)
     structural = [Violation(name, message) for name, message in rule_violations(lay, _context(model, total))]
     scores = score(model, cluster, lay)

@@ -8,10 +8,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from .axes import AXES, filling
 from .errors import SpecError
 from .sweep import params_label
 
 DPI = 100
+# The parallel degrees, one heat map each: the given ones in registry order, then the filling one (dp).
+LAYOUT_DEGREES = tuple(a.name for a in AXES if a.role == "degree" and not a.fills) + (filling().name,)
 SIZES_PX = {
     "mfu_vs_gpus.png": (1000, 600),
     "tokens_per_s_vs_gpus.png": (1000, 600),
@@ -107,10 +110,10 @@ def _layout_chart(plt, rows):
     models = sorted({(r["params"], r["model"]) for r in rows})
     labels = [_label({"params": p, "model": m}) for p, m in models]
     where = {(r["params"], r["model"], r["gpus"]): r for r in ok}
-    axes = fig.subplots(1, 3, sharey=True)
+    axes = fig.subplots(1, len(LAYOUT_DEGREES), sharey=True)
     fig.subplots_adjust(left=0.08, right=0.9, bottom=0.12, top=0.86, wspace=0.08)
     grids = {}
-    for dim in ("tp", "pp", "dp"):
+    for dim in LAYOUT_DEGREES:
         grid = np.full((len(models), len(counts)), np.nan)
         for i, (p, m) in enumerate(models):
             for j, g in enumerate(counts):

@@ -102,17 +102,15 @@ def _si(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _axis_value(s: ScoredLayout, name: str) -> Any:
-    """An axis's value for a table cell: from `layout`, or the cap in W for the power-cap level."""
-    if name == "power_cap":
-        return None if s.power_cap is None else s.power_cap.power_cap_w
-    return s.layout[name]
+def _axis_value(s: ScoredLayout, a) -> Any:
+    """An axis's value for a table cell (None: this result has no such value)."""
+    return a.shown(s) if a.shown is not None else s.layout.get(a.name)
 
 
 def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False) -> Table:
     # No vertical rules: the table stays on one line per layout in a 100-column terminal.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    axes = [a for a in COLUMN_AXES if rows and all(_axis_value(r, a.name) is not None for r in rows)]
+    axes = [a for a in COLUMN_AXES if rows and all(_axis_value(r, a) is not None for r in rows)]
     cols = [("#", "right"), ("layout", "left")] + [(a.column, a.justify) for a in axes]
     cols += [("step s", "right"), ("tokens/s", "right"), ("MFU", "right"), ("mem GiB", "right"),
              ("MJ/step", "right"), ("kW", "right")]
@@ -121,7 +119,7 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False)
         # A layout reads as one token ("dp32 tp4 pp8 mb1 vpp6"): never wrap it, shrink the rest first.
         table.add_column(col, justify=just, no_wrap=col == "layout")
     for rank, r in enumerate(rows, 1):
-        cells = [str(rank), layout_cell(r.layout)] + [a.cell(_axis_value(r, a.name)) for a in axes]
+        cells = [str(rank), layout_cell(r.layout)] + [a.cell(_axis_value(r, a)) for a in axes]
         cells += [f"{r.step_time_s:.3f}", _si(r.tokens_per_s), f"{r.mfu:.1%}", f"{r.memory_gib.total:.1f}",
                   f"{r.energy_j_per_step / 1e6:,.2f}", f"{r.avg_power_kw:,.1f}"]
         cells += [f"{r.energy_j_per_token:.4g}"] if per_token else []

@@ -53,11 +53,6 @@ class Scores:
             return None
         return np.array([c.cap_w for c in self.power_caps], dtype=float)[self.layouts.power_cap]
 
-    @property
-    def power_cap_speed(self) -> np.ndarray | None:
-        if self.power_caps is None:
-            return None
-        return np.array([c.speed for c in self.power_caps], dtype=float)[self.layouts.power_cap]
 
 
 def score(model: ModelSpec, cluster: ClusterSpec, layouts, *, cap: PowerCap | None = None,

@@ -33,7 +33,7 @@ class SearchResult:
     chosen: np.ndarray  # row indices, best first
     solver: SolveResult
     frontier: np.ndarray | None = None  # rows on the time vs energy-per-token Pareto frontier (--frontier)
-    power_caps: bool = False  # whether rows include capped variants (scores.power_cap_w)
+    power_caps: bool = False  # whether rows include capped variants (the power_cap axis)
     stage_caps: StageCapResult | None = None  # per-stage caps of the best row, when caps were searched
 
     @property

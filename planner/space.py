@@ -15,12 +15,12 @@ per-layout options of each as one array product.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import field, make_dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
-from .axes import AXES, NAMES, RULES, Axis, Rule, SpaceContext, axis, degrees, divisors, tiebreak_order
+from .axes import AXES, RULES, Axis, Rule, SpaceContext, axis, degrees, divisors, tiebreak_order
 from .errors import SpecError
 
 __all__ = ["Layouts", "SpaceLimits", "SpaceContext", "divisors", "enumerate_layouts", "single_layout",
@@ -34,13 +34,16 @@ RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = (RECOMPUTE_MODES.index(m) 
 # --- Layouts: one int64 column per axis ----------------------------------------------------------
 
 def _post_init(self) -> None:
-    """Columns left out (an axis a caller does not know about) take the axis's default."""
+    """Columns left out (an axis a caller does not know about) take the axis's default; an axis
+    without one (the degrees, the micro-batch, the micro-batch count) must be given."""
     n = next((len(v) for v in (getattr(self, k) for k in self._axis_names) if v is not None), 0)
     for name in self._axis_names:
         value = getattr(self, name)
         if value is None:
             a = self._axis_by_name[name]
-            value = np.full(n, a.to_stored(a.default) if a.default is not None else 0, dtype=np.int64)
+            if a.default is None:
+                raise TypeError(f"Layouts needs the {name} column")
+            value = np.full(n, a.to_stored(a.default), dtype=np.int64)
         object.__setattr__(self, name, np.asarray(value))
 
 
@@ -258,7 +261,3 @@ def derive_dp(gpus: int, given: Mapping[str, int | None], *, gpus_said: str, in_
                         path="/".join(a.flag for a in (x for x in axes if x.role == "degree") if a.flag),
                         expected=f"degrees whose product is {gpus}")
     return fill
-
-
-def layout_fields(layouts) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(layouts))

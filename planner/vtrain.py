@@ -8,7 +8,6 @@ vocabulary 51,200, DGX A100 nodes (8 GPUs, NVLink 300 GB/s, 25 GB/s per GPU betw
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 

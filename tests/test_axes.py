@@ -48,6 +48,15 @@ def test_every_axis_reaches_cli_plan_file_sweep_file_and_csv():
         assert (a.name in COLUMN_NAMES) == a.csv, a.name
 
 
+def test_layouts_fill_defaults_but_not_what_has_none():
+    lay = Layouts(dp=np.array([2]), tp=np.array([4]), pp=np.array([8]), micro_batch=np.array([1]),
+                  num_microbatches=np.array([16]))
+    assert (lay.vpp[0], lay.recompute[0], lay.sequence_parallel[0], lay.zero[0], lay.power_cap[0]) == (1, 0, 0, 0, 0)
+    assert lay.gpus[0] == 2 * 4 * 8
+    with pytest.raises(TypeError, match="needs the dp column"):
+        Layouts(tp=np.array([8]), pp=np.array([8]), micro_batch=np.array([1]), num_microbatches=np.array([1]))
+
+
 def test_tie_break_follows_the_declared_order():
     # three rows that tie on everything but tp, pp and zero: tp first, then pp, then zero
     lay = Layouts(dp=np.array([4, 4, 2]), tp=np.array([1, 1, 2]), pp=np.array([2, 2, 2]),

@@ -97,6 +97,12 @@ def test_plan_limits_stated_in_the_file(tmp_path):
     assert {(f.code, f.line) for f in found} == {("max_step_time", 8), ("max_power", 9)}
 
 
+def test_a_limit_stated_as_zero_is_stated(tmp_path):
+    # max_bubble: 0 with pp 8: the bubble is above 0, and the finding points at the stated limit (line 8)
+    found = check_file(write(tmp_path, "p.yaml", PLAN.format(rc="selective", extra="constraints:\n  max_bubble: 0\n")))
+    assert [(f.code, f.line, f.path) for f in found] == [("max_bubble", 8, "constraints.max_bubble")]
+
+
 def test_headroom_flag_overrides_the_file(tmp_path):
     text = PLAN.format(rc="selective", extra="constraints:\n  memory_headroom: 0\n")
     path = write(tmp_path, "p.yaml", text)

@@ -58,6 +58,12 @@ def test_help_shows_units():
     assert "upper bound on step time [s]" in text and "fix the micro-batch size [sequences]" in text
 
 
+def test_sweep_help_names_the_defaults_a_file_can_override():
+    text = help_of("sweep")
+    assert "fraction of GPU memory kept free (default 0.05)" in text
+    assert "largest micro-batch to enumerate (default 32)" in text
+
+
 def test_every_flag_is_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     for flag in [o.flag for o in OPTIONS] + [a.flag for a in fixable()]:
@@ -79,6 +85,9 @@ def test_every_constraint_names_its_family_and_unit_or_switch():
       "--max-bubble", "1.5"], "--max-bubble: out of range"),
     (["sweep", "--models", "gpt3-1.3b", "--min-scaling-efficiency", "0"], "--min-scaling-efficiency"),
     (["search", "--time-limit", "0"], "--time-limit: out of range"),
+    (["estimate", "gpt3-175b", "dgx-a100-1024", "--tp", "8", "--pp", "8", "--micro-batch", "1", "--gpus", "-64"],
+     "--gpus: must be at least 1"),
+    (["search", "--gpus", "0"], "--gpus: must be at least 1"),
 ])
 def test_bounds_hold_on_the_command_line(args, fragment):
     r = runner.invoke(app, args)

@@ -53,6 +53,14 @@ def test_fixed_dimension_is_a_named_constraint(small):
     assert r.rejected["fixed_tp"] > 0
 
 
+def test_a_fixed_boolean_axis_says_which_option_was_given(small):
+    model, cluster = small
+    r = search(model, cluster, gpus=32, limits=Limits(fixed={"sequence_parallel": False}))
+    mask = next(m for m in r.masks if m.name == "fixed_sequence_parallel")
+    row = int(np.flatnonzero(~mask.ok)[0])
+    assert mask.explain(row) == "sequence_parallel=True, but --no-sequence-parallel was asked for"
+
+
 def test_infeasible_names_the_binding_constraint():
     # 175B on 8 A100s cannot fit: 175e9 params * 18 bytes / 8 GPUs = 394 GB per GPU > 80 GiB.
     model = load_model("gpt3-175b")

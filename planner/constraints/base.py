@@ -17,7 +17,6 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 Family = Literal["hardware", "performance", "energy", "scalability"]
-Where = frozenset  # of "search", "estimate", "sweep", "plan"
 EVERYWHERE: frozenset = frozenset({"search", "estimate", "sweep", "plan"})
 SEARCHES: frozenset = frozenset({"search", "sweep"})
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..axes import axis
 from ..precision import precision
+from ..space import RECOMPUTE_FULL
 from ..units import GIB
 from .base import Constraint, Context, Mask, Option, relative_excess
 
@@ -19,15 +21,15 @@ def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
     def memory_msg(i: int) -> str:
         head = f" ({usable:.1f} GiB usable with {headroom:.0%} headroom)" if headroom else ""
         tips = []
-        if lay.recompute[i] != 2:
-            tips.append("--recompute full")
+        if lay.recompute[i] != RECOMPUTE_FULL:
+            tips.append(axis("recompute").as_option("full"))
         if lay.dp[i] > 1 and lay.zero[i] < 3:
-            tips.append(f"--zero {lay.zero[i] + 1}")
+            tips.append(axis("zero").as_option(lay.zero[i] + 1))
         if lay.tp[i] > 1 and not lay.sequence_parallel[i]:
-            tips.append("--sequence-parallel")
+            tips.append(axis("sequence_parallel").as_option(True))
         if lay.micro_batch[i] > 1:
-            tips.append("a smaller --micro-batch")
-        tips.append("more pipeline stages (--pp)")
+            tips.append(f"a smaller {axis('micro_batch').flag}")
+        tips.append(f"more pipeline stages ({axis('pp').flag})")
         text = f"needs {mem[i]:.1f} GiB on {capacity:g} GiB{head}"
         # Weights, fp32 gradients and Adam states alone (18 B per parameter, Korthikanti et al. 2022)
         # set a floor on the GPU count that no layout gets under.

@@ -23,7 +23,7 @@ def _fixed(scores, ctx: Context, c: Constraint) -> list[Mask]:
         values = getattr(scores.layouts, name)
         target = a.to_stored(want)
         out.append(Mask(f"fixed_{name}", c.family, values == target,
-                        lambda i, a=a, v=values, w=want: f"{a.name}={a.to_json(v[i])}, but {a.flag} {w} was asked for",
+                        lambda i, a=a, v=values, w=want: f"{a.name}={a.to_json(v[i])}, but {a.as_option(w)} was asked for",
                         (values != target).astype(float)))
     return out
 

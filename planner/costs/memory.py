@@ -31,7 +31,7 @@ __all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", 
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """GiB per GPU (arrays over layouts, or over (layout, rank))."""
+    """GiB per GPU (arrays over layouts, or over (rank, layout))."""
 
     weights: np.ndarray
     gradients: np.ndarray

@@ -29,6 +29,8 @@ INPUT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("status", str, "ok | infeasible | error"),
     ("reason", str, "why no layout is feasible (empty when ok)"),
 )
+
+
 def layout_column_specs(axes: tuple = AXES) -> tuple[tuple[str, type, str], ...]:
     return tuple((a.name, a.kind, a.doc) for a in axes if a.csv)
 

@@ -33,7 +33,7 @@ ConstraintsSpec = create_model(
 
 
 class SweepSpec(BaseModel):
-    """A sweep file (docs/sweep.md); the flags of `plan sweep` override its keys."""
+    """A sweep file (README, "The sweep file"); the flags of `plan sweep` override its keys."""
 
     model_config = _STRICT
     kind: Literal["sweep"] | None = Field(default=None, description="`kind: sweep` marks the file for `plan check`")
