@@ -112,26 +112,25 @@ def with_params(*groups: list[inspect.Parameter]) -> Callable:
     return decorate
 
 
-def read_options(values: dict, where: str) -> dict:
-    """The option values given (None: not given), checked against their bounds."""
+def _checked(values: dict, declared, key: Callable, check: Callable) -> dict:
+    """The values given for the declared options or axes (None: not given), each checked."""
     given = {}
-    for o in options_for(where):
-        v = values.get(o.key)
+    for d in declared:
+        v = values.get(key(d))
         if v is not None:
-            check_option(o, v)
-            given[o.key] = v
+            check(d, v)
+            given[key(d)] = v
     return given
+
+
+def read_options(values: dict, where: str) -> dict:
+    """The option values given, checked against their bounds."""
+    return _checked(values, options_for(where), lambda o: o.key, check_option)
 
 
 def read_axes(values: dict, axes: tuple[Axis, ...] = AXES) -> dict:
-    """Axis values given on the command line (None: left free), checked against their domains."""
-    given = {}
-    for a in fixable(axes):
-        v = values.get(a.name)
-        if v is not None:
-            check_axis(a, v)
-            given[a.name] = v
-    return given
+    """Axis values given on the command line (the others left free), checked against their domains."""
+    return _checked(values, fixable(axes), lambda a: a.name, check_axis)
 
 
 def read_limits(values: dict, where: str, *, fix: bool = True):
