@@ -1,159 +1,290 @@
 """Published measurements as planner inputs, and the planner's predictions of them.
 
 The cases live in `data/calibration/` (copied from the steering team's collection, with sources).
-Settings a source does not print are assumptions, stated here once per source:
-- Korthikanti et al. 2022 (Megatron-LM, 2022, DGX A100 80GB, Selene): fp16, the standard
-  (non-fused) softmax attention of the time, no TP or DP overlap, plain data parallelism (zero 0),
-  NVLink 300 GB/s and one 200 Gb/s HDR HCA (25 GB/s) per GPU.
-- NVIDIA dgxc-benchmarking v24.11.1 (NeMo 24.11, DGX H100): bf16, flash attention, sequence
-  parallelism, distributed optimizer (zero 1), TP communication overlap, overlapped DP
-  communication, no recomputation; NVLink4 450 GB/s and one 400 Gb/s NDR HCA (50 GB/s) per GPU.
-  Nemotron-4 15B: 48 heads, 8 KV heads, squared-ReLU MLP (two matrices, counted as gelu), RoPE,
-  untied embeddings (Parmar et al. 2024, "Nemotron-4 15B Technical Report", Sec. 2).
+Every source names its software stack (configs/stacks/) and GPU; settings a source does not print
+are assumptions, stated once per source in `SOURCES`. A source's runs are replayed as a user would
+plan them: dp, tp, pp, GPUs and batch fixed; knobs the source does not state (Narayanan 2021's
+micro-batch and interleaving) are left to the planner, which takes its fastest layout that fits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 import yaml
 
 from .costs.comm import tp_comm_per_layer_s, tp_exposed, tp_passes
 from .costs.compute import layer_compute
+from .costs.flops import layer_attention_flops_per_seq, layer_gemm_flops_per_token, logits_flops_per_token
 from .costs.stages import rank_layers
-from .loading import load_gpu_data, shared_dir
+from .loading import load_gpu_data
 from .precision import precision
-from .score import Scores, score
-from .space import single_layout
+from .score import score
+from .shipped import shared_dir, stack_data
+from .space import Layouts, single_layout
 from .specs import ClusterSpec, ModelSpec
-from .units import GIB
+from .units import GIB, TERA
+from .vtrain import vtrain_groups
 
 DATA_DIR = shared_dir("data") / "calibration"
+FILES = ("cases.yaml", "more-cases.yaml")
 
-_SOURCES = {
-    "korthikanti": dict(
-        gpu="a100-sxm-80gb", nvlink_gbps=300, network_gbps=25, precision="fp16", attention="standard",
-        tp_comm_overlap=False, dp_comm_overlap=False, zero=0,
-    ),
-    "dgxc": dict(
-        gpu="h100-sxm-80gb", nvlink_gbps=450, network_gbps=50, precision="bf16", attention="flash",
-        tp_comm_overlap=True, dp_comm_overlap=True, zero=1,
-    ),
+
+@dataclass(frozen=True)
+class Source:
+    """One publication's runs: the stack and GPU they ran on and what the planner assumes for them."""
+
+    key: str
+    label: str
+    stack: str
+    precision: str
+    nvlink_gbps: float  # per GPU per direction
+    network_gbps: float  # per GPU per direction between nodes
+    zero: int
+    assumed: str
+    free_knobs: bool = False  # micro-batch and vpp not printed: the planner picks them
+
+
+SOURCES = {
+    "korthikanti2022": Source(
+        "korthikanti2022", "Korthikanti et al. 2022 (Megatron-LM, A100)", "megatron-lm-2022", "fp16", 300, 25, 0,
+        "fp16; fused-softmax attention, no TP/DP overlap, plain data parallelism; one 200 Gb/s HDR HCA per GPU"),
+    "narayanan2021": Source(
+        "narayanan2021", "Narayanan et al. 2021 Table 1 (Megatron-LM, A100)", "megatron-lm-2022", "fp16", 300, 25, 0,
+        "fp16, full recomputation (Eq. 3); micro-batch and interleaving not printed: the planner's fastest "
+        "fitting choice; iteration time derived from the printed TFLOP/s with Eq. 3", free_knobs=True),
+    "vocabpar2024": Source(
+        "vocabpar2024", "Yeung et al. 2024 pure pipeline baselines (Megatron, A100)", "megatron-core", "bf16", 300, 25, 0,
+        "bf16, flash attention, full recomputation (the printed peak memory rules out stored activations); "
+        "iteration time derived from the printed MFU with Narayanan's Eq. 3 FLOPs"),
+    "llmfoundry": Source(
+        "llmfoundry", "MosaicML llm-foundry (PyTorch FSDP, A100 40/80GB)", "pytorch-fsdp", "bf16", 300, 25, 3,
+        "bf16, FSDP FULL_SHARD (zero 3), flash attention, ALiBi (no position embedding), tied embeddings; "
+        "1,600 Gb/s per node (25 GB/s per GPU); iteration time = global batch x seq / (tokens/s/GPU x GPUs)"),
+    "dgxc2024": Source(
+        "dgxc2024", "NVIDIA dgxc-benchmarking v24.11.1 (NeMo, H100)", "megatron-core", "bf16", 450, 50, 1,
+        "bf16, flash attention, sequence parallelism, distributed optimizer, TP and DP overlap, no "
+        "recomputation; NVLink4 450 GB/s, one 400 Gb/s NDR HCA per GPU; Nemotron-4 15B: 48 heads, 8 KV "
+        "heads, squared-ReLU MLP (two matrices, counted as gelu), RoPE, untied (Parmar et al. 2024)"),
+    "vtrain": Source(
+        "vtrain", "vTrain (Megatron-DeepSpeed, A100)", "megatron-deepspeed", "fp16", 300, 25, 0,
+        "fp16, fused-softmax attention, no recomputation, no sequence parallelism, no overlap, vocabulary "
+        "51,200, DGX A100 nodes (the files do not state them)"),
 }
+_PREFIX = {"korthikanti2022": "korthikanti2022", "narayanan2021": "narayanan2021", "vocabpar_": "vocabpar2024",
+           "mpt_llmfoundry": "llmfoundry", "dgxc_": "dgxc2024"}
 _NEMOTRON = dict(heads=48, kv_heads=8, position_embedding="rope", tied_embeddings=False)
 
 
 @dataclass(frozen=True)
 class Case:
+    """Measured runs of one model on one cluster: one row per layout, or (`choose`) one run whose
+    unstated knobs the planner picks among the rows."""
+
     id: str
     source: str
     kind: str  # "iteration" | "layer" | "memory"
     model: ModelSpec
     cluster: ClusterSpec
-    layouts: object  # a one-row planner.space.Layouts
-    measured: dict
+    layouts: Layouts
+    measured: dict  # metric -> value (one run) or metric -> array (one per row)
+    choose: bool = False
+    ids: tuple = field(default=())
+
+    @property
+    def gpu(self) -> str:
+        return self.cluster.gpu.name
+
+    @property
+    def stack(self) -> str:
+        return self.model.training.stack.name
 
 
-def _recompute(text: str) -> str:
+def source_of(case_id: str) -> str | None:
+    return next((src for prefix, src in _PREFIX.items() if case_id.startswith(prefix)), None)
+
+
+def _recompute(text) -> str:
     text = str(text).lower()
-    if text.startswith("full") or "full_recompute" in text:
+    if text.startswith("full") or "full_recompute" in text or "full activation" in text:
         return "full"
     if text.startswith("selective"):
         return "selective"
     return "none"
 
 
-def _build(raw: dict) -> Case | None:
-    family = "korthikanti" if raw["id"].startswith("korthikanti") else "dgxc"
-    src = _SOURCES[family]
-    m, tr, lay, measured = raw["model"], raw["training"], raw["layout"], raw["measured"]
-    extra = _NEMOTRON if "nemotron" in raw["id"] else {}
-    model = ModelSpec.model_validate(
-        dict(
-            name=raw["id"], layers=m["layers"], hidden=m["hidden"], heads=m.get("heads") or extra.get("heads"),
-            kv_heads=m.get("kv_heads") or extra.get("kv_heads"), ffn_hidden=m["ffn"], vocab=m["vocab"],
-            seq_len=m["seq_len"],
-            **{k: v for k, v in extra.items() if k not in ("heads", "kv_heads")},
-            training=dict(
-                global_batch=tr["global_batch"], precision=src["precision"], attention=src["attention"],
-                tp_comm_overlap=src["tp_comm_overlap"], dp_comm_overlap=src["dp_comm_overlap"],
-            ),
-        )
-    )
-    gpus = lay["gpus"]
+def _vocab(value) -> int:
+    text = str(value).upper()
+    return int(float(text[:-1]) * 1024) if text.endswith("K") else int(value)
+
+
+def _gpu_preset(raw: dict, src: Source) -> str:
+    if src.key == "dgxc2024":
+        return "h100-sxm-80gb"
+    return "a100-sxm-40gb" if "40GB" in str(raw["hardware"]["gpu"]) else "a100-sxm-80gb"
+
+
+def _model(raw: dict, src: Source) -> ModelSpec:
+    m, tr = raw["model"], raw["training"]
+    extra = dict(_NEMOTRON) if "nemotron" in raw["id"] else {}
+    if src.key == "llmfoundry":
+        extra = dict(position_embedding="rope", tied_embeddings=True)  # ALiBi adds no parameters
+    heads = m.get("heads") or extra.pop("heads", None)
+    kv = m.get("kv_heads") or extra.pop("kv_heads", None)
+    extra.pop("heads", None), extra.pop("kv_heads", None)
+    return ModelSpec.model_validate(dict(
+        name=raw["id"], layers=m["layers"], hidden=m["hidden"], heads=heads, kv_heads=kv,
+        ffn_hidden=m["ffn"], vocab=_vocab(m["vocab"]), seq_len=m["seq_len"], **extra,
+        training=dict(global_batch=tr["global_batch"], precision=src.precision, stack=src.stack)))
+
+
+def _cluster(gpu: str, gpus: int, src: Source) -> ClusterSpec:
     per_node = 8
-    cluster = ClusterSpec.model_validate(
-        dict(
-            name=f"{family}-{gpus}", gpu=load_gpu_data(src["gpu"]), nodes=max(1, gpus // per_node),
-            node=dict(gpus=min(per_node, gpus), nvlink_gbps=src["nvlink_gbps"], network_gbps=src["network_gbps"]),
-        )
-    )
-    rc = _recompute(tr["recompute"])
+    return ClusterSpec.model_validate(dict(
+        name=f"{src.key}-{gpus}", gpu=load_gpu_data(gpu), nodes=max(1, -(-gpus // per_node)),
+        node=dict(gpus=min(per_node, gpus), nvlink_gbps=src.nvlink_gbps, network_gbps=src.network_gbps)))
+
+
+def _layouts(raw: dict, model: ModelSpec, src: Source) -> tuple[Layouts, bool]:
+    tr, lay = raw["training"], raw["layout"]
+    rc = _recompute(tr["recompute"]) if src.key not in ("narayanan2021", "vocabpar2024") else "full"
     sp = tr["seq_parallel"] if isinstance(tr["seq_parallel"], bool) else True
-    if family == "korthikanti" and str(tr["recompute"]).startswith("selective_plus"):
+    if src.key == "korthikanti2022" and str(tr["recompute"]).startswith("selective_plus"):
         sp = True
-    dp, tp, pp, mb = lay["dp"], lay["tp"], lay["pp"], tr["micro_batch"]
-    layouts = single_layout(
-        dp=dp, tp=tp, pp=pp, micro_batch=mb, vpp=tr.get("vpp") or 1, recompute=rc,
-        sequence_parallel=sp and tp > 1, zero=src["zero"] if dp > 1 else 0,
-        num_microbatches=tr["global_batch"] // (dp * mb),
-    )
-    if "iteration_s" in measured:
-        kind = "iteration"
-    elif "layer_total_ms" in measured:
-        kind = "layer"
-    elif "activations_gib" in measured:
-        kind = "memory"
-    else:
-        return None  # MFU-only rows (no time of their own) are not replayed
-    return Case(raw["id"], raw["source"], kind, model, cluster, layouts, measured)
+    dp, tp, pp = lay["dp"], lay["tp"], lay["pp"]
+    zero = src.zero if dp > 1 else 0
+    gb = tr["global_batch"]
+    if not src.free_knobs:
+        mb = tr["micro_batch"]
+        return single_layout(dp=dp, tp=tp, pp=pp, micro_batch=mb, vpp=tr.get("vpp") or 1, recompute=rc,
+                             sequence_parallel=sp and tp > 1, zero=zero, num_microbatches=gb // (dp * mb)), False
+    rows = []
+    for mb in (1, 2, 4, 8):
+        for vpp in (1, 2, 3, 4, 6, 8):
+            if gb % (dp * mb) or (vpp > 1 and (pp == 1 or model.layers % (pp * vpp) or (gb // (dp * mb)) % pp)):
+                continue
+            rows.append(dict(dp=dp, tp=tp, pp=pp, micro_batch=mb, vpp=vpp, num_microbatches=gb // (dp * mb)))
+    cols = {k: np.array([r[k] for r in rows], dtype=np.int64) for k in rows[0]}
+    n = len(rows)
+    return Layouts(**cols, recompute=np.full(n, 2, dtype=np.int64),
+                   sequence_parallel=np.full(n, int(sp and tp > 1), dtype=np.int64),
+                   zero=np.full(n, zero, dtype=np.int64)), True
 
 
-def load_cases(path: Path | None = None) -> list[Case]:
-    raw = yaml.safe_load((path or DATA_DIR / "cases.yaml").read_text())
-    return [c for c in (_build(r) for r in raw) if c is not None]
+def _eq3_flops(model: ModelSpec) -> float:
+    """Narayanan et al. 2021 Eq. 3 (hardware FLOPs with full recomputation): 4 forward passes of the
+    layers and 3 of the logits, per step."""
+    s, b = model.seq_len, model.training.global_batch
+    layer = s * layer_gemm_flops_per_token(model) + layer_attention_flops_per_seq(model)
+    return b * (4 * model.layers * layer + 3 * s * logits_flops_per_token(model))
 
 
-def predict(case: Case, cluster: ClusterSpec | None = None) -> dict:
-    """Predicted counterparts of the case's measured figures."""
-    s: Scores = score(case.model, cluster or case.cluster, case.layouts)
+def _measured(raw: dict, model: ModelSpec, src: Source) -> tuple[str, dict] | None:
+    me, gpus = raw["measured"], raw["layout"]["gpus"]
+    if "iteration_s" in me:
+        return "iteration", {"iteration_s": me["iteration_s"]}
+    if "layer_total_ms" in me:
+        return "layer", {k: me[k] for k in ("layer_forward_ms", "layer_backward_ms", "layer_total_ms")}
+    if "activations_gib" in me:
+        return "memory", {k: me[k] for k in ("params_plus_optimizer_gib", "activations_gib")}
+    peak = 312 * TERA
+    if src.key == "narayanan2021":
+        return "iteration", {"iteration_s": _eq3_flops(model) / (me["tflops_per_gpu"] * TERA * gpus)}
+    if src.key == "vocabpar2024":
+        return "iteration", {"iteration_s": _eq3_flops(model) / (me["mfu"] * peak * gpus)}
+    if src.key == "llmfoundry":
+        tokens = model.training.global_batch * model.seq_len
+        return "iteration", {"iteration_s": tokens / (me["tokens_per_s_per_gpu"] * gpus)}
+    return None  # MFU-only rows of a run already replayed by its iteration time
+
+
+def _build(raw: dict) -> Case | None:
+    key = source_of(raw["id"])
+    prec = str(raw["training"].get("precision", "")).lower()
+    if key is None or "fp8" in prec or (raw["layout"].get("cp") or 1) > 1:
+        return None  # FP8 and context parallelism: not expressible yet
+    src = SOURCES[key]
+    model = _model(raw, src)
+    measured = _measured(raw, model, src)
+    if measured is None:
+        return None
+    layouts, choose = _layouts(raw, model, src)
+    cluster = _cluster(_gpu_preset(raw, src), raw["layout"]["gpus"], src)
+    return Case(raw["id"], key, measured[0], model, cluster, layouts, measured[1], choose)
+
+
+def load_cases(files=FILES, vtrain: bool = False) -> list[Case]:
+    """Every replayable case of the shared files (and, with `vtrain`, vTrain's runs by model shape)."""
+    cases = []
+    for name in files:
+        for raw in yaml.safe_load((DATA_DIR / name).read_text()):
+            case = _build(raw)
+            if case is not None:
+                cases.append(case)
+    if vtrain:
+        cases += [Case(i, "vtrain", "iteration", m, c, lay, {"iteration_s": t}) for i, m, c, lay, t in vtrain_groups()]
+    return cases
+
+
+def predict(case: Case, model: ModelSpec | None = None, cluster: ClusterSpec | None = None) -> dict:
+    """Predicted counterparts of the case's measured figures (arrays for multi-row cases)."""
+    model, cluster = model or case.model, cluster or case.cluster
     if case.kind == "iteration":
-        return {"iteration_s": float(s.step_time_s[0])}
+        s = score(model, cluster, case.layouts)
+        if not case.choose:
+            return {"iteration_s": s.step_time_s if len(case.layouts) > 1 else float(s.step_time_s[0])}
+        fits = s.memory_gib.total <= cluster.gpu.memory_gib
+        return {"iteration_s": float(np.min(np.where(fits, s.step_time_s, np.inf)) if fits.any() else s.step_time_s.min())}
     if case.kind == "layer":
-        cl = cluster or case.cluster
-        model, lay = case.model, case.layouts
-        lc = layer_compute(model, cl.gpu, lay)
-        act = precision(model.training.precision).activation_bytes
-        # One forward pass of TP collectives in the forward; the rest (backward, recomputed forward) in backward.
-        tp = tp_comm_per_layer_s(cl, model.hidden, model.seq_len, lay, act) * tp_exposed(model, cl)
-        fwd = lc.fwd_s[0] + tp[0]
-        bwd = lc.bwd_s[0] + lc.recompute_s[0] + tp[0] * (tp_passes(lay)[0] - 1.0)
-        return {"layer_forward_ms": fwd * 1e3, "layer_backward_ms": bwd * 1e3, "layer_total_ms": (fwd + bwd) * 1e3}
+        return _layer_times(case, model, cluster)
+    return _memory(case, model, cluster)
+
+
+def _layer_times(case: Case, model: ModelSpec, cluster: ClusterSpec) -> dict:
+    lay = case.layouts
+    lc = layer_compute(model, cluster.gpu, lay)
+    act = precision(model.training.precision).activation_bytes
+    # One forward pass of TP collectives in the forward; the rest (backward, recomputed forward) in backward.
+    tp = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, lay, act) * tp_exposed(model, cluster)
+    fwd = lc.fwd_s[0] + tp[0]
+    bwd = lc.bwd_s[0] + lc.recompute_s[0] + tp[0] * (tp_passes(lay)[0] - 1.0)
+    return {"layer_forward_ms": fwd * 1e3, "layer_backward_ms": bwd * 1e3, "layer_total_ms": (fwd + bwd) * 1e3}
+
+
+def _memory(case: Case, model: ModelSpec, cluster: ClusterSpec) -> dict:
     # Korthikanti Fig. 1 counts the transformer layers' state bytes per parameter only; the first
     # stage also holds the word embedding, which the planner adds on top (memory_breakdown).
-    first = rank_layers(case.model, case.layouts, 0)
-    state_bytes = precision(case.model.training.precision).state_bytes
-    layer_state = first * case.model.layer_params() / case.layouts.tp * state_bytes
-    return {
-        "params_plus_optimizer_gib": float(layer_state[0] / GIB),
-        "activations_gib": float(s.memory_gib.activations[0]),
-    }
+    s = score(model, cluster, case.layouts)
+    first = rank_layers(model, case.layouts, 0)
+    state_bytes = precision(model.training.precision).state_bytes
+    layer_state = first * model.layer_params() / case.layouts.tp * state_bytes
+    return {"params_plus_optimizer_gib": float(layer_state[0] / GIB),
+            "activations_gib": float(s.memory_gib.activations[0])}
 
 
-def errors(cases: list[Case], cluster_override=None) -> list[tuple[Case, str, float, float, float]]:
-    """(case, metric, measured, predicted, relative error) for every comparable figure."""
+def errors(cases: list[Case], predictions: dict | None = None) -> list[tuple]:
+    """(case, metric, measured, predicted, relative error) for every comparable figure; a multi-row
+    case gives one tuple per row."""
     rows = []
     for case in cases:
-        pred = predict(case)
+        pred = predictions[case.id] if predictions is not None else predict(case)
         for key, value in pred.items():
             meas = case.measured.get(key)
             if meas is None:
                 continue
-            rows.append((case, key, float(meas), float(value), (value - meas) / meas))
+            for m, p in zip(np.atleast_1d(meas), np.atleast_1d(value)):
+                rows.append((case, key, float(m), float(p), (float(p) - float(m)) / float(m)))
     return rows
 
 
 def summary(rows) -> dict:
     err = np.abs(np.array([r[4] for r in rows])) if rows else np.zeros(0)
     return {"n": int(err.size), "mean_abs": float(err.mean()) if err.size else 0.0, "max_abs": float(err.max()) if err.size else 0.0}
+
+
+def stack_profile(name: str) -> dict:
+    """A shipped stack profile as data (for refits that replace its constants)."""
+    data = stack_data(name)
+    if data is None:
+        raise KeyError(name)
+    return data

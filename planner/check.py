@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from .axes import AXES, given_gpus, layout_assignments
 from .constraints import LIMIT_OPTIONS
 from .errors import InfeasibleError, SpecError, SpecErrors
-from .loading import cluster_from_loaded, detect_kind, gpu_from_loaded, model_from_loaded, resolve, strip_kind, validate
+from .loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, resolve, strip_kind, validate
 from .options import axis_field, limits_from, option_field
 from .specs import ClusterSpec, GpuSpec, ModelSpec
 from .yamlio import LoadedYaml, load_yaml_file
@@ -112,7 +112,7 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
         return from_errors(exc, UNREADABLE)
     kind = detect_kind(loaded.data)
     checks = {"gpu": _check_gpu, "cluster": _check_cluster, "model": _check_model, "layout": _check_layout,
-              "sweep": _check_sweep}
+              "sweep": _check_sweep, "stack": _check_stack}
     try:
         if kind == "plan":
             return check_plan(loaded, headroom=headroom, against_best=against_best)
@@ -120,9 +120,14 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
             return checks[kind](loaded)
         strip_kind(loaded.data, loaded, "gpu")  # an unknown `kind:` value gets its message here
         raise SpecError("cannot tell what this file is", file=file, line=1, expected=(
-            "a `kind:` key (gpu, cluster, model, layout, plan or sweep) or the keys of one of them"))
+            f"a `kind:` key ({', '.join(FILE_KINDS[:-1])} or {FILE_KINDS[-1]}) or the keys of one of them"))
     except (SpecError, SpecErrors) as exc:
         return from_errors(exc, INVALID)
+
+
+def _check_stack(loaded: LoadedYaml) -> list[Finding]:
+    stack_from_loaded(loaded)
+    return []
 
 
 def _check_sweep(loaded: LoadedYaml) -> list[Finding]:

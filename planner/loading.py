@@ -15,33 +15,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .errors import SpecError, SpecErrors
-from .specs import ClusterSpec, GpuSpec, ModelSpec
+from .shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
+from .specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec
 from .yamlio import LoadedYaml, load_yaml_file
 
 T = TypeVar("T", bound=BaseModel)
 
-KINDS = {"gpu": "gpus", "cluster": "clusters", "model": "models"}
-FILE_KINDS = ("gpu", "cluster", "model", "layout", "plan", "sweep")
-
-
-def shared_dir(name: str) -> Path:
-    """`name` beside the package (a source tree or an editable install), else under
-    <prefix>/share/planner/ (where a wheel puts it)."""
-    beside = Path(__file__).resolve().parent.parent / name
-    if beside.is_dir():
-        return beside
-    return Path(sys.prefix) / "share" / "planner" / name
-
-
-def config_dir() -> Path:
-    """Shipped specs: $PLANNER_CONFIG_DIR, else the shipped `configs/`."""
-    env = os.environ.get("PLANNER_CONFIG_DIR")
-    return Path(env) if env else shared_dir("configs")
-
-
-def shipped_names(kind: str) -> list[str]:
-    folder = config_dir() / KINDS[kind]
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep")
 
 
 def _unknown_name(what: str, name: str, names: list[str], file: str | None, or_what: str) -> SpecError:
@@ -221,7 +201,8 @@ def validate(model: type[T], data: Any, loaded: LoadedYaml, prefix: tuple = ()) 
 # Keys that only a file of that kind has, in the order they are tried.
 SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node"}, "model": {"layers", "hidden"},
               "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"},
-              "sweep": {"models", "scale_model", "batch_tokens"}}
+              "sweep": {"models", "scale_model", "batch_tokens"},
+              "stack": {"tp_comm_overlap", "layer_overhead_us", "zero3_gather"}}
 
 
 def detect_kind(data: dict) -> str | None:
@@ -263,6 +244,11 @@ def gpu_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) ->
 def model_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ModelSpec:
     data = loaded.data if data is None else data
     return validate(ModelSpec, strip_kind(data, loaded, "model", prefix), loaded, prefix)
+
+
+def stack_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> StackSpec:
+    data = loaded.data if data is None else data
+    return validate(StackSpec, strip_kind(data, loaded, "stack", prefix), loaded, prefix)
 
 
 def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ClusterSpec:
@@ -307,6 +293,10 @@ def load_gpu(arg: str | os.PathLike) -> GpuSpec:
 
 def load_model(arg: str | os.PathLike) -> ModelSpec:
     return model_from_loaded(load_yaml_file(resolve(arg, "model")))
+
+
+def load_stack(arg: str | os.PathLike) -> StackSpec:
+    return stack_from_loaded(load_yaml_file(resolve(arg, "stack")))
 
 
 def load_cluster(arg: str | os.PathLike) -> ClusterSpec:

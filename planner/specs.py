@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .precision import PRECISIONS
+from .shipped import DEFAULT_STACK, stack_data, unknown_stack_message
 from .units import GB, TERA, US
 
 # Upper bounds reject absurd values (a typo of a few orders of magnitude), not future hardware.
@@ -31,32 +32,33 @@ class PeakTflops(_Spec):
 
 
 class Efficiency(_Spec):
-    """Calibrated constants of the cost models, fitted once per GPU type (benchmarks/calibrate.py).
+    """What the hardware reaches, fitted once per GPU type over every stack's measurements
+    (benchmarks/calibrate.py). What the software does (overheads, overlap, kernel fusion) is in
+    the stack profile (`StackSpec`, configs/stacks/).
 
     They are data, not code: each is the fraction of a datasheet peak that real kernels reach,
-    or a fixed overhead.
+    or a fixed latency.
     """
 
-    gemm: float = Field(gt=0, le=1, description="fraction of peak TFLOP/s that large GEMMs reach")
+    gemm: float = Field(gt=0, le=1, description="fraction of peak TFLOP/s that large, wave-aligned GEMMs reach")
+    gemm_half_gflop: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "GEMM work per SM wave at which a GEMM reaches half of `gemm` [GFLOP] (saturating curve; 0: off)"))
     hbm: float = Field(gt=0, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
-    flash_attention: float = Field(gt=0, le=1, description="fraction of peak the fused attention kernel reaches (forward)")
-    elementwise_backward_factor: float = Field(gt=0, le=10, description="backward/forward ratio of memory-bound traffic")
+    flash_attention: float = Field(gt=0, le=1, description="fraction of peak the fused attention kernel reaches (forward, head dim 128)")
     nvlink: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
     network: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
-    latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send [us]")
+    latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send inside a node [us]")
+    network_latency_us: float | None = Field(default=None, ge=0, le=1e4, description=(
+        "per-step latency of a collective step between nodes [us] (default: latency_us)"))
     message_half_mb: float = Field(default=0.0, ge=0, le=1e4, description="message size at which NCCL reaches half its bus bandwidth [MB]")
-    layer_overhead_us: float = Field(ge=0, le=1e5, description="fixed time per transformer layer forward (launches, small ops) [us]")
-    step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
-    tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")
-    dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
 
     @property
     def latency_s(self) -> float:
         return self.latency_us * US
 
     @property
-    def layer_overhead_s(self) -> float:
-        return self.layer_overhead_us * US
+    def network_latency_s(self) -> float:
+        return (self.latency_us if self.network_latency_us is None else self.network_latency_us) * US
 
 
 class GpuPower(_Spec):
@@ -86,6 +88,10 @@ class GpuSpec(_Spec):
     tdp_w: float = Field(gt=0, le=1e5)
     idle_w: float = Field(gt=0, le=1e5)
     memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
+    sms: int | None = Field(default=None, gt=0, le=100_000, description=(
+        "streaming multiprocessors: GEMM tiles run in waves of this many (None: no wave quantisation)"))
+    gemm_tile: tuple[int, int] = Field(default=(128, 128), strict=False, description=(
+        "output tile of the GEMM kernels (rows, columns) for wave quantisation"))
     efficiency: Efficiency
     power: GpuPower = GpuPower()
     power_caps: tuple[PowerCap, ...] = Field(
@@ -134,6 +140,18 @@ class NodeSpec(_Spec):
         return self.nvlink_domain_gpus or self.gpus
 
 
+class NetworkSpec(_Spec):
+    """The scale-out fabric between NVLink domains (planner/costs/comm.py). Defaults: a non-blocking,
+    rail-optimised fat tree of 64-port switches (NVIDIA DGX SuperPOD reference architecture)."""
+
+    oversubscription: float = Field(default=1.0, ge=1, le=64, description=(
+        "downlink/uplink ratio above the leaf switches: traffic that leaves a leaf gets 1/x of the bandwidth"))
+    switch_radix: int = Field(default=64, ge=4, le=4096, description="ports per switch (Quantum-2 NDR: 64)")
+    switch_latency_us: float = Field(default=0.13, ge=0, le=1000, description="latency of one switch hop [us]")
+    rail_optimized: bool = Field(default=True, description=(
+        "GPU i of every node on the same leaf (rail): a leaf reaches radix/2 nodes, not radix/2 / gpus-per-node"))
+
+
 class PowerSpec(_Spec):
     pue: float = Field(default=1.1, gt=0, le=10, description="power usage effectiveness of the data centre")
     node_overhead_w: float = Field(default=3300.0, ge=0, le=1e6, description="non-GPU power per node [W]")
@@ -171,6 +189,7 @@ class ClusterSpec(_Spec):
     gpu: GpuSpec
     nodes: int = Field(gt=0, le=1_000_000)
     node: NodeSpec
+    network: NetworkSpec = NetworkSpec()
     power: PowerSpec = PowerSpec()
     pricing: PricingSpec = PricingSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
@@ -180,15 +199,112 @@ class ClusterSpec(_Spec):
         return self.nodes * self.node.gpus
 
 
+class StackConstants(_Spec):
+    """What a software stack does, as constants (planner/costs): per-GPU fitted values override
+    the profile's own (`StackSpec.gpus`)."""
+
+    layer_overhead_us: float = Field(ge=0, le=1e5, description="fixed time per transformer layer forward (launches, small ops) [us]")
+    microbatch_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "fixed time per micro-batch per model chunk on a pipeline rank (schedule, p2p setup, hooks) [us]"))
+    step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
+    elementwise_backward_factor: float = Field(default=1.0, gt=0, le=10, description="backward/forward ratio of memory-bound traffic (kernel fusion)")
+    tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")
+    dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
+    optimizer_step_factor: float = Field(default=1.0, gt=0, le=100, description=(
+        "optimizer-step HBM traffic relative to one fused Adam pass (unfused multi-tensor kernels: >1)"))
+
+    @property
+    def layer_overhead_s(self) -> float:
+        return self.layer_overhead_us * US
+
+    @property
+    def microbatch_overhead_s(self) -> float:
+        return self.microbatch_overhead_us * US
+
+
+class StackGpuConstants(_Spec):
+    """Constants of one stack fitted on one GPU type, and the sources they were fitted on."""
+
+    fitted_on: tuple[str, ...] = Field(default=(), strict=False, max_length=64)
+    layer_overhead_us: float | None = Field(default=None, ge=0, le=1e5)
+    microbatch_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
+    step_overhead_s: float | None = Field(default=None, ge=0, le=100)
+    elementwise_backward_factor: float | None = Field(default=None, gt=0, le=10)
+    tp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
+    dp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
+    optimizer_step_factor: float | None = Field(default=None, gt=0, le=100)
+
+
+class StackSpec(StackConstants):
+    """A software-stack profile (configs/stacks/*.yaml): the kernels it runs, what it overlaps and how
+    well, its fixed overheads and how ZeRO-3/FSDP gathers parameters. The GPU preset keeps what the
+    hardware does."""
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str = Field(default="", max_length=2000)
+    attention: Literal["flash", "standard"] = "flash"
+    tp_comm_overlap: bool = False
+    dp_comm_overlap: bool = True
+    zero3_gather: Literal["layer", "module"] = Field(default="layer", description=(
+        "ZeRO-3 gathering unit: a whole transformer layer (FSDP wrapping per block) or one weight "
+        "matrix at a time (DeepSpeed stage-3 hooks per submodule)"))
+    zero3_units_in_flight: int = Field(default=2, ge=1, le=64, description=(
+        "gathered units held at once (the one at work and the prefetched ones)"))
+    zero3_prefetch_params: float = Field(default=0.0, ge=0, le=1e12, description=(
+        "parameters prefetched beyond the units in flight (DeepSpeed stage3_prefetch_bucket_size)"))
+    zero3_reduce_bucket_params: float = Field(default=0.0, ge=0, le=1e12, description=(
+        "gradient elements bucketed before a reduce-scatter (DeepSpeed reduce_bucket_size; 0: one unit)"))
+    zero3_unit_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "fixed time per gathered unit per pass (hooks, allocation, stream sync) [us]"))
+    gpus: dict[str, StackGpuConstants] = Field(default_factory=dict, description=(
+        "constants fitted on a GPU type (benchmarks/calibrate.py); other GPUs carry the profile's over"))
+
+    def for_gpu(self, gpu_name: str) -> StackConstants:
+        """The constants on `gpu_name`: the fitted ones where this GPU was calibrated."""
+        fitted = self.gpus.get(gpu_name)
+        base = {k: getattr(self, k) for k in StackConstants.model_fields}
+        if fitted is not None:
+            base.update({k: v for k, v in fitted.model_dump().items() if k in base and v is not None})
+        return StackConstants(**base)
+
+    def calibrated_on(self, gpu_name: str) -> bool:
+        return gpu_name in self.gpus and bool(self.gpus[gpu_name].fitted_on)
+
+
+def _stack_profile(value):
+    """A stack named by a shipped profile becomes that profile; a mapping is an inline profile."""
+    if isinstance(value, str):
+        data = stack_data(value)
+        if data is None:
+            raise ValueError(unknown_stack_message(value))
+        return data
+    return value
+
+
 class TrainingSpec(_Spec):
     global_batch: int = Field(gt=0, le=100_000_000, description="sequences per optimizer step")
     precision: Literal[tuple(PRECISIONS)] = "bf16"  # type: ignore[valid-type]  # planner/precision.py
+    stack: StackSpec = Field(default=DEFAULT_STACK, validate_default=True, description=(
+        "software stack: a shipped profile (configs/stacks/) by name, or a profile mapping"))
     attention: Literal["flash", "standard"] = Field(
-        default="flash", description="flash: fused attention (no s^2 activations); standard: Megatron 2022 softmax path"
+        default=None, validate_default=False,
+        description="override of the stack's: flash: fused attention (no s^2 activations); standard: Megatron 2022 softmax path"
     )
-    tp_comm_overlap: bool = Field(default=False, description="TP collectives overlapped with GEMMs (Transformer Engine userbuffers)")
-    dp_comm_overlap: bool = Field(default=True, description="gradient reduce-scatter / all-reduce overlapped with backward")
+    tp_comm_overlap: bool = Field(default=None, validate_default=False, description=(
+        "override of the stack's: TP collectives overlapped with GEMMs (Transformer Engine userbuffers)"))
+    dp_comm_overlap: bool = Field(default=None, validate_default=False, description=(
+        "override of the stack's: gradient reduce-scatter / all-reduce overlapped with backward"))
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
+
+    _stack_name = field_validator("stack", mode="before")(_stack_profile)
+
+    @model_validator(mode="after")
+    def _stack_defaults(self) -> "TrainingSpec":
+        # Unset overrides take the stack's choice (frozen model: set once, here).
+        for key in ("attention", "tp_comm_overlap", "dp_comm_overlap"):
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, getattr(self.stack, key))
+        return self
 
 
 class ModelSpec(_Spec):

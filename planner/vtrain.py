@@ -11,11 +11,14 @@ import csv
 
 import numpy as np
 
-from .calibration import DATA_DIR
 from .loading import load_gpu_data
 from .score import score
+from .shipped import shared_dir
 from .space import Layouts
 from .specs import ClusterSpec, ModelSpec
+
+DATA_DIR = shared_dir("data") / "calibration"
+FILES = ("ground_truth_single.csv", "ground_truth_multi.csv")
 
 COLUMNS = ("gpus", "global_batch", "micro_batch", "hidden", "heads", "layers", "seq_len", "tp", "dp", "pp", "ms")
 
@@ -32,24 +35,46 @@ def read_rows(name: str) -> list[dict]:
     return rows
 
 
-def predict_rows(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """(measured, predicted) iteration times [s]; one score() call per distinct model shape."""
-    gpu = load_gpu_data("a100-sxm-80gb")
-    measured, predicted = [], []
+def _shape_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
     shapes: dict[tuple, list[dict]] = {}
     for r in rows:
         shapes.setdefault((r["hidden"], r["heads"], r["layers"], r["seq_len"], r["global_batch"]), []).append(r)
-    for (h, a, layers, s, gb), group in shapes.items():
-        model = ModelSpec.model_validate(dict(
-            name="vtrain", layers=int(layers), hidden=int(h), heads=int(a), vocab=51200, seq_len=int(s),
-            training=dict(global_batch=int(gb), precision="fp16", attention="standard", dp_comm_overlap=False)))
-        gpus = int(max(r["gpus"] for r in group))
-        cluster = ClusterSpec.model_validate(dict(
-            name="vtrain", gpu=gpu, nodes=max(1, -(-gpus // 8)),
-            node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=25)))
-        arr = {k: np.array([r[k] for r in group], dtype=np.int64) for k in ("dp", "tp", "pp", "micro_batch")}
-        # Axes the files do not state (vpp, recompute, sp, zero) take the registry's defaults.
-        lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
+    return shapes
+
+
+def _inputs(key: tuple, group: list[dict]) -> tuple[ModelSpec, ClusterSpec, Layouts]:
+    h, a, layers, s, gb = key
+    model = ModelSpec.model_validate(dict(
+        name="vtrain", layers=int(layers), hidden=int(h), heads=int(a), vocab=51200, seq_len=int(s),
+        training=dict(global_batch=int(gb), precision="fp16", stack="megatron-deepspeed")))
+    gpus = int(max(r["gpus"] for r in group))
+    cluster = ClusterSpec.model_validate(dict(
+        name="vtrain", gpu=load_gpu_data("a100-sxm-80gb"), nodes=max(1, -(-gpus // 8)),
+        node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=25)))
+    arr = {k: np.array([r[k] for r in group], dtype=np.int64) for k in ("dp", "tp", "pp", "micro_batch")}
+    # Axes the files do not state (vpp, recompute, sp, zero) take the registry's defaults.
+    lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
+    return model, cluster, lay
+
+
+def predict_rows(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(measured, predicted) iteration times [s]; one score() call per distinct model shape
+    (rows come back grouped by shape)."""
+    measured, predicted = [], []
+    for key, group in _shape_groups(rows).items():
+        model, cluster, lay = _inputs(key, group)
         predicted.append(score(model, cluster, lay).step_time_s)
         measured.append(np.array([r["ms"] / 1e3 for r in group]))
     return np.concatenate(measured), np.concatenate(predicted)
+
+
+def vtrain_groups() -> list[tuple]:
+    """vTrain's runs, one (id, model, cluster, layouts, measured iteration times [s]) per file and
+    model shape."""
+    out = []
+    for name in FILES:
+        tag = "single" if "single" in name else "multi"
+        for i, (key, group) in enumerate(_shape_groups(read_rows(name)).items()):
+            model, cluster, lay = _inputs(key, group)
+            out.append((f"vtrain_{tag}_{i}", model, cluster, lay, np.array([r["ms"] / 1e3 for r in group])))
+    return out

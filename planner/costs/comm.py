@@ -3,7 +3,13 @@
 Sources: Thakur, Rabenseifner & Gropp 2005 (ring all-reduce moves 2(n-1)/n of the buffer per
 rank; reduce-scatter and all-gather (n-1)/n each); NCCL's nccl-tests PERFORMANCE.md ("bus
 bandwidth" = algorithm bandwidth x 2(n-1)/n for all-reduce), which is why link bandwidths are
-scaled by a measured bus efficiency. Latency: NCCL's double binary tree takes ~2 log2(n) steps.
+scaled by a measured bus efficiency. Latency (NCCL's tuning model, src/graph/tuning.cc): a ring
+pass takes n - 1 steps, the (nodes - 1) steps between nodes at the network's latency and the rest
+at NVLink's; all-reduce may use the double binary tree instead (Sanders et al. 2009), log2 depth
+per pass, and NCCL picks the faster; reduce-scatter and all-gather run on rings. So latency grows
+with the group, linearly on rings: the planner does not get more optimistic at scale.
+Between nodes, a step crosses 2 x levels - 1 switches of a fat tree (Leiserson 1985), and traffic
+that leaves a leaf switch shares its uplinks (`network.oversubscription`).
 
 Groups follow Megatron-LM's rank order (planner.space.process_group: tp innermost, then cp, ep,
 dp, pp), so a group is given by its size and the rank stride between members. A group inside one NVLink domain runs at NVLink speed;
@@ -17,21 +23,56 @@ import numpy as np
 from ..precision import BF16, Precision, precision
 from ..space import RECOMPUTE_FULL, process_group
 from ..specs import ClusterSpec, ModelSpec
-from ..units import GB, MB
+from ..units import GB, MB, US
 
 
-def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    """Achieved bus bandwidth [GB/s] of a group of `size` ranks spaced `stride` apart."""
-    eff = cluster.gpu.efficiency
+def _placement(cluster: ClusterSpec, size, stride):
+    """(inside one NVLink domain, members per domain, domains spanned) of a group."""
     domain = cluster.node.nvlink_domain
-    nvlink = cluster.node.nvlink_gbps * eff.nvlink
+    size, stride = np.asarray(size), np.asarray(stride)
     span = size * stride
     # A group fits one domain only if groups tile domains exactly (tp 6 on 8-GPU nodes straddles two);
     # a straddling or spanning group is bounded by its fewest members in one domain.
     inside = (span <= domain) & (domain % span == 0)
     per_domain = np.clip(np.gcd(span, domain) // np.maximum(stride, 1), 1, size)
-    across = np.minimum(nvlink, per_domain * cluster.node.network_gbps * eff.network)
+    domains = np.where(inside, 1, np.maximum(size // per_domain, 1))
+    return inside, per_domain, domains
+
+
+def _leaf_nodes(cluster: ClusterSpec) -> int:
+    """Nodes under one leaf switch: half its ports face down; rail-optimised, each GPU's NIC of a
+    node goes to its own rail leaf, so a leaf reaches radix/2 nodes (NVIDIA DGX SuperPOD RA)."""
+    net = cluster.network
+    down = net.switch_radix // 2
+    return down if net.rail_optimized else max(down // cluster.node.gpus, 1)
+
+
+def _fat_tree_levels(cluster: ClusterSpec, nodes) -> np.ndarray:
+    leaf = _leaf_nodes(cluster)
+    down = cluster.network.switch_radix // 2
+    return np.where(nodes <= leaf, 1, np.where(nodes <= leaf * down, 2, 3))
+
+
+def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
+    """Achieved bus bandwidth [GB/s] of a group of `size` ranks spaced `stride` apart."""
+    eff = cluster.gpu.efficiency
+    nvlink = cluster.node.nvlink_gbps * eff.nvlink
+    inside, per_domain, domains = _placement(cluster, size, stride)
+    nodes = domains * np.maximum(cluster.node.nvlink_domain // cluster.node.gpus, 1)
+    network = cluster.node.network_gbps * eff.network
+    network = np.where(nodes > _leaf_nodes(cluster), network / cluster.network.oversubscription, network)
+    across = np.minimum(nvlink, per_domain * network)
     return np.where(inside, nvlink, across)
+
+
+def group_latency(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> tuple:
+    """(NVLink step latency [s], network step latency [s], domains spanned) of a group, for the
+    collectives below."""
+    eff = cluster.gpu.efficiency
+    _, _, domains = _placement(cluster, size, stride)
+    hops = 2 * _fat_tree_levels(cluster, domains) - 1
+    network = eff.network_latency_s + hops * cluster.network.switch_latency_us * US
+    return eff.latency_s, network, domains
 
 
 def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
@@ -42,20 +83,36 @@ def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
     return bus_gbps * nbytes / (nbytes + half_mb * MB)
 
 
-def _steps(n: np.ndarray) -> np.ndarray:
+def _log2(n) -> np.ndarray:
     return np.ceil(np.log2(np.maximum(n, 1)))
 
 
-def all_reduce_s(nbytes, n, bus_gbps, latency_s) -> np.ndarray:
-    n = np.asarray(n)
-    t = 2.0 * (n - 1) / n * nbytes / (bus_gbps * GB) + 2.0 * _steps(n) * latency_s
-    return np.where(n > 1, t, 0.0)
+def _ring_pass_s(n, latency_s, network_latency_s, domains) -> np.ndarray:
+    """Latency of one pass round a ring: n - 1 steps, domains - 1 of them between domains."""
+    net = latency_s if network_latency_s is None else network_latency_s
+    return (n - domains) * latency_s + (domains - 1) * net
 
 
-def reduce_scatter_s(nbytes, n, bus_gbps, latency_s) -> np.ndarray:
-    """Reduce-scatter (or all-gather: the same cost) of a buffer of `nbytes` over n ranks."""
+def _tree_pass_s(n, latency_s, network_latency_s, domains) -> np.ndarray:
+    """A chain inside each domain, a binary tree between domains (NCCL tuning.cc)."""
+    net = latency_s if network_latency_s is None else network_latency_s
+    return (n / domains - 1) * latency_s + _log2(domains) * net
+
+
+def all_reduce_s(nbytes, n, bus_gbps, latency_s, network_latency_s=None, domains=1) -> np.ndarray:
+    """Ring: 2(n-1)/n of the buffer and two ring passes; tree: twice the buffer (reduce, then
+    broadcast) and two tree passes; NCCL's tuner takes the faster."""
     n = np.asarray(n)
-    t = (n - 1) / n * nbytes / (bus_gbps * GB) + _steps(n) * latency_s
+    wire = nbytes / (bus_gbps * GB)
+    ring = 2.0 * (n - 1) / n * wire + 2.0 * _ring_pass_s(n, latency_s, network_latency_s, domains)
+    tree = 2.0 * wire + 2.0 * _tree_pass_s(n, latency_s, network_latency_s, domains)
+    return np.where(n > 1, np.minimum(ring, tree), 0.0)
+
+
+def reduce_scatter_s(nbytes, n, bus_gbps, latency_s, network_latency_s=None, domains=1) -> np.ndarray:
+    """Reduce-scatter (or all-gather: the same cost) of a buffer of `nbytes` over n ranks (ring)."""
+    n = np.asarray(n)
+    t = (n - 1) / n * nbytes / (bus_gbps * GB) + _ring_pass_s(n, latency_s, network_latency_s, domains)
     return np.where(n > 1, t, 0.0)
 
 
@@ -76,9 +133,9 @@ def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts
     size, stride = process_group(layouts, "tp")
     nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden
     bus = sized_bus_gbps(group_bus_gbps(cluster, size, stride), nbytes, eff.message_half_mb)
-    lat = eff.latency_s
-    ar = all_reduce_s(nbytes, size, bus, lat)
-    sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, lat))  # AG + RS, per all-reduce replaced
+    lat = group_latency(cluster, size, stride)
+    ar = all_reduce_s(nbytes, size, bus, *lat)
+    sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, *lat))  # AG + RS, per all-reduce replaced
     return 2.0 * np.where(layouts.sequence_parallel == 1, sp, ar)
 
 
@@ -90,7 +147,9 @@ def tp_passes(layouts) -> np.ndarray:
 
 def tp_exposed(model: ModelSpec, cluster: ClusterSpec) -> float:
     """Fraction of TP communication left on the critical path (overlap with GEMMs, when on)."""
-    return cluster.gpu.efficiency.tp_overlap_exposed if model.training.tp_comm_overlap else 1.0
+    if not model.training.tp_comm_overlap:
+        return 1.0
+    return model.training.stack.for_gpu(cluster.gpu.name).tp_overlap_exposed
 
 
 def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts) -> np.ndarray:
@@ -113,10 +172,10 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     crosses = pp * pp_stride > cluster.node.nvlink_domain
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
     gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
-    lat = eff.latency_s
+    lat = np.where(crosses, group_latency(cluster, 2, pp_stride)[1], eff.latency_s)
     regather = np.where(
         (tp > 1) & (layouts.sequence_parallel == 0),
-        all_gather_s(nbytes * tp, tp, group_bus_gbps(cluster, tp, tp_stride), lat),
+        all_gather_s(nbytes * tp, tp, group_bus_gbps(cluster, tp, tp_stride), *group_latency(cluster, tp, tp_stride)),
         0.0,
     )
     return p2p_s(nbytes, gbps, lat) + regather
@@ -131,14 +190,13 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     parameter all-gathers (forward, backward) and a gradient reduce-scatter (Rajbhandari et al.
     2020 Sec. 7.2.2: 3x the parameter size against 2x for plain data parallelism, here every
     micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce)."""
-    eff = cluster.gpu.efficiency
     dp, stride = process_group(layouts, "dp")
     bus = group_bus_gbps(cluster, dp, stride)
-    lat = eff.latency_s
+    lat = group_latency(cluster, dp, stride)
     grads, weights = prec.grad_bytes * params_per_gpu, prec.weight_bytes * params_per_gpu
-    plain = all_reduce_s(grads, dp, bus, lat)
-    sharded = reduce_scatter_s(grads, dp, bus, lat) + all_gather_s(weights, dp, bus, lat)
-    zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, lat) + reduce_scatter_s(grads, dp, bus, lat))
-    zero2 = layouts.num_microbatches * reduce_scatter_s(grads, dp, bus, lat) + all_gather_s(weights, dp, bus, lat)
+    plain = all_reduce_s(grads, dp, bus, *lat)
+    sharded = reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
+    zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, *lat) + reduce_scatter_s(grads, dp, bus, *lat))
+    zero2 = layouts.num_microbatches * reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
     z = layouts.zero
     return np.select([z == 0, z == 1, z == 2], [plain, sharded, zero2], zero3)

@@ -1,9 +1,13 @@
 """Per-GPU compute time of one transformer layer (and of the logits) for one micro-batch.
 
-GEMMs use a soft roofline: time = FLOPs / (peak x eff_gemm) + bytes / (HBM x eff_hbm), so
-skinny GEMMs (small micro-batch, large tp) lose efficiency from their shapes (roofline of
+GEMMs use a soft roofline: time = FLOPs / (peak x eff) + bytes / (HBM x eff_hbm) (roofline of
 Williams et al. 2009; summing instead of taking the max charges the part of the memory traffic
-that tiles do not hide).
+that tiles do not hide). The GEMM's shape after the tp split and the micro-batch sets `eff`:
+- wave quantisation: the output is cut into tiles (`gpu.gemm_tile`) that run in waves of one tile
+  per SM, so a GEMM of 1.1 waves takes as long as one of 2 (NVIDIA, "Matrix Multiplication
+  Background User's Guide", Deep Learning Performance docs, sections on tile and wave quantisation);
+- a saturating curve eff = gemm x W / (W + W_half) in the work per wave W: small GEMMs cannot fill
+  the pipelines of every SM (the same docs, "arithmetic intensity"; Hockney's n_1/2 form).
 Memory-bound kernels (layer norm, bias-dropout-add, GeLU/SwiGLU, softmax, dropout) are counted by
 the bytes they read and write; the tensors and their sizes are those of Korthikanti et al. 2022
 Sec. 4.1 (34 s b h + 5 a s^2 b bytes of stored activations per layer). Backward GEMMs do twice the
@@ -40,13 +44,27 @@ def peak_flops(gpu: GpuSpec, name: str) -> float:
 
 
 def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes: int = BF16.activation_bytes) -> np.ndarray:
+    """Time of an (m x k) @ (k x n) GEMM [s] (shape rules in the module docstring)."""
+    eff = gpu.efficiency
     flops = 2.0 * m * k * n
     nbytes = operand_bytes * (m * k + k * n + m * n)
-    return flops / (peak * gpu.efficiency.gemm) + nbytes / (hbm_bytes_s * gpu.efficiency.hbm)
+    if gpu.sms is None:
+        issued = flops
+        per_wave = flops
+    else:
+        tm, tn = gpu.gemm_tile
+        tiles = np.ceil(m / tm) * np.ceil(n / tn)
+        waves = np.ceil(tiles / gpu.sms)
+        issued = 2.0 * k * tm * tn * gpu.sms * waves  # every wave costs a full wave of tiles
+        per_wave = issued / waves
+    half = eff.gemm_half_gflop * 1e9
+    saturation = per_wave / (per_wave + half) if half > 0 else 1.0
+    return issued / (peak * eff.gemm * saturation) + nbytes / (hbm_bytes_s * eff.hbm)
 
 
 def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     eff = gpu.efficiency
+    st = model.training.stack.for_gpu(gpu.name)
     prec = precision(model.training.precision)
     act = prec.activation_bytes
     peak = peak_flops(gpu, prec.name)
@@ -77,7 +95,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
         # softmax reads+writes the scores (2x), dropout reads, writes and stores a 1-byte mask (2.5x)
         softmax_dropout = 4.5 * scores_bytes / (hbm * eff.hbm)
         core_fwd = gemm_part + softmax_dropout
-        core_bwd = 2 * gemm_part + eff.elementwise_backward_factor * softmax_dropout
+        core_bwd = 2 * gemm_part + st.elementwise_backward_factor * softmax_dropout
 
     # Memory-bound traffic outside attention [bytes]: GeLU reads+writes s b f (SwiGLU reads two,
     # writes one); layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask).
@@ -86,9 +104,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     sp_region = np.where(layouts.sequence_parallel == 1, sp_region / t, sp_region)
     elem_s = (act_fn + sp_region) / (hbm * eff.hbm)
 
-    overhead = eff.layer_overhead_s
+    overhead = st.layer_overhead_s
     fwd = dense + core_fwd + elem_s + overhead
-    bwd = 2 * dense + core_bwd + eff.elementwise_backward_factor * elem_s + 2 * overhead
+    bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + 2 * overhead
 
     rc = layouts.recompute
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
@@ -97,5 +115,5 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     v = model.vocab
     logits_gemm = gemm_s(tokens, h, v / t, peak, hbm, gpu, act)
     ce_bytes = 3 * FP32_BYTES * tokens * v / t  # three passes over the logits in fp32
-    logits = 3 * logits_gemm + (1 + eff.elementwise_backward_factor) * ce_bytes / (hbm * eff.hbm)
+    logits = 3 * logits_gemm + (1 + st.elementwise_backward_factor) * ce_bytes / (hbm * eff.hbm)
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute, logits_fwd_bwd_s=logits)

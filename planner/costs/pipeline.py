@@ -52,6 +52,7 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     """`ranks`: the pipeline ranks to evaluate (default: the first and the last, which bound the others)."""
     gpu = cluster.gpu
     eff = gpu.efficiency
+    st = model.training.stack.for_gpu(gpu.name)
     ranks = ranks or pipeline_ranks(model, layouts)
     m = layouts.num_microbatches.astype(float)
     p = layouts.pp.astype(float)
@@ -90,11 +91,11 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
         stage_fb = first * work_layer
         stage_b = first * lc.bwd_s
         window = np.select([layouts.zero == 0, layouts.zero == 1], [stage_b, stage_fb], m * stage_fb)
-        dp_comm = np.maximum(dp_raw - window, eff.dp_overlap_exposed * dp_raw)
+        dp_comm = np.maximum(dp_raw - window, st.dp_overlap_exposed * dp_raw)
     else:
         dp_comm = dp_raw
 
     sharded = np.where(layouts.zero >= 1, layouts.dp, 1)
-    optimizer = prec.adam_step_bytes * params / sharded / (gpu.hbm_bytes_per_s * eff.hbm)
-    overhead = np.full_like(optimizer, eff.step_overhead_s)
+    optimizer = st.optimizer_step_factor * prec.adam_step_bytes * params / sharded / (gpu.hbm_bytes_per_s * eff.hbm)
+    overhead = np.full_like(optimizer, st.step_overhead_s)
     return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead)

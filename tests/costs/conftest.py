@@ -3,8 +3,8 @@
 `toy_gpu` has round constants so that every expected number in the tests can be worked out by
 hand: 100 TFLOP/s peak at 50 % GEMM efficiency (50e12 FLOP/s achieved), 1,000 GB/s HBM at 50 %
 (500e9 B/s achieved), flash attention at 25 % of peak (25e12 FLOP/s), memory-bound backward
-factor 2, NVLink efficiency 0.5, network efficiency 0.8, 10 us latency, 100 us per layer
-forward, 0.5 s per step.
+factor 2 (toy stack), NVLink efficiency 0.5, network efficiency 0.8, 10 us latency, 100 us per layer
+forward, 0.5 s per step (the toy stack).
 """
 from __future__ import annotations
 
@@ -21,11 +21,19 @@ TOY_EFFICIENCY = dict(
     gemm=0.5,
     hbm=0.5,
     flash_attention=0.25,
-    elementwise_backward_factor=2.0,
     nvlink=0.5,
     network=0.8,
     latency_us=10.0,
     message_half_mb=0.0,
+)
+
+# The software side of the toy (a stack profile given inline, not a shipped one).
+TOY_STACK = dict(
+    name="toy-stack",
+    attention="flash",
+    tp_comm_overlap=False,
+    dp_comm_overlap=True,
+    elementwise_backward_factor=2.0,
     layer_overhead_us=100.0,
     step_overhead_s=0.5,
     tp_overlap_exposed=0.5,
@@ -51,7 +59,7 @@ def _toy_gpu_data(efficiency=None, power=None, **fields) -> dict:
 
 
 def _model(**fields) -> ModelSpec:
-    training = dict(global_batch=8, precision="bf16")
+    training = dict(global_batch=8, precision="bf16", stack=dict(TOY_STACK))
     training.update(fields.pop("training", {}))
     data = dict(name="m", layers=8, hidden=1024, heads=16, vocab=8192, seq_len=512, training=training)
     data.update(fields)
@@ -65,6 +73,7 @@ def _cluster(gpu: dict, nodes: int = 4, gpus_per_node: int = 8, nvlink_gbps: flo
         gpu=gpu,
         nodes=nodes,
         node=dict(gpus=gpus_per_node, nvlink_gbps=nvlink_gbps, network_gbps=network_gbps),
+        network=dict(switch_latency_us=0.0),  # no switch hops: every step costs the GPU's latency
     )
     data.update(fields)
     return ClusterSpec.model_validate(data)

@@ -32,21 +32,39 @@ def lay(**kw):
 
 
 def test_ring_all_reduce():
-    # 2 (n-1)/n S / B + 2 ceil(log2 n) latency: 2 * 7/8 * 1e9 / 100e9 = 17.5 ms, + 6 x 10 us
-    assert all_reduce_s(1e9, 8, 100.0, LAT) == approx(0.0175 + 60e-6, rel=1e-12)
-    # n = 6: 2 * 5/6 * 10 ms = 16.667 ms, ceil(log2 6) = 3 -> + 60 us
-    assert all_reduce_s(1e9, 6, 100.0, LAT) == approx(2 * 5 / 6 * 0.01 + 60e-6, rel=1e-12)
+    # ring: 2 (n-1)/n S / B + 2 (n-1) steps: 2 * 7/8 * 1e9 / 100e9 = 17.5 ms, + 14 x 10 us = 17.64 ms;
+    # tree: 2 S / B + 2 ceil(log2 8) steps = 20 ms + 60 us: the ring wins
+    assert all_reduce_s(1e9, 8, 100.0, LAT) == approx(0.0175 + 140e-6, rel=1e-12)
+    # n = 6: 2 * 5/6 * 10 ms = 16.667 ms + 10 x 10 us
+    assert all_reduce_s(1e9, 6, 100.0, LAT) == approx(2 * 5 / 6 * 0.01 + 100e-6, rel=1e-12)
     assert all_reduce_s(1e9, 1, 100.0, LAT) == 0.0  # nothing to reduce on one rank
     # vectorised over group sizes
-    assert all_reduce_s(1e9, np.array([2, 4]), 100.0, LAT) == approx([0.01 + 20e-6, 0.015 + 40e-6], rel=1e-12)
+    assert all_reduce_s(1e9, np.array([2, 4]), 100.0, LAT) == approx([0.01 + 20e-6, 0.015 + 60e-6], rel=1e-12)
+
+
+def test_small_all_reduce_takes_the_tree_and_latency_grows_with_the_group():
+    # 1 kB over 1024 ranks in 128 nodes at 100 GB/s: wire 1e3 / 1e11 = 10 ns.
+    # ring: 2 * 1023/1024 * 10 ns + 2 * 1023 steps * 10 us = 20.46 ms;
+    # tree: 2 * 10 ns + 2 * (7 chain steps + log2 128 = 7 tree steps) * 10 us = 280.02 us
+    assert all_reduce_s(1e3, 1024, 100.0, LAT, LAT, 128) == approx(2e-8 + 280e-6, rel=1e-9)
+    assert all_reduce_s(1e3, 1024, 100.0, LAT) == approx(2 * 1023 / 1024 * 1e-8 + 2 * 1023 * LAT, rel=1e-9)
+    # reduce-scatter has only the ring: 1023/1024 * 10 ns + 1023 x 10 us
+    assert reduce_scatter_s(1e3, 1024, 100.0, LAT) == approx(1023 / 1024 * 1e-8 + 1023e-5, rel=1e-9)
+
+
+def test_ring_steps_between_domains_take_the_network_latency():
+    # 16 ranks over 2 nodes: 14 NVLink steps of 1 us and 1 network step of 20 us per ring pass;
+    # reduce-scatter of 1e9 B at 10 GB/s: 15/16 * 0.1 s + 14 us + 20 us
+    got = reduce_scatter_s(1e9, 16, 10.0, 1e-6, 20e-6, 2)
+    assert got == approx(15 / 16 * 0.1 + 34e-6, rel=1e-12)
 
 
 def test_reduce_scatter_and_all_gather_move_half_an_all_reduce():
-    # (n-1)/n S / B + ceil(log2 n) latency: 7/8 * 10 ms + 3 x 10 us = 8.78 ms
-    assert reduce_scatter_s(1e9, 8, 100.0, LAT) == approx(0.00875 + 30e-6, rel=1e-12)
-    assert all_gather_s(1e9, 8, 100.0, LAT) == approx(0.00875 + 30e-6, rel=1e-12)
+    # (n-1)/n S / B + (n-1) steps: 7/8 * 10 ms + 7 x 10 us = 8.82 ms
+    assert reduce_scatter_s(1e9, 8, 100.0, LAT) == approx(0.00875 + 70e-6, rel=1e-12)
+    assert all_gather_s(1e9, 8, 100.0, LAT) == approx(0.00875 + 70e-6, rel=1e-12)
     assert reduce_scatter_s(1e9, 1, 100.0, LAT) == 0.0
-    # an all-reduce is a reduce-scatter plus an all-gather
+    # an all-reduce (on the ring) is a reduce-scatter plus an all-gather
     assert all_reduce_s(1e9, 8, 100.0, LAT) == approx(2 * reduce_scatter_s(1e9, 8, 100.0, LAT), rel=1e-12)
 
 
@@ -104,13 +122,14 @@ def test_tp_comm_per_layer_by_hand(make_cluster):
     h, s = 1024, 512
     # S = 2 b s h = 2 * 2 * 512 * 1024 = 2,097,152 B; tp 4 on NVLink (100 GB/s)
     S = 2 * 2 * s * h
-    ar = 2 * 3 / 4 * S / 100e9 + 2 * 2 * LAT  # 31.457 us + 40 us
+    # ring: 2 (n-1) = 6 steps (inside a node NCCL's tree is a chain of as many, with 2 S on the wire)
+    ar = 2 * 3 / 4 * S / 100e9 + 2 * 3 * LAT  # 31.457 us + 60 us
     got = tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=4, micro_batch=2))[0]
     assert got == approx(2 * ar, rel=1e-12)  # two all-reduces per layer forward (f and g)
-    assert got == approx(142.91456e-6, rel=1e-9)
+    assert got == approx(182.91456e-6, rel=1e-9)
     # sequence parallelism: 2 x (all-gather + reduce-scatter): same bytes and the same latency
     sp = tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=4, micro_batch=2, sequence_parallel=True))[0]
-    assert sp == approx(2 * 2 * (3 / 4 * S / 100e9 + 2 * LAT), rel=1e-12)
+    assert sp == approx(2 * 2 * (3 / 4 * S / 100e9 + 3 * LAT), rel=1e-12)
     assert sp == approx(got, rel=1e-12)
     # tp 1: nothing
     assert tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=1, micro_batch=2))[0] == 0.0
@@ -120,8 +139,9 @@ def test_tp16_leaves_nvlink(make_cluster):
     cluster = make_cluster()
     h, s = 1024, 512
     S = 2 * 1 * s * h
-    # 16 ranks over 2 nodes: 8 NICs x 8 GB/s = 64 GB/s; ceil(log2 16) = 4 steps
-    expected = 2 * (2 * 15 / 16 * S / 64e9 + 2 * 4 * LAT)
+    # 16 ranks over 2 nodes: 8 NICs x 8 GB/s = 64 GB/s. Ring: 2 x 15 steps: 30.72 us + 300 us;
+    # tree: 2 S / B + 2 x (7 chain steps + log2 2 = 1 step between nodes) = 32.77 us + 160 us: the tree
+    expected = 2 * (2 * S / 64e9 + 2 * 8 * LAT)
     assert tp_comm_per_layer_s(cluster, h, s, lay(dp=1, tp=16, micro_batch=1))[0] == approx(expected, rel=1e-12)
 
 
@@ -161,14 +181,14 @@ def test_dp_comm_by_zero_stage(make_cluster, zero):
     P = 1e8  # parameters per GPU
     # dp 4 with stride tp = 2: ranks 0, 2, 4, 6 of one node -> NVLink, 100 GB/s
     layout = lay(dp=4, tp=2, micro_batch=1, num_microbatches=3, zero=zero)
-    ar_grads = 2 * 3 / 4 * 4 * P / 100e9 + 2 * 2 * LAT  # fp32 gradients: 6 ms + 40 us
-    rs_grads = 3 / 4 * 4 * P / 100e9 + 2 * LAT  # 3 ms + 20 us
-    ag_weights = 3 / 4 * 2 * P / 100e9 + 2 * LAT  # bf16 weights: 1.5 ms + 20 us
+    ar_grads = 2 * 3 / 4 * 4 * P / 100e9 + 2 * 3 * LAT  # fp32 gradients: 6 ms + 60 us (ring: 2 x 3 steps)
+    rs_grads = 3 / 4 * 4 * P / 100e9 + 3 * LAT  # 3 ms + 30 us
+    ag_weights = 3 / 4 * 2 * P / 100e9 + 3 * LAT  # bf16 weights: 1.5 ms + 30 us
     expected = {
-        0: ar_grads,  # 6.04 ms
-        1: rs_grads + ag_weights,  # distributed optimizer: 4.54 ms
+        0: ar_grads,  # 6.06 ms
+        1: rs_grads + ag_weights,  # distributed optimizer: 4.56 ms
         2: 3 * rs_grads + ag_weights,  # only gradient shards kept: a reduce-scatter per micro-batch
-        3: 3 * (2 * ag_weights + rs_grads),  # per micro-batch: 3 x 6.06 ms
+        3: 3 * (2 * ag_weights + rs_grads),  # per micro-batch: 3 x 6.09 ms
     }[zero]
     assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(expected, rel=1e-12)
 
@@ -178,6 +198,7 @@ def test_dp_comm_across_nodes(make_cluster):
     P = 1e8
     # dp 4 with stride tp = 8: one member per node -> one NIC at 8 GB/s
     layout = lay(dp=4, tp=8, micro_batch=1, num_microbatches=1)
-    assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(2 * 3 / 4 * 4e8 / 8e9 + 4 * LAT, rel=1e-12)
+    # ring: 2 x 3 network steps (75 ms + 60 us) beats the tree (2 x 4e8 / 8e9 = 100 ms + 2 x 2 steps)
+    assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(2 * 3 / 4 * 4e8 / 8e9 + 6 * LAT, rel=1e-12)
     # dp 1: no data-parallel traffic
     assert dp_comm_s(cluster, np.array([P]), lay(dp=1, tp=8, micro_batch=1))[0] == 0.0

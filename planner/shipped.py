@@ -1,0 +1,59 @@
+"""Where the shipped specs and data live, and the shipped software-stack profiles.
+
+Kept apart from planner.loading so that planner.specs can name a stack (`training.stack:
+megatron-core`) without importing the loader.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+KINDS = {"gpu": "gpus", "cluster": "clusters", "model": "models", "stack": "stacks"}
+DEFAULT_STACK = "megatron-core"
+
+
+def shared_dir(name: str) -> Path:
+    """`name` beside the package (a source tree or an editable install), else under
+    <prefix>/share/planner/ (where a wheel puts it)."""
+    beside = Path(__file__).resolve().parent.parent / name
+    if beside.is_dir():
+        return beside
+    return Path(sys.prefix) / "share" / "planner" / name
+
+
+def config_dir() -> Path:
+    """Shipped specs: $PLANNER_CONFIG_DIR, else the shipped `configs/`."""
+    env = os.environ.get("PLANNER_CONFIG_DIR")
+    return Path(env) if env else shared_dir("configs")
+
+
+def shipped_names(kind: str) -> list[str]:
+    folder = config_dir() / KINDS[kind]
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def unknown_stack_message(name: str) -> str:
+    names = shipped_names("stack")
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown software stack '{name}'{hint} (shipped: {', '.join(names) or 'none'})"
+
+
+def stack_data(name: str) -> dict | None:
+    """A shipped stack profile as a plain mapping, or None when there is none of that name."""
+    if not isinstance(name, str) or not name or "/" in name or os.sep in name:
+        return None
+    return _read_stack(str(config_dir()), name)
+
+
+@lru_cache(maxsize=64)
+def _read_stack(folder: str, name: str) -> dict | None:
+    path = Path(folder) / KINDS["stack"] / f"{name}.yaml"
+    if not path.is_file():
+        return None
+    return yaml.safe_load(path.read_text())
