@@ -6,9 +6,9 @@ per GPU per direction; memory sizes are GiB (2**30 bytes); compute is dense TFLO
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Strict, ConfigDict, Field, field_validator, model_validator
 
 from .precision import PRECISIONS
 from .shipped import DEFAULT_STACK, stack_data, unknown_stack_message
@@ -42,7 +42,7 @@ class Efficiency(_Spec):
 
     gemm: float = Field(gt=0, le=1, description="fraction of peak TFLOP/s that large, wave-aligned GEMMs reach")
     gemm_half_gflop: float = Field(default=0.0, ge=0, le=1e6, description=(
-        "GEMM work per SM wave at which a GEMM reaches half of `gemm` [GFLOP] (saturating curve; 0: off)"))
+        "GEMM work at which a GEMM reaches half of `gemm` [GFLOP] (saturating curve; 0: off)"))
     hbm: float = Field(gt=0, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
     flash_attention: float = Field(gt=0, le=1, description="fraction of peak the fused attention kernel reaches (forward, head dim 128)")
     nvlink: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
@@ -90,8 +90,9 @@ class GpuSpec(_Spec):
     memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
     sms: int | None = Field(default=None, gt=0, le=100_000, description=(
         "streaming multiprocessors: GEMM tiles run in waves of this many (None: no wave quantisation)"))
-    gemm_tile: tuple[int, int] = Field(default=(128, 128), strict=False, description=(
-        "output tile of the GEMM kernels (rows, columns) for wave quantisation"))
+    gemm_tiles: tuple[Annotated[tuple[int, int], Strict(False)], ...] = Field(
+        default=((128, 256), (256, 128), (128, 128), (64, 128)), strict=False, min_length=1, max_length=16,
+        description="output tiles (rows, columns) the GEMM library chooses among; the one wasting least is used")
     efficiency: Efficiency
     power: GpuPower = GpuPower()
     power_caps: tuple[PowerCap, ...] = Field(
@@ -204,6 +205,9 @@ class StackConstants(_Spec):
     the profile's own (`StackSpec.gpus`)."""
 
     layer_overhead_us: float = Field(ge=0, le=1e5, description="fixed time per transformer layer forward (launches, small ops) [us]")
+    layer_launch_us: float = Field(default=0.0, ge=0, le=1e5, description=(
+        "host time to launch one layer's forward kernels [us]: a layer's compute never takes less "
+        "(small layers are launch-bound; backward launches twice as many)"))
     microbatch_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
         "fixed time per micro-batch per model chunk on a pipeline rank (schedule, p2p setup, hooks) [us]"))
     step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
@@ -212,6 +216,8 @@ class StackConstants(_Spec):
     dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
     optimizer_step_factor: float = Field(default=1.0, gt=0, le=100, description=(
         "optimizer-step HBM traffic relative to one fused Adam pass (unfused multi-tensor kernels: >1)"))
+    zero3_unit_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "fixed time per ZeRO-3 gathering unit per pass (hooks, allocation, stream sync) [us]"))
 
     @property
     def layer_overhead_s(self) -> float:
@@ -226,13 +232,18 @@ class StackGpuConstants(_Spec):
     """Constants of one stack fitted on one GPU type, and the sources they were fitted on."""
 
     fitted_on: tuple[str, ...] = Field(default=(), strict=False, max_length=64)
+    error_cases: tuple[Annotated[tuple[float, float, float], Strict(False)], ...] = Field(default=(), strict=False, max_length=100_000, description=(
+        "calibration runs measured on this GPU: (GPUs, parameters [billions], leave-one-source-out "
+        "|error| [%]), for the error bands (planner/error_bands.py)"))
     layer_overhead_us: float | None = Field(default=None, ge=0, le=1e5)
+    layer_launch_us: float | None = Field(default=None, ge=0, le=1e5)
     microbatch_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
     step_overhead_s: float | None = Field(default=None, ge=0, le=100)
     elementwise_backward_factor: float | None = Field(default=None, gt=0, le=10)
     tp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
     dp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
     optimizer_step_factor: float | None = Field(default=None, gt=0, le=100)
+    zero3_unit_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
 
 
 class StackSpec(StackConstants):
@@ -254,8 +265,9 @@ class StackSpec(StackConstants):
         "parameters prefetched beyond the units in flight (DeepSpeed stage3_prefetch_bucket_size)"))
     zero3_reduce_bucket_params: float = Field(default=0.0, ge=0, le=1e12, description=(
         "gradient elements bucketed before a reduce-scatter (DeepSpeed reduce_bucket_size; 0: one unit)"))
-    zero3_unit_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
-        "fixed time per gathered unit per pass (hooks, allocation, stream sync) [us]"))
+    carried_over_error_pct: float = Field(default=25.0, ge=0, le=1000, description=(
+        "expected |error| where this stack was never calibrated on any GPU [%] (benchmarks/calibrate.py "
+        "measures it: sources predicted with constants carried over from other stacks)"))
     gpus: dict[str, StackGpuConstants] = Field(default_factory=dict, description=(
         "constants fitted on a GPU type (benchmarks/calibrate.py); other GPUs carry the profile's over"))
 

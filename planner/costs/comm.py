@@ -200,3 +200,28 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     zero2 = layouts.num_microbatches * reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
     z = layouts.zero
     return np.select([z == 0, z == 1, z == 2], [plain, sharded, zero2], zero3)
+
+
+def zero3_units_per_layer(model: ModelSpec) -> int:
+    """Gathering units of one layer for a stack that gathers per weight matrix: QKV, attention
+    output, and the MLP's matrices (DeepSpeed stage-3 hooks fire per submodule)."""
+    return 4 if model.ffn_act != "swiglu" else 5
+
+
+def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Precision, stack) -> tuple:
+    """ZeRO-3/FSDP traffic of one layer per micro-batch [s]: (one parameter all-gather pass,
+    the gradient reduce-scatter). Per unit (a layer, or a weight matrix with `zero3_gather:
+    module`), so small units pay the group's latency many times (Rajbhandari et al. 2020 Sec. 7;
+    Zhao et al. 2023 Sec. 3.2)."""
+    dp, stride = process_group(layouts, "dp")
+    bus = group_bus_gbps(cluster, dp, stride)
+    lat = group_latency(cluster, dp, stride)
+    layer = model.layer_params() / layouts.tp.astype(float)
+    units = zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
+    # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
+    if stack.zero3_prefetch_params > 0:
+        units = np.maximum(np.minimum(units, np.ceil(layer / stack.zero3_prefetch_params)), 1)
+    gather = units * all_gather_s(prec.weight_bytes * layer / units, dp, bus, *lat)
+    buckets = np.ceil(layer / stack.zero3_reduce_bucket_params) if stack.zero3_reduce_bucket_params > 0 else units
+    reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, bus, *lat)
+    return gather, reduce

@@ -3,11 +3,11 @@
 GEMMs use a soft roofline: time = FLOPs / (peak x eff) + bytes / (HBM x eff_hbm) (roofline of
 Williams et al. 2009; summing instead of taking the max charges the part of the memory traffic
 that tiles do not hide). The GEMM's shape after the tp split and the micro-batch sets `eff`:
-- wave quantisation: the output is cut into tiles (`gpu.gemm_tile`) that run in waves of one tile
-  per SM, so a GEMM of 1.1 waves takes as long as one of 2 (NVIDIA, "Matrix Multiplication
+- wave quantisation: the output is cut into tiles (`gpu.gemm_tiles`, the one wasting least) that
+  run in waves of one tile per SM, so a GEMM of 1.1 waves takes as long as one of 2 (NVIDIA, "Matrix Multiplication
   Background User's Guide", Deep Learning Performance docs, sections on tile and wave quantisation);
-- a saturating curve eff = gemm x W / (W + W_half) in the work per wave W: small GEMMs cannot fill
-  the pipelines of every SM (the same docs, "arithmetic intensity"; Hockney's n_1/2 form).
+- a saturating curve eff = gemm x W / (W + W_half) in the GEMM's work W: fixed costs of a kernel
+  (launch, prologue, the last partial wave's tail) amortise over its work (Hockney's n_1/2 form).
 Memory-bound kernels (layer norm, bias-dropout-add, GeLU/SwiGLU, softmax, dropout) are counted by
 the bytes they read and write; the tensors and their sizes are those of Korthikanti et al. 2022
 Sec. 4.1 (34 s b h + 5 a s^2 b bytes of stored activations per layer). Backward GEMMs do twice the
@@ -48,17 +48,13 @@ def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes
     eff = gpu.efficiency
     flops = 2.0 * m * k * n
     nbytes = operand_bytes * (m * k + k * n + m * n)
-    if gpu.sms is None:
-        issued = flops
-        per_wave = flops
-    else:
-        tm, tn = gpu.gemm_tile
-        tiles = np.ceil(m / tm) * np.ceil(n / tn)
-        waves = np.ceil(tiles / gpu.sms)
-        issued = 2.0 * k * tm * tn * gpu.sms * waves  # every wave costs a full wave of tiles
-        per_wave = issued / waves
+    issued = flops
+    if gpu.sms is not None:
+        # Every wave costs a full wave of tiles; cuBLAS's heuristics pick the tile that wastes least.
+        issued = np.min([2.0 * k * tm * tn * gpu.sms * np.ceil(np.ceil(m / tm) * np.ceil(n / tn) / gpu.sms)
+                         for tm, tn in gpu.gemm_tiles], axis=0)
     half = eff.gemm_half_gflop * 1e9
-    saturation = per_wave / (per_wave + half) if half > 0 else 1.0
+    saturation = issued / (issued + half) if half > 0 else 1.0
     return issued / (peak * eff.gemm * saturation) + nbytes / (hbm_bytes_s * eff.hbm)
 
 
@@ -105,8 +101,11 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     elem_s = (act_fn + sp_region) / (hbm * eff.hbm)
 
     overhead = st.layer_overhead_s
-    fwd = dense + core_fwd + elem_s + overhead
-    bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + 2 * overhead
+    # The host launches kernels no faster than layer_launch_us a layer: below that, the GPU waits
+    # (PyTorch eager execution; CUDA graphs exist to remove this floor).
+    launch = st.layer_launch_us * 1e-6
+    fwd = np.maximum(dense + core_fwd + elem_s, launch) + overhead
+    bwd = np.maximum(2 * dense + core_bwd + st.elementwise_backward_factor * elem_s, 2 * launch) + 2 * overhead
 
     rc = layouts.recompute
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))

@@ -5,7 +5,8 @@ Sources:
   weights + two moments per parameter (planner/precision.py: 18 bytes in bf16/fp16), which
   reproduces Korthikanti et al. 2022 Fig. 1 exactly. ZeRO stages shard them over dp (Rajbhandari
   et al. 2020, Sec. 5: stage 1 optimizer states, 2 + gradients, 3 + parameters).
-- ZeRO-3 also holds two gathered layers and one layer of unsharded gradients (see rank_memory).
+- ZeRO-3 also holds the parameters it has gathered and gradients awaiting their reduce-scatter,
+  by the stack's gathering granularity (zero3_transient_params).
 - Activations per layer (Korthikanti et al. 2022, Eq. 2-6, Table 2, in bytes of 16-bit tensors
   and 1-byte masks): s b h (10 + 24/t + 5 a s/(h t)) with tp, s b h (34/t + 5 a s/(h t)) with
   tp + sp, the 5as/h term dropped by selective recomputation, 2 s b h (/t with sp) with full
@@ -83,6 +84,26 @@ def parameters_per_gpu(model: ModelSpec, layouts, ranks: PipelineRanks | None = 
     return rank_params(model, layouts, ranks=ranks or pipeline_ranks(model, layouts)).max(axis=0)
 
 
+def zero3_transient_params(model: ModelSpec, layouts, stack) -> tuple[np.ndarray, np.ndarray]:
+    """Unsharded parameters ZeRO-3 holds at once per GPU, and unsharded gradients awaiting their
+    reduce-scatter, by the stack's gathering granularity.
+    - layer (PyTorch FSDP, one block per unit): the units in flight (the rate limiter keeps two
+      all-gathers in flight, Zhao et al. 2023 Sec. 4.4) and one unit's gradients;
+    - module (DeepSpeed stage 3): the largest weight matrix in flight plus the prefetch bucket
+      (stage3_prefetch_bucket_size), and one reduce bucket of gradients (reduce_bucket_size),
+      never more than a layer (Rajbhandari et al. 2020 Sec. 5.3; DeepSpeed ZeRO config docs)."""
+    t = layouts.tp.astype(float)
+    layer = model.layer_params() / t
+    if stack.zero3_gather == "layer":
+        return stack.zero3_units_in_flight * layer, layer
+    h, f = model.hidden, model.ffn
+    up = (2 * f if model.ffn_act == "swiglu" else f) * h
+    largest = max(up, h * (h + 2 * model.kv_hidden)) / t
+    gathered = np.minimum(stack.zero3_units_in_flight * largest + stack.zero3_prefetch_params, layer)
+    bucket = np.minimum(stack.zero3_reduce_bucket_params or layer, layer)
+    return gathered, bucket * np.ones_like(t)
+
+
 def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks) -> MemoryBreakdown:
     """The breakdown of each rank of `ranks` ((k, n) arrays)."""
     prec = precision(model.training.precision)
@@ -93,12 +114,9 @@ def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
     weights = params * prec.weight_bytes / np.where(z >= 3, dp, 1.0)
     grads = params * prec.grad_bytes / np.where(z >= 2, dp, 1.0)
     optim = params * prec.optimizer_state_bytes / np.where(z >= 1, dp, 1.0)
-    # ZeRO-3 gathers whole layers to use them: the layer at work and the one being prefetched
-    # (the rate limiter of PyTorch FSDP, Zhao et al. 2023, VLDB, keeps two all-gathers in flight), plus one layer's
-    # unsharded gradients before they are reduce-scattered (Rajbhandari et al. 2020 Sec. 5.3).
-    layer = model.layer_params() / t
-    weights = weights + np.where(z >= 3, 2 * layer * prec.weight_bytes, 0.0)
-    grads = grads + np.where(z >= 3, layer * prec.grad_bytes, 0.0)
+    gathered, bucket = zero3_transient_params(model, layouts, model.training.stack)
+    weights = weights + np.where(z >= 3, gathered * prec.weight_bytes, 0.0)
+    grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
 
     stored, rebuilt = activation_bytes_per_layer(model, layouts)
     acts = stored * layers_in_flight(model, layouts, ranks.rank, ranks.layers)

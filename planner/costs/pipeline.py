@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..precision import precision
+from ..units import US
 from ..specs import ClusterSpec, ModelSpec
 from . import comm
 from .compute import LayerCompute, layer_compute
@@ -63,8 +64,10 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     work_layer = lc.fwd_s + lc.bwd_s
     # The slowest rank sets the steady state; every layer and the logits run once per micro-batch
     # somewhere, whatever the split, so the sum over ranks needs no per-rank arrays.
-    t_max = rank_time_s(lc, tp_layer, ranks).max(axis=0)
-    t_sum = model.layers * (work_layer + lc.recompute_s + tp_layer) + lc.logits_fwd_bwd_s
+    # Per micro-batch and model chunk, every rank pays the stack's fixed scheduling cost.
+    micro = st.microbatch_overhead_s * v
+    t_max = rank_time_s(lc, tp_layer, ranks).max(axis=0) + micro
+    t_sum = model.layers * (work_layer + lc.recompute_s + tp_layer) + lc.logits_fwd_bwd_s + p * micro
     pipeline = m * t_max + (t_sum - t_max) / v
 
     # Averages over ranks: what each GPU does; the rest of `pipeline` is bubble and imbalance.
@@ -80,22 +83,39 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
 
     params = parameters_per_gpu(model, layouts, ranks)
     prec = precision(model.training.precision)
-    dp_raw = comm.dp_comm_s(cluster, params, layouts, prec)
-    if model.training.dp_comm_overlap:
-        # Gradient buckets reduce during the last micro-batch's backward, parameters gather during
-        # the first forward (Megatron overlap_grad_reduce / overlap_param_gather); ZeRO-2/3 move
-        # data every micro-batch and overlap it with all of compute.
-        # A plain all-reduce of gradients can only hide behind backward. The first rank's stage
-        # (the one holding the most layers) bounds the window.
-        first = rank_layers(model, layouts, 0)
-        stage_fb = first * work_layer
-        stage_b = first * lc.bwd_s
-        window = np.select([layouts.zero == 0, layouts.zero == 1], [stage_b, stage_fb], m * stage_fb)
-        dp_comm = np.maximum(dp_raw - window, st.dp_overlap_exposed * dp_raw)
-    else:
-        dp_comm = dp_raw
+    dp_comm = _dp_exposed_s(model, cluster, layouts, lc, params, st)
 
     sharded = np.where(layouts.zero >= 1, layouts.dp, 1)
     optimizer = st.optimizer_step_factor * prec.adam_step_bytes * params / sharded / (gpu.hbm_bytes_per_s * eff.hbm)
-    overhead = np.full_like(optimizer, st.step_overhead_s)
+    overhead = st.step_overhead_s + m * micro
+    bubble = np.maximum(bubble - m * micro, 0.0)
     return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead)
+
+
+def _dp_exposed_s(model: ModelSpec, cluster: ClusterSpec, layouts, lc: LayerCompute, params, st) -> np.ndarray:
+    """Data-parallel communication left on the critical path [s].
+    Overlapped: gradient buckets reduce during the last micro-batch's backward, parameters gather
+    during the first forward (Megatron overlap_grad_reduce / overlap_param_gather); a plain
+    all-reduce of gradients can only hide behind backward. The first rank's stage (the one holding
+    the most layers) bounds the window. ZeRO-2 moves gradients every micro-batch and overlaps them
+    with all of compute. ZeRO-3 overlaps layer by layer: the next unit's gather runs while this
+    layer computes, so a layer whose gather outlasts its compute exposes the difference
+    (Zhao et al. 2023 Sec. 3.3, FSDP prefetching), and every unit pays the stack's hook cost."""
+    prec = precision(model.training.precision)
+    raw = comm.dp_comm_s(cluster, params, layouts, prec)
+    m = layouts.num_microbatches.astype(float)
+    first = rank_layers(model, layouts, 0)
+    stack = model.training.stack
+    gather, reduce = comm.zero3_layer_comm_s(cluster, model, layouts, prec, stack)
+    units = comm.zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
+    hooks = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
+    per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + np.maximum(gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))
+    zero3 = m * first * (per_layer + hooks)
+    zero3_raw = raw + m * first * hooks
+    if not model.training.dp_comm_overlap:
+        return np.where(layouts.zero >= 3, zero3_raw, raw)
+    work_layer = lc.fwd_s + lc.bwd_s
+    stage_fb = first * work_layer
+    window = np.select([layouts.zero == 0, layouts.zero == 1], [first * lc.bwd_s, stage_fb], m * stage_fb)
+    hidden = np.maximum(raw - window, st.dp_overlap_exposed * raw)
+    return np.where(layouts.zero >= 3, np.maximum(zero3, st.dp_overlap_exposed * zero3_raw), hidden)

@@ -98,16 +98,25 @@ def test_group_bus_gbps(make_cluster, size, stride, expected):
     assert group_bus_gbps(cluster, np.array([size]), np.array([stride]))[0] == approx(expected)
 
 
-def test_group_bus_gbps_is_capped_by_nvlink(make_cluster, preset):
-    # A100 80GB DGX: NVLink 300 x 0.697 = 209.1 GB/s; 8 x 25 GB/s NICs x 0.8 = 160 GB/s;
+def test_group_bus_gbps_is_capped_by_nvlink(make_cluster, toy_gpu_data):
+    # NVLink efficiency 0.7, network 0.8: NVLink 300 x 0.7 = 210 GB/s; 8 x 25 GB/s NICs x 0.8 = 160 GB/s;
     # one member per node (stride 8): 25 x 0.8 = 20 GB/s
-    gpu = preset("a100-sxm-80gb")
+    gpu = toy_gpu_data(efficiency=dict(nvlink=0.7, network=0.8))
     cluster = make_cluster(gpu=gpu, nvlink_gbps=300.0, network_gbps=25.0)
     got = group_bus_gbps(cluster, np.array([8, 16, 64]), np.array([1, 1, 8]))
-    assert got == approx([209.1, 160.0, 20.0])
-    # a fast network never beats NVLink: 8 x 100 x 0.8 = 640 > 209.1
+    assert got == approx([210.0, 160.0, 20.0])
+    # a fast network never beats NVLink: 8 x 100 x 0.8 = 640 > 210
     fast = make_cluster(gpu=gpu, nvlink_gbps=300.0, network_gbps=100.0)
-    assert group_bus_gbps(fast, np.array([16]), np.array([1]))[0] == approx(209.1)
+    assert group_bus_gbps(fast, np.array([16]), np.array([1]))[0] == approx(210.0)
+
+
+def test_oversubscription_slows_groups_that_leave_a_leaf(make_cluster, toy_gpu_data):
+    # radix 8: a rail-optimised leaf reaches 8/2 = 4 nodes. dp 8 with stride 8 spans 8 nodes, one
+    # member each: 10 GB/s x 0.8 = 8 GB/s, / oversubscription 2 = 4 GB/s; dp 4 stays under one leaf.
+    gpu = toy_gpu_data()
+    cluster = make_cluster(gpu=gpu, nodes=8, network=dict(switch_radix=8, oversubscription=2.0, switch_latency_us=0.0))
+    got = group_bus_gbps(cluster, np.array([8, 4]), np.array([8, 8]))
+    assert got == approx([4.0, 8.0])
 
 
 def test_misaligned_tp_group_leaves_the_node(make_cluster):

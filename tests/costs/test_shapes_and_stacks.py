@@ -1,0 +1,120 @@
+"""Shape-aware GEMM time, the launch floor, per-micro-batch overheads and ZeRO-3 by gathering
+granularity, worked out by hand on the toy GPU and toy stack (conftest)."""
+from __future__ import annotations
+
+import numpy as np
+from pytest import approx
+
+from planner.costs.comm import zero3_layer_comm_s
+from planner.costs.compute import gemm_s, layer_compute
+from planner.costs.memory import memory_breakdown, zero3_transient_params
+from planner.costs.pipeline import step_time
+from planner.precision import precision
+from planner.space import single_layout
+from planner.specs import GpuSpec
+
+from .conftest import TOY_STACK
+
+
+def lay(**kw):
+    kw.setdefault("pp", 1)
+    kw.setdefault("num_microbatches", 1)
+    return single_layout(**kw)
+
+
+def test_wave_quantisation_charges_the_last_partial_wave(toy_gpu_data):
+    # 4 SMs, 128 x 128 tiles: a 256 x 1024 x 384 GEMM has 2 x 3 = 6 tiles -> 2 waves of 4 tiles, so it
+    # is charged 2 * 1024 * 128 * 128 * 4 * 2 = 268,435,456 FLOPs instead of 2 * 256 * 1024 * 384 = 201,326,592
+    gpu = GpuSpec.model_validate(toy_gpu_data(sms=4, gemm_tiles=[[128, 128]]))
+    plain = GpuSpec.model_validate(toy_gpu_data())
+    memory = 2 * (256 * 1024 + 1024 * 384 + 256 * 384) / 500e9  # the HBM term is unchanged
+    assert gemm_s(256, 1024, 384, 100e12, 1000e9, gpu) == approx(268_435_456 / 50e12 + memory, rel=1e-12)
+    assert gemm_s(256, 1024, 384, 100e12, 1000e9, plain) == approx(201_326_592 / 50e12 + memory, rel=1e-12)
+    # exactly one full wave (4 tiles: 256 x 256) loses nothing
+    full = gemm_s(256, 1024, 256, 100e12, 1000e9, gpu) - 2 * (256 * 1024 + 1024 * 256 + 256 * 256) / 500e9
+    assert full == approx(2 * 256 * 1024 * 256 / 50e12, rel=1e-12)
+    # offered 64 x 128 tiles too, the library takes them: 4 x 3 = 12 tiles = exactly 3 waves, no waste
+    both = GpuSpec.model_validate(toy_gpu_data(sms=4, gemm_tiles=[[128, 128], [64, 128]]))
+    assert gemm_s(256, 1024, 384, 100e12, 1000e9, both) == approx(201_326_592 / 50e12 + memory, rel=1e-12)
+
+
+def test_small_gemms_saturate(toy_gpu_data):
+    # W_half = 1 GFLOP: a GEMM of 1 GFLOP runs at half of `gemm`, one of 99 GFLOP at 99 %
+    gpu = GpuSpec.model_validate(toy_gpu_data(efficiency=dict(gemm_half_gflop=1.0, hbm=1.0)))
+    m, k, n = 1000, 500, 1000  # 2 * 1000 * 500 * 1000 = 1e9 FLOPs
+    hbm = 2 * (m * k + k * n + m * n) / 1000e9
+    assert gemm_s(m, k, n, 100e12, 1000e9, gpu) == approx(1e9 / (50e12 * 0.5) + hbm, rel=1e-12)
+    big = gemm_s(99 * m, k, n, 100e12, 1000e9, gpu) - 2 * (99 * m * k + k * n + 99 * m * n) / 1000e9
+    assert big == approx(99e9 / (50e12 * 0.99), rel=1e-12)
+
+
+def test_launch_floor_bounds_small_layers(make_model, toy_gpu):
+    stack = dict(TOY_STACK, layer_launch_us=10_000.0)  # 10 ms: far above this toy layer's GPU time
+    model = make_model(training=dict(global_batch=8, stack=stack))
+    lc = layer_compute(model, toy_gpu, lay(dp=1, tp=1, micro_batch=1))
+    # forward: max(GPU time, 10 ms) + 100 us overhead; backward launches twice as many kernels
+    assert lc.fwd_s[0] == approx(10e-3 + 100e-6, rel=1e-12)
+    assert lc.bwd_s[0] == approx(20e-3 + 200e-6, rel=1e-12)
+
+
+def test_microbatch_overhead_per_chunk(make_model, make_cluster):
+    cluster = make_cluster()
+    base = make_model()
+    slow = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, microbatch_overhead_us=1000.0)))
+    layout = lay(dp=1, tp=1, pp=2, vpp=2, micro_batch=1, num_microbatches=8)
+    a, b = step_time(base, cluster, layout), step_time(slow, cluster, layout)
+    # 8 micro-batches x 2 chunks x 1 ms on every rank: the overhead grows by 16 ms; the pipeline term
+    # m t_max + (sum - t_max)/v grows by 8 x 2 ms + (2 x 2 ms - 2 ms) / 2 = 17 ms (one more in the bubble)
+    assert b.overhead[0] - a.overhead[0] == approx(16e-3, rel=1e-9)
+    assert b.total[0] - a.total[0] == approx(17e-3, rel=1e-9)
+
+
+def test_zero3_memory_by_gathering_granularity(make_model):
+    # toy model: h 1024, ffn 4096 (gelu). layer params = attention 4h^2 + 4h + MLP 8h^2 + 5h + norms 4h
+    h, f = 1024, 4096
+    layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+    fsdp = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_gather="layer", zero3_units_in_flight=2)))
+    gathered, grads = zero3_transient_params(fsdp, lay(dp=8, tp=2, micro_batch=1), fsdp.training.stack)
+    assert gathered[0] == approx(2 * layer / 2) and grads[0] == approx(layer / 2)
+    # DeepSpeed: the largest matrix (MLP up: h x f = 4,194,304 / tp 2) in flight + 1e6 prefetched;
+    # gradients: a reduce bucket of 5e5 elements
+    ds = make_model(training=dict(global_batch=8, stack=dict(
+        TOY_STACK, zero3_gather="module", zero3_units_in_flight=1, zero3_prefetch_params=1e6,
+        zero3_reduce_bucket_params=5e5)))
+    gathered, grads = zero3_transient_params(ds, lay(dp=8, tp=2, micro_batch=1), ds.training.stack)
+    assert gathered[0] == approx(h * f / 2 + 1e6) and grads[0] == approx(5e5)
+
+
+def test_zero3_gathers_per_module_pay_latency_per_unit(make_model, make_cluster):
+    cluster = make_cluster(gpus_per_node=1, nodes=8, network_gbps=1.0)
+    layout = lay(dp=8, tp=1, micro_batch=1, zero=3)
+    fsdp = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_gather="layer")))
+    ds = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_gather="module")))
+    prec = precision("bf16")
+    g1, r1 = zero3_layer_comm_s(cluster, fsdp, layout, prec, fsdp.training.stack)
+    g4, r4 = zero3_layer_comm_s(cluster, ds, layout, prec, ds.training.stack)
+    # same bytes, but 4 all-gathers (QKV, out, MLP up, MLP down) of a ring of 7 network steps of 10 us
+    assert g4[0] - g1[0] == approx(3 * 7 * 10e-6, rel=1e-9)
+    assert r4[0] - r1[0] == approx(3 * 7 * 10e-6, rel=1e-9)
+
+
+def test_zero3_exposes_the_gather_a_layer_cannot_hide(make_model, make_cluster):
+    # a slow network (0.01 GB/s): gathers far outlast compute, so most of them stay exposed
+    cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=0.01)
+    model = make_model()
+    layout = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3)
+    lc = layer_compute(model, cluster.gpu, layout)
+    gather, reduce = zero3_layer_comm_s(cluster, model, layout, precision("bf16"), model.training.stack)
+    per_layer = max(gather[0] - lc.fwd_s[0], 0) + max(gather[0] + reduce[0] - lc.bwd_s[0], 0)
+    assert step_time(model, cluster, layout).dp_comm[0] == approx(4 * 8 * per_layer, rel=1e-9)
+
+
+def test_memory_uses_the_stack_granularity(make_model, toy_gpu):
+    layout = lay(dp=8, tp=1, micro_batch=1, zero=3)
+    two = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_units_in_flight=2)))
+    one = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_units_in_flight=1)))
+    # one layer's bf16 weights less: layer params x 2 bytes
+    layer = two.layer_params()
+    diff = memory_breakdown(two, toy_gpu, layout).weights - memory_breakdown(one, toy_gpu, layout).weights
+    assert diff[0] * 2**30 == approx(layer * 2, rel=1e-9)
+    assert np.all(diff > 0)
