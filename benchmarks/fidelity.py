@@ -1,11 +1,11 @@
-"""Replay every published measurement in data/calibration and print predicted vs measured.
+"""Replay every published measurement in data/calibration with the shipped constants.
 
-    python benchmarks/fidelity.py             # tables in the terminal
-    python benchmarks/fidelity.py --markdown  # the error table of the README
+    python benchmarks/fidelity.py             # per group, then every non-vTrain figure
+    python benchmarks/fidelity.py --markdown  # a table per group
 
-Groups: Korthikanti et al. 2022 Table 5 iteration times (A100, fitted), Table 4 per-layer times
-(fitted), Figure 1 memory (formula, not fitted), Sec. 6.3 DP=8 run (not fitted), dgxc H100 runs
-(fitted, H100 constants), vTrain A100 runs (held out: never fitted).
+These are the fitted errors (the shipped constants were fitted on these cases). The errors on runs
+not fitted to are in benchmarks/calibrate.py's leave-one-source-out table and
+benchmarks/extra_checks.py.
 """
 from __future__ import annotations
 
@@ -17,34 +17,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.calibration import errors, load_cases  # noqa: E402
-from planner.vtrain import predict_rows, read_rows  # noqa: E402
 
 
-def group_of(case_id: str, metric: str) -> str:
-    if case_id.startswith("korthikanti2022_t5"):
-        return "Korthikanti 2022 Table 5, iteration time (A100)"
-    if case_id.startswith("korthikanti2022_t4"):
-        return "Korthikanti 2022 Table 4, layer fwd/bwd time (A100)"
-    if case_id.startswith("korthikanti2022_fig1"):
+def group_of(case, metric: str) -> str:
+    if case.source == "vtrain":
+        return "vTrain multi-node" if "multi" in case.id else "vTrain single node"
+    if case.kind == "memory":
         return f"Korthikanti 2022 Fig. 1, {metric.replace('_gib', '')} memory"
-    if case_id.startswith("korthikanti2022_530B_dp8"):
-        return "Korthikanti 2022 Sec. 6.3, 530B on 2240 GPUs (held out)"
-    return "NVIDIA dgxc-benchmarking, H100 iteration time"
-
-
-def collect():
-    groups: dict[str, list] = {}
-    for case, metric, meas, pred, err in errors(load_cases()):
-        groups.setdefault(group_of(case.id, metric), []).append((case.id, metric, meas, pred, err))
-    for name, label in (("ground_truth_single.csv", "vTrain 1 node, A100 (held out)"),
-                        ("ground_truth_multi.csv", "vTrain multi-node, A100 (held out)")):
-        m, p = predict_rows(read_rows(name))
-        groups[label] = [(f"{label} #{i}", "iteration_s", a, b, (b - a) / a) for i, (a, b) in enumerate(zip(m, p))]
-    return groups
+    return {"korthikanti2022": "Korthikanti 2022 Tables 4-5 and Sec. 6.3"}.get(case.source, case.source)
 
 
 def main() -> None:
-    groups = collect()
+    groups: dict[str, list] = {}
+    for case, metric, meas, pred, err in errors(load_cases(vtrain=True)):
+        groups.setdefault(group_of(case, metric), []).append((case.id, metric, meas, pred, err))
     markdown = "--markdown" in sys.argv
     if markdown:
         print("| measurements | n | mean abs error | max abs error | bias |")

@@ -8,13 +8,15 @@ micro-batch and interleaving) are left to the planner, which takes its fastest l
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import yaml
 
 from .costs.comm import tp_comm_per_layer_s, tp_exposed, tp_passes
 from .costs.compute import layer_compute
+from .costs.memory import memory_breakdown
+from .costs.pipeline import step_time
 from .costs.flops import layer_attention_flops_per_seq, layer_gemm_flops_per_token, logits_flops_per_token
 from .costs.stages import rank_layers
 from .loading import load_gpu_data
@@ -78,8 +80,9 @@ _NEMOTRON = dict(heads=48, kv_heads=8, position_embedding="rope", tied_embedding
 
 @dataclass(frozen=True)
 class Case:
-    """Measured runs of one model on one cluster: one row per layout, or (`choose`) one run whose
-    unstated knobs the planner picks among the rows."""
+    """Measured runs of one model on one cluster. With `alternatives` k > 1, run i has the rows
+    i*k .. i*k+k-1: the settings its source does not state, among which the planner takes the
+    fastest that fits in memory (`fits`, computed once: memory does not depend on fitted constants)."""
 
     id: str
     source: str
@@ -88,8 +91,8 @@ class Case:
     cluster: ClusterSpec
     layouts: Layouts
     measured: dict  # metric -> value (one run) or metric -> array (one per row)
-    choose: bool = False
-    ids: tuple = field(default=())
+    alternatives: int = 1
+    fits: np.ndarray | None = None
 
     @property
     def gpu(self) -> str:
@@ -210,7 +213,12 @@ def _build(raw: dict) -> Case | None:
         return None
     layouts, choose = _layouts(raw, model, src)
     cluster = _cluster(_gpu_preset(raw, src), raw["layout"]["gpus"], src)
-    return Case(raw["id"], key, measured[0], model, cluster, layouts, measured[1], choose)
+    k = len(layouts) if choose else 1
+    return Case(raw["id"], key, measured[0], model, cluster, layouts, measured[1], k, fitting(model, cluster, layouts))
+
+
+def fitting(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> np.ndarray:
+    return memory_breakdown(model, cluster.gpu, layouts).total <= cluster.gpu.memory_gib
 
 
 def load_cases(files=FILES, vtrain: bool = False) -> list[Case]:
@@ -222,7 +230,13 @@ def load_cases(files=FILES, vtrain: bool = False) -> list[Case]:
             if case is not None:
                 cases.append(case)
     if vtrain:
-        cases += [Case(i, "vtrain", "iteration", m, c, lay, {"iteration_s": t}) for i, m, c, lay, t in vtrain_groups()]
+        for i, m, c, lay, t in vtrain_groups():
+            # Recomputation is not stated: each run gets the fastest of none/selective/full that fits.
+            k = 3
+            cols = {name: np.repeat(v, k) for name, v in lay.columns().items()}
+            cols["recompute"] = np.tile(np.arange(k, dtype=np.int64), len(lay))
+            alt = Layouts(**cols)
+            cases.append(Case(i, "vtrain", "iteration", m, c, alt, {"iteration_s": t}, k, fitting(m, c, alt)))
     return cases
 
 
@@ -230,11 +244,11 @@ def predict(case: Case, model: ModelSpec | None = None, cluster: ClusterSpec | N
     """Predicted counterparts of the case's measured figures (arrays for multi-row cases)."""
     model, cluster = model or case.model, cluster or case.cluster
     if case.kind == "iteration":
-        s = score(model, cluster, case.layouts)
-        if not case.choose:
-            return {"iteration_s": s.step_time_s if len(case.layouts) > 1 else float(s.step_time_s[0])}
-        fits = s.memory_gib.total <= cluster.gpu.memory_gib
-        return {"iteration_s": float(np.min(np.where(fits, s.step_time_s, np.inf)) if fits.any() else s.step_time_s.min())}
+        # The step time alone (what score() computes first), for fast refits.
+        t = step_time(model, cluster, case.layouts).total.reshape(-1, case.alternatives)
+        fits = case.fits.reshape(t.shape)
+        t = np.where(fits.any(axis=1, keepdims=True) & ~fits, np.inf, t).min(axis=1)
+        return {"iteration_s": t if t.size > 1 else float(t[0])}
     if case.kind == "layer":
         return _layer_times(case, model, cluster)
     return _memory(case, model, cluster)
@@ -288,3 +302,73 @@ def stack_profile(name: str) -> dict:
     if data is None:
         raise KeyError(name)
     return data
+
+
+# GPU types that share one set of hardware constants (the same chip; memory size and HBM bandwidth
+# stay per preset).
+FAMILIES = {"a100": ("a100-sxm-80gb", "a100-sxm-40gb"), "h100": ("h100-sxm-80gb", "h200-sxm-141gb")}
+
+
+def family_of(gpu_name: str) -> str | None:
+    return next((fam for fam, names in FAMILIES.items() if gpu_name in names), None)
+
+
+def with_constants(case: Case, hardware: dict, stack: dict) -> tuple[ModelSpec, ClusterSpec]:
+    """The case's model and cluster with the given hardware (`Efficiency`) and stack constants in
+    place of the shipped ones (a refit's trial values)."""
+    cluster = case.cluster
+    if hardware:
+        eff = cluster.gpu.efficiency.model_copy(update=hardware)
+        cluster = cluster.model_copy(update={"gpu": cluster.gpu.model_copy(update={"efficiency": eff})})
+    model = case.model
+    if stack:
+        profile = model.training.stack.model_copy(update={**stack, "gpus": {}})
+        model = model.model_copy(update={"training": model.training.model_copy(update={"stack": profile})})
+    return model, cluster
+
+
+def relative_errors(case: Case, model: ModelSpec | None = None, cluster: ClusterSpec | None = None,
+                    metrics=("iteration_s", "layer_forward_ms", "layer_backward_ms")) -> np.ndarray:
+    """(predicted - measured) / measured of the case's time figures."""
+    pred = predict(case, model, cluster)
+    out = [(np.atleast_1d(pred[k]) - np.atleast_1d(case.measured[k])) / np.atleast_1d(case.measured[k])
+           for k in metrics if k in case.measured and k in pred]
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+EXTRA_DIR = shared_dir("data") / "extra-checks"
+EXTRA_SOURCES = {"bloom": "BLOOM-176B layout search, 384 A100 (megatron-deepspeed, slow network)",
+                 "ds_azure": "DeepSpeed ZeRO-3 on Azure, 175B-2T on 256-1024 A100 (deepspeed-zero3)",
+                 "tt_a100": "torchtitan FSDP2 on 64 A100 (pytorch-fsdp)"}
+
+
+def load_extra_checks() -> list[Case]:
+    """Published runs never fitted to (data/extra-checks): BF16/FP16 runs on shipped GPU presets."""
+    cases = []
+    for raw in yaml.safe_load((EXTRA_DIR / "extra-cases.yaml").read_text()):
+        group = next((g for g in EXTRA_SOURCES if raw["id"].startswith(g)), None)
+        tr, lay, m, me = raw["training"], raw["layout"], raw["model"], raw["measured"]
+        if group is None or tr["precision"] not in ("bf16", "fp16") or stack_data(raw["stack"]) is None:
+            continue
+        model = ModelSpec.model_validate(dict(
+            name=raw["id"], layers=m["layers"], hidden=m["hidden"], heads=m["heads"], kv_heads=m.get("kv_heads"),
+            ffn_hidden=m["ffn"], ffn_act=m.get("ffn_act", "gelu"), vocab=m["vocab"], seq_len=m["seq_len"],
+            position_embedding="rope" if m.get("ffn_act") == "swiglu" else "learned",
+            training=dict(global_batch=tr["global_batch"], precision=tr["precision"], stack=raw["stack"])))
+        gpus = lay["gpus"]
+        src = Source(group, EXTRA_SOURCES[group], raw["stack"], tr["precision"], 300,
+                     raw.get("network_gbps_per_gpu") or 25, tr["zero"], "")
+        cluster = _cluster(raw["gpu"], gpus, src)
+        mb, dp = tr["micro_batch"], lay["dp"]
+        layouts = single_layout(dp=dp, tp=lay["tp"], pp=lay["pp"], micro_batch=mb, vpp=lay.get("vpp") or 1,
+                                recompute=tr["recompute"], sequence_parallel=False, zero=tr["zero"] if dp > 1 else 0,
+                                num_microbatches=tr["global_batch"] // (dp * mb))
+        if "iteration_s" in me:
+            t = me["iteration_s"]
+        elif "tokens_per_s_per_gpu" in me:
+            t = tr["global_batch"] * m["seq_len"] / (me["tokens_per_s_per_gpu"] * gpus)
+        else:  # hardware TFLOP/s by Narayanan's Eq. 3 (full recomputation), as the sources print
+            t = _eq3_flops(model) / (me["tflops_per_gpu"] * TERA * gpus)
+        cases.append(Case(raw["id"], group, "iteration", model, cluster, layouts, {"iteration_s": t}, 1,
+                          fitting(model, cluster, layouts)))
+    return cases

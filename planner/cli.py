@@ -23,6 +23,9 @@ ModelArg = Annotated[str, typer.Argument(help="model spec: a path or a shipped n
 ClusterArg = Annotated[str, typer.Argument(help="cluster spec: a path or a shipped name")]
 Gpus = Annotated[Optional[int], typer.Option("--gpus", help="GPUs to use (default: the whole cluster)")]
 GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
+Stack = Annotated[Optional[str], typer.Option("--stack", help=(
+    "software stack: megatron-core, megatron-lm-2022, megatron-deepspeed, deepspeed-zero3, pytorch-fsdp "
+    "or a shipped profile in configs/stacks (overrides the model's training.stack)"))]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 
 
@@ -30,12 +33,12 @@ def _print_json(data: dict) -> None:
     print(json.dumps(data, indent=2))
 
 
-def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None):
+def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None):
     from .loading import load_cluster, load_model
-    from .search import with_global_batch
+    from .search import with_global_batch, with_stack
 
     positive(gpus, "--gpus")
-    m = with_global_batch(load_model(model), global_batch)
+    m = with_stack(with_global_batch(load_model(model), global_batch), stack)
     c = load_cluster(cluster)
     if gpus is not None and gpus > c.total_gpus:
         raise SpecError(f"--gpus {gpus} is more than the {c.total_gpus} GPUs of {c.name}", path="--gpus",
@@ -47,7 +50,7 @@ def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None):
 @with_params(axis_params("fix"), option_params("search"))
 def search(
     model: ModelArg = DEFAULT_MODEL, cluster: ClusterArg = DEFAULT_CLUSTER, gpus: Gpus = None,
-    global_batch: GlobalBatch = None,
+    global_batch: GlobalBatch = None, stack: Stack = None,
     objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
     top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
     frontier: Annotated[bool, typer.Option("--frontier", help="also list the Pareto frontier of step time vs energy per token")] = False,
@@ -67,7 +70,7 @@ def search(
         fixed = read_axes(options)
         if gpus is not None and all(a.name in fixed for a in AXES if a.role == "degree"):
             derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
-        m, c = _load(model, cluster, global_batch, gpus)
+        m, c = _load(model, cluster, global_batch, gpus, stack)
         limits = read_limits(options, "search")
         common = dict(objective=objective, limits=limits, space=SpaceLimits(max_micro_batch=setting(options, MAX_MICRO_BATCH)),
                       time_limit_s=setting(options, TIME_LIMIT), power_caps=power_caps,
@@ -104,7 +107,7 @@ def parse_range(text: str) -> tuple[int, int]:
 @app.command()
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
-             json_out: AsJson = False, **options) -> None:
+             stack: Stack = None, json_out: AsJson = False, **options) -> None:
     """Score one layout and say whether and why it is infeasible."""
 
     def go():
@@ -113,7 +116,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         from .estimate import estimate_layout
 
         positive(gpus, "--gpus")
-        m, c = _load(model, cluster, global_batch, None)
+        m, c = _load(model, cluster, global_batch, None, stack)
         limits = read_limits(options, "estimate", fix=False)
         given = {a.name: options[a.name] for a in AXES if a.given is not None}
         result = estimate_layout(m, c, gpus=gpus, limits=limits, **given)

@@ -29,6 +29,8 @@ def scored_json(s: ScoredLayout) -> dict:
         "feasible": s.feasible,
         "violations": [{"constraint": v.constraint, "message": v.message} for v in s.violations],
         "step_time_s": s.step_time_s,
+        "step_time_error_pct": round(s.error_band.pct, 2),
+        "step_time_error_basis": s.error_band.basis,
         "time_breakdown_s": asdict(s.time_breakdown_s),
         "memory_gib": memory,
         "tokens_per_s": s.tokens_per_s,
@@ -52,6 +54,7 @@ def search_json(result: SearchResult) -> dict:
     results = [scored_json(r) for r in result.results]
     out = {
         "model": result.model.name,
+        "stack": result.model.training.stack.name,
         "cluster": result.cluster.name,
         "gpus": result.gpus,
         "objective": result.objective,
@@ -107,6 +110,11 @@ def _axis_value(s: ScoredLayout, a) -> Any:
     return a.shown(s) if a.shown is not None else s.layout.get(a.name)
 
 
+def step_cell(r: ScoredLayout) -> str:
+    """Step time with its expected error: `17.218 ±4%`."""
+    return f"{r.step_time_s:.3f} ±{r.error_band.pct:.0f}%"
+
+
 def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False) -> Table:
     # No vertical rules: the table stays on one line per layout in a 100-column terminal.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
@@ -120,7 +128,7 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False)
         table.add_column(col, justify=just, no_wrap=col == "layout")
     for rank, r in enumerate(rows, 1):
         cells = [str(rank), layout_cell(r.layout)] + [a.cell(_axis_value(r, a)) for a in axes]
-        cells += [f"{r.step_time_s:.3f}", _si(r.tokens_per_s), f"{r.mfu:.1%}", f"{r.memory_gib.total:.1f}",
+        cells += [step_cell(r), _si(r.tokens_per_s), f"{r.mfu:.1%}", f"{r.memory_gib.total:.1f}",
                   f"{r.energy_j_per_step / 1e6:,.2f}", f"{r.avg_power_kw:,.1f}"]
         cells += [f"{r.energy_j_per_token:.4g}"] if per_token else []
         table.add_row(*cells)
@@ -129,12 +137,13 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False)
 
 def render_search(result: SearchResult, console: Console) -> None:
     title = (f"{result.model.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), "
-             f"objective: {result.objective}")
+             f"stack: {result.model.training.stack.name}, objective: {result.objective}")
     best = result.best
     console.print(_layout_table(title, result.results))
     if best is not None:
         render_breakdown(best, result.cluster.gpu.memory_gib, console)
         render_reliability(best, console)
+        console.print(f"[dim]step time ±: expected error from {escape(best.error_band.basis)}[/dim]")
     sc = result.stage_caps
     if sc is not None:
         best_kj = best.energy_j_per_step / 1e3
@@ -205,8 +214,9 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console) -> No
 def render_estimate(r: ScoredLayout, console: Console, memory_gib: float) -> None:
     status = "[green]feasible[/green]" if r.feasible else "[red]infeasible[/red]"
     console.print(f"{layout_summary(r.layout)}: {status}")
-    console.print(f"step {r.step_time_s:.3f} s, {r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, "
+    console.print(f"step {r.step_time_s:.3f} s ±{r.error_band.pct:.0f}%, {r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, "
                   f"{r.model_tflops_per_gpu:.1f} TFLOP/s per GPU, {r.avg_power_kw:,.1f} kW")
+    console.print(f"[dim]expected error: {escape(r.error_band.basis)}[/dim]")
     render_breakdown(r, memory_gib, console)
     for v in r.violations:
         console.print(f"[red]violates {v.constraint}[/red]: {escape(v.message)}")

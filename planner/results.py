@@ -10,6 +10,7 @@ from .costs.energy import Energy
 from .costs.memory import MemoryBreakdown
 from .costs.pipeline import TimeBreakdown
 from .costs.reliability import Reliability, TrainingTotals
+from .error_bands import ErrorBand
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class ScoredLayout:
     energy: Energy
     energy_j_per_token: float
     reliability: Reliability
+    error_band: ErrorBand  # expected |error| of step_time_s [%], and its basis
     statistical_efficiency: float | None = None
     training: TrainingTotals | None = None
     power_cap: PowerCapLevel | None = None  # when power caps were searched
@@ -47,6 +49,10 @@ class ScoredLayout:
     @property
     def feasible(self) -> bool:
         return not self.violations
+
+    @property
+    def step_time_error_pct(self) -> float:
+        return self.error_band.pct
 
     @property
     def energy_j_per_step(self) -> float:
@@ -81,6 +87,7 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = ()) -> Sco
         energy=row(scores.energy, i),
         energy_j_per_token=float(scores.energy_j_per_token[i]),
         reliability=row(scores.reliability, i),
+        error_band=row(scores.error_band, i),
         statistical_efficiency=None if stat is None else float(stat[i]),
         training=None if scores.training is None else row(scores.training, i),
         power_cap=cap,

@@ -18,6 +18,7 @@ from .costs.pipeline import TimeBreakdown, step_time
 from .costs.power_caps import cap_levels, capped_cluster, uncapped
 from .costs.stages import pipeline_ranks
 from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
+from .error_bands import ErrorBand, error_band
 from .specs import ClusterSpec, ModelSpec, PowerCap
 from .units import TERA
 
@@ -35,6 +36,7 @@ class Scores:
     model_tflops_per_gpu: np.ndarray
     mfu: np.ndarray
     reliability: Reliability
+    error_band: ErrorBand  # expected |error| of step_time_s [%] (planner/error_bands.py)
     statistical_efficiency: np.ndarray | None = None  # with a critical batch size (McCandlish et al. 2018)
     training: TrainingTotals | None = None  # with a token budget (`training.tokens`)
     power_caps: tuple[PowerCap, ...] | None = None  # the levels `layouts.power_cap` indexes, when caps were searched
@@ -115,6 +117,7 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
         model_tflops_per_gpu=tflops_per_gpu,
         mfu=tflops_per_gpu * TERA / peak_flops(cluster.gpu, model.training.precision),
         reliability=rel,
+        error_band=error_band(model, cluster.gpu.name, gpus),
         statistical_efficiency=stat,
         training=totals,
     )

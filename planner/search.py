@@ -14,7 +14,8 @@ from .results import ScoredLayout, Violation, scored_layout
 from .score import Scores, score
 from .solver import SolveResult, objective_terms, solve
 from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
-from .specs import ClusterSpec, ModelSpec
+from .shipped import shipped_names, stack_data, unknown_stack_message
+from .specs import TrainingSpec, ClusterSpec, ModelSpec
 from .stage_caps import StageCapResult, stage_caps
 from .units import J_PER_KWH, S_PER_H
 
@@ -87,6 +88,19 @@ def with_global_batch(model: ModelSpec, global_batch: int | None) -> ModelSpec:
     if global_batch <= 0:
         raise SpecError("global batch must be positive", path="--global-batch", expected="an integer > 0")
     return model.model_copy(update={"training": model.training.model_copy(update={"global_batch": global_batch})})
+
+
+def with_stack(model: ModelSpec, stack: str | None) -> ModelSpec:
+    """The model trained with another software stack (`--stack`); settings the model file states
+    itself (attention, overlaps) stay as overrides."""
+    if stack is None:
+        return model
+    if stack_data(stack) is None:
+        raise SpecError(unknown_stack_message(stack, with_names=False), path="--stack",
+                        expected=f"one of: {', '.join(shipped_names('stack'))}")
+    stated = model.training.model_dump(include=model.training.model_fields_set - {"stack"})
+    training = TrainingSpec.model_validate({**stated, "stack": stack})
+    return model.model_copy(update={"training": training})
 
 
 def objective_cost(cluster: ClusterSpec, scores: Scores, objective: str) -> np.ndarray:

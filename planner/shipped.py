@@ -37,11 +37,12 @@ def shipped_names(kind: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def unknown_stack_message(name: str) -> str:
+def unknown_stack_message(name: str, with_names: bool = True) -> str:
     names = shipped_names("stack")
     close = difflib.get_close_matches(str(name), names, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"unknown software stack '{name}'{hint} (shipped: {', '.join(names) or 'none'})"
+    listed = f" (shipped: {', '.join(names) or 'none'})" if with_names else ""
+    return f"unknown software stack '{name}'{hint}{listed}"
 
 
 def stack_data(name: str) -> dict | None:

@@ -1,0 +1,94 @@
+"""How well the planner ranks the measured layouts of one job: a planner is used to choose.
+
+    python benchmarks/ranking.py             # summary and the worst groups
+    python benchmarks/ranking.py --markdown  # the README's ranking table
+
+A group is one job: same model, GPU count and global batch, different layouts (tp, dp, pp,
+micro-batch; ZeRO stage for BLOOM); only groups of 3 or more layouts count. Per group: Spearman's
+rho of predicted vs measured step times, and the regret of the planner's favourite (its measured
+time / the best measured - 1).
+- vTrain (1,549 A100 runs): from data/calibration/residuals.csv, written by benchmarks/calibrate.py,
+  both as fitted and as predicted with vTrain left out of the fit (refit without it).
+- BLOOM-176B on 384 A100 (data/extra-checks, never fitted): predicted with the shipped constants;
+  one group per day of the BigScience chronicles (the software changed between days).
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from planner.calibration import load_extra_checks, predict  # noqa: E402
+from planner.ranking import rank_groups  # noqa: E402
+
+GOOD_REGRET = 0.03
+
+
+def vtrain_rows() -> list[dict]:
+    with open(ROOT / "data" / "calibration" / "residuals.csv") as fh:
+        return [r for r in csv.DictReader(fh) if r["source"] == "vtrain" and r["metric"] == "iteration_s"]
+
+
+def vtrain_groups(which: str) -> dict:
+    """{file: (keys, predicted, measured)} with predictions fitted or left out ("fitted_error" | "loso_error")."""
+    out = {}
+    for r in vtrain_rows():
+        name = "vTrain multi-node" if "multi" in r["case"] else "vTrain single node"
+        keys, pred, meas = out.setdefault(name, ([], [], []))
+        m = float(r["measured"])
+        keys.append((r["case"], r["gpus"]))  # a case is one model shape and batch; add the GPU count
+        meas.append(m)
+        pred.append(m * (1 + float(r[which])))
+    return out
+
+
+def bloom_groups() -> dict:
+    keys, pred, meas = [], [], []
+    for case in load_extra_checks():
+        if not case.id.startswith("bloom_"):
+            continue
+        day = case.id.split("_")[1]
+        keys.append((day, case.model.layers, case.model.hidden, case.model.training.global_batch))
+        pred.append(predict(case)["iteration_s"])
+        meas.append(case.measured["iteration_s"])
+    return {"BLOOM-176B, 384 A100 (never fitted)": (keys, pred, meas)}
+
+
+def summarise(label: str, keys, pred, meas) -> dict:
+    groups = rank_groups(keys, np.array(pred), np.array(meas))
+    rho = np.array([g.rho for g in groups])
+    reg = np.array([g.regret for g in groups])
+    return dict(label=label, groups=len(groups), layouts=int(sum(g.n for g in groups)),
+                median_rho=float(np.nanmedian(rho)), median_regret=float(np.median(reg)),
+                mean_regret=float(reg.mean()), good=float(np.mean(reg <= GOOD_REGRET)), detail=groups)
+
+
+def main() -> None:
+    rows = []
+    for which, tag in (("fitted_error", "fitted"), ("loso_error", "left out of the fit")):
+        for name, (k, p, m) in vtrain_groups(which).items():
+            rows.append(summarise(f"{name} ({tag})", k, p, m))
+    for name, (k, p, m) in bloom_groups().items():
+        rows.append(summarise(name, k, p, m))
+    if "--markdown" in sys.argv:
+        print("| measured layouts | groups | layouts | median Spearman rho | median regret | mean regret | regret <= 3 % |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['label']} | {r['groups']} | {r['layouts']} | {r['median_rho']:.2f} | "
+                  f"{100 * r['median_regret']:.1f} % | {100 * r['mean_regret']:.1f} % | {100 * r['good']:.0f} % |")
+        return
+    for r in rows:
+        print(f"{r['label']}: {r['groups']} groups, {r['layouts']} layouts; median rho {r['median_rho']:.2f}, "
+              f"median regret {r['median_regret']:.1%}, mean {r['mean_regret']:.1%}, "
+              f"{r['good']:.0%} of groups within {GOOD_REGRET:.0%}")
+        for g in sorted(r["detail"], key=lambda g: -g.regret)[:3]:
+            print(f"   worst: {g.key} n={g.n} rho {g.rho:+.2f} regret {g.regret:.1%}")
+
+
+if __name__ == "__main__":
+    main()
