@@ -60,7 +60,12 @@ def bloom_groups() -> dict:
 
 
 def summarise(label: str, keys, pred, meas) -> dict:
-    groups = rank_groups(keys, np.array(pred), np.array(meas))
+    ok = ~np.isnan(np.array(pred, dtype=float))  # after `calibrate.py --quick` nothing was left out
+    keys = [k for k, good in zip(keys, ok) if good]
+    groups = rank_groups(keys, np.array(pred)[ok], np.array(meas)[ok])
+    if not groups:
+        return dict(label=label, groups=0, layouts=0, median_rho=np.nan, median_regret=np.nan,
+                    mean_regret=np.nan, good=np.nan, detail=[])
     rho = np.array([g.rho for g in groups])
     reg = np.array([g.regret for g in groups])
     return dict(label=label, groups=len(groups), layouts=int(sum(g.n for g in groups)),

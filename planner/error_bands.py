@@ -31,12 +31,23 @@ class ErrorBand:
 
 
 def _nearest_rms(cases: np.ndarray, gpus: np.ndarray, params_b: float) -> np.ndarray:
-    """RMS |error| of the NEAREST cases to each GPU count (cases: (n, 3) of gpus, params_b, pct)."""
-    d = (np.abs(np.log2(cases[None, :, 0] / gpus[:, None]))
+    """RMS |error| of the NEAREST cases to each GPU count (cases: (n, 3) of gpus, params_b, pct);
+    computed once per distinct GPU count (a search has one or a few)."""
+    counts, back = np.unique(gpus, return_inverse=True)
+    d = (np.abs(np.log2(cases[None, :, 0] / counts[:, None]))
          + np.abs(np.log2(cases[None, :, 1] / params_b)))
     k = min(NEAREST, cases.shape[0])
     idx = np.argsort(d, axis=1, kind="stable")[:, :k]
-    return np.sqrt(np.mean(cases[idx, 2] ** 2, axis=1))
+    return np.sqrt(np.mean(cases[idx, 2] ** 2, axis=1))[back.reshape(gpus.shape)]
+
+
+def _widen_beyond(pct: np.ndarray, cases: np.ndarray, gpus: np.ndarray) -> tuple[np.ndarray, str]:
+    largest = cases[:, 0].max()
+    beyond = gpus > largest
+    if not beyond.any():
+        return pct, ""
+    factor = 1 + SCALE_WIDENING * np.log2(np.maximum(gpus / largest, 1))
+    return pct * factor, f"; wider beyond the largest calibrated scale ({largest:.0f} GPUs)"
 
 
 def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
@@ -47,19 +58,13 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     own = stack.gpus.get(gpu_name)
     if own is not None and own.error_cases:
         cases = np.array(own.error_cases, dtype=float)
-        pct = _nearest_rms(cases, gpus, params_b)
-        largest = cases[:, 0].max()
-        beyond = gpus > largest
-        pct = np.where(beyond, pct * (1 + SCALE_WIDENING * np.log2(np.maximum(gpus / largest, 1))), pct)
-        basis = f"{len(cases)} calibration runs of {stack.name} on {gpu_name}"
-        if beyond.any():
-            basis += f"; wider beyond the largest calibrated scale ({largest:.0f} GPUs)"
-        return ErrorBand(pct, basis)
+        pct, note = _widen_beyond(_nearest_rms(cases, gpus, params_b), cases, gpus)
+        return ErrorBand(pct, f"{len(cases)} calibration runs of {stack.name} on {gpu_name}{note}")
     others = [(name, g) for name, g in stack.gpus.items() if g.error_cases]
     if others:
         cases = np.concatenate([np.array(g.error_cases, dtype=float) for _, g in others])
-        pct = OTHER_GPU_FACTOR * _nearest_rms(cases, gpus, params_b)
+        pct, note = _widen_beyond(OTHER_GPU_FACTOR * _nearest_rms(cases, gpus, params_b), cases, gpus)
         names = ", ".join(sorted(name for name, _ in others))
-        return ErrorBand(pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}")
+        return ErrorBand(pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}{note}")
     return ErrorBand(np.full(gpus.shape, stack.carried_over_error_pct),
-                     f"{stack.name} never calibrated: the error of predictions with constants carried over")
+                     f"no calibration runs of {stack.name}: the error of predictions with constants carried over")

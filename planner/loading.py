@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import sys
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +20,9 @@ from .yamlio import LoadedYaml, load_yaml_file
 
 T = TypeVar("T", bound=BaseModel)
 
+# Software constants that GPU presets held before stack profiles existed.
+MOVED_TO_STACK = ("layer_overhead_us", "step_overhead_s", "tp_overlap_exposed", "dp_overlap_exposed",
+                  "elementwise_backward_factor")
 FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep")
 
 
@@ -172,6 +174,8 @@ def _to_spec_errors(exc: ValidationError, loaded: LoadedYaml, model: type[BaseMo
             valid = list(getattr(_submodel(model, loc[:-1]), "model_fields", {}))
             close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
             msg = f"unknown key '{loc[-1]}'" + (f"; did you mean '{close[0]}'?" if close else "")
+            if str(loc[-1]) in MOVED_TO_STACK and "efficiency" in map(str, loc):
+                msg = f"'{loc[-1]}' moved from the GPU preset to the software-stack profile (configs/stacks, training.stack)"
             out.append(SpecError(msg, file=loaded.file, line=loaded.line_of(prefix + loc),
                                  path=".".join(map(str, prefix + loc)), expected=f"one of: {', '.join(valid)}"))
             continue

@@ -11,7 +11,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from .yamlio import load_yaml_file
 
 KINDS = {"gpu": "gpus", "cluster": "clusters", "model": "models", "stack": "stacks"}
 DEFAULT_STACK = "megatron-core"
@@ -45,16 +45,30 @@ def unknown_stack_message(name: str, with_names: bool = True) -> str:
     return f"unknown software stack '{name}'{hint}{listed}"
 
 
-def stack_data(name: str) -> dict | None:
-    """A shipped stack profile as a plain mapping, or None when there is none of that name."""
-    if not isinstance(name, str) or not name or "/" in name or os.sep in name:
+def stack_file(name: str) -> Path | None:
+    """The shipped stack profile of that name, or None."""
+    if not isinstance(name, str) or not name or "/" in name or os.sep in name or name.startswith("."):
         return None
-    return _read_stack(str(config_dir()), name)
+    path = config_dir() / KINDS["stack"] / f"{name}.yaml"
+    return path if path.is_file() else None
+
+
+def stack_data(name: str) -> dict | None:
+    """A shipped stack profile as a plain mapping (read strictly, `kind:` removed), or None when
+    there is none of that name."""
+    path = stack_file(name)
+    return None if path is None else _read_stack(str(path))[0]
+
+
+def stack_loaded(name: str):
+    """(mapping, LoadedYaml) of a shipped stack profile; the file must exist."""
+    return _read_stack(str(stack_file(name)))
 
 
 @lru_cache(maxsize=64)
-def _read_stack(folder: str, name: str) -> dict | None:
-    path = Path(folder) / KINDS["stack"] / f"{name}.yaml"
-    if not path.is_file():
-        return None
-    return yaml.safe_load(path.read_text())
+def _read_stack(path: str):
+    loaded = load_yaml_file(path)
+    data = loaded.data
+    if isinstance(data, dict) and data.get("kind") == "stack":
+        data = {k: v for k, v in data.items() if k != "kind"}
+    return data, loaded

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Strict, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Strict, ValidationError, ConfigDict, Field, field_validator, model_validator
 
 from .precision import PRECISIONS
-from .shipped import DEFAULT_STACK, stack_data, unknown_stack_message
+from .errors import SpecError
+from .shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
 from .units import GB, TERA, US
 
 # Upper bounds reject absurd values (a typo of a few orders of magnitude), not future hardware.
@@ -90,7 +91,8 @@ class GpuSpec(_Spec):
     memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
     sms: int | None = Field(default=None, gt=0, le=100_000, description=(
         "streaming multiprocessors: GEMM tiles run in waves of this many (None: no wave quantisation)"))
-    gemm_tiles: tuple[Annotated[tuple[int, int], Strict(False)], ...] = Field(
+    gemm_tiles: tuple[Annotated[tuple[Annotated[int, Field(gt=0, le=4096)], Annotated[int, Field(gt=0, le=4096)]],
+                                Strict(False)], ...] = Field(
         default=((128, 256), (256, 128), (128, 128), (64, 128)), strict=False, min_length=1, max_length=16,
         description="output tiles (rows, columns) the GEMM library chooses among; the one wasting least is used")
     efficiency: Efficiency
@@ -212,6 +214,8 @@ class StackConstants(_Spec):
         "fixed time per micro-batch per model chunk on a pipeline rank (schedule, p2p setup, hooks) [us]"))
     step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
     elementwise_backward_factor: float = Field(default=1.0, gt=0, le=10, description="backward/forward ratio of memory-bound traffic (kernel fusion)")
+    loss_fp32_passes: float = Field(default=3.0, gt=0, le=100, description=(
+        "passes over the fp32 logits in the loss forward (read or write, each s x b x vocab / tp); the backward as many again"))
     tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")
     dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
     optimizer_step_factor: float = Field(default=1.0, gt=0, le=100, description=(
@@ -232,7 +236,8 @@ class StackGpuConstants(_Spec):
     """Constants of one stack fitted on one GPU type, and the sources they were fitted on."""
 
     fitted_on: tuple[str, ...] = Field(default=(), strict=False, max_length=64)
-    error_cases: tuple[Annotated[tuple[float, float, float], Strict(False)], ...] = Field(default=(), strict=False, max_length=100_000, description=(
+    error_cases: tuple[Annotated[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)],
+                                      Annotated[float, Field(ge=0, le=1000)]], Strict(False)], ...] = Field(default=(), strict=False, max_length=100_000, description=(
         "calibration runs measured on this GPU: (GPUs, parameters [billions], leave-one-source-out "
         "|error| [%]), for the error bands (planner/error_bands.py)"))
     layer_overhead_us: float | None = Field(default=None, ge=0, le=1e5)
@@ -240,6 +245,7 @@ class StackGpuConstants(_Spec):
     microbatch_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
     step_overhead_s: float | None = Field(default=None, ge=0, le=100)
     elementwise_backward_factor: float | None = Field(default=None, gt=0, le=10)
+    loss_fp32_passes: float | None = Field(default=None, gt=0, le=100)
     tp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
     dp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
     optimizer_step_factor: float | None = Field(default=None, gt=0, le=100)
@@ -284,13 +290,21 @@ class StackSpec(StackConstants):
 
 
 def _stack_profile(value):
-    """A stack named by a shipped profile becomes that profile; a mapping is an inline profile."""
-    if isinstance(value, str):
-        data = stack_data(value)
-        if data is None:
-            raise ValueError(unknown_stack_message(value))
-        return data
-    return value
+    """A stack named by a shipped profile becomes that profile; a mapping is an inline profile.
+    A broken shipped profile is reported against its own file (a SpecError passes through
+    pydantic unchanged)."""
+    if not isinstance(value, str):
+        return value
+    if stack_file(value) is None:
+        raise ValueError(unknown_stack_message(value))
+    data, loaded = stack_loaded(value)
+    try:
+        return StackSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        raise SpecError(f"stack profile '{value}': {err['msg']}", file=loaded.file, line=loaded.line_of(loc),
+                        path=".".join(map(str, loc)) or None) from None
 
 
 class TrainingSpec(_Spec):

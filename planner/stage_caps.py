@@ -78,7 +78,9 @@ def stage_instance(model: ModelSpec, cluster: ClusterSpec, layout, base_cap: Pow
     stage_layers = rank_layers(model, layout, ranks).astype(float)
     last = holds_logits(layout, ranks)
     tp_layer = float(tp_time_per_layer_s(cluster, model, layout)[0])
-    q = stage_layers * tp_layer
+    # the stack's fixed cost per micro-batch and chunk waits like communication (costs/pipeline.py)
+    micro = model.training.stack.for_gpu(cluster.gpu.name).microbatch_overhead_s * float(layout.vpp[0])
+    q = stage_layers * tp_layer + micro
     times, energies, busy = [], [], []
     for cap in caps:
         gpu = capped_gpu(cluster.gpu, cap)

@@ -52,4 +52,22 @@ def test_other_gpu_and_uncalibrated_stack(monkeypatch):
     assert band.pct == approx([1.5 * 4.0])  # its runs on g, x 1.5
     assert "not measured on other-gpu" in band.basis
     never = error_band(model(carried=30.0), "g", np.array([16, 32]))
-    assert never.pct == approx([30.0, 30.0]) and "never calibrated" in never.basis
+    assert never.pct == approx([30.0, 30.0]) and "no calibration runs" in never.basis
+
+
+def test_other_gpu_beyond_scale_widens_twice(monkeypatch):
+    import planner.error_bands as eb
+
+    monkeypatch.setattr(eb, "NEAREST", 1)
+    m = model({"g": dict(fitted_on=["x"], error_cases=CASES)})
+    # nearest to 256 GPUs: 64 GPUs at 12 %; x 1.5 (other GPU) x (1 + 0.25 log2 4) = 12 x 1.5 x 1.5 = 27 %
+    band = error_band(m, "other-gpu", np.array([256]))
+    assert band.pct == approx([27.0]) and "beyond the largest calibrated scale" in band.basis
+
+
+def test_bad_error_cases_are_refused():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        model({"g": dict(fitted_on=["x"], error_cases=[[0, 1e-4, 5.0]])})  # zero GPUs

@@ -84,8 +84,10 @@ def test_base_pipeline_matches_the_step_time_model():
     lay = single_layout(dp=8, tp=8, pp=16, micro_batch=1, num_microbatches=192)
     t = step_time(model, cluster, lay)
     inst = stage_instance(model, cluster, lay)
-    # pipeline = compute + recompute + tp_comm + bubble in planner/costs/pipeline.py (bubble > 0 here)
-    expected = t.compute[0] + t.recompute[0] + t.tp_comm[0] + t.bubble[0]
+    # pipeline = compute + recompute + tp_comm + bubble + the per-micro-batch part of the overhead
+    # (m x v x the stack's microbatch_overhead) in planner/costs/pipeline.py (bubble > 0 here)
+    micro = model.training.stack.for_gpu(cluster.gpu.name).microbatch_overhead_s * 192 * 1
+    expected = t.compute[0] + t.recompute[0] + t.tp_comm[0] + t.bubble[0] + micro
     assert pipeline_s(inst, np.full(16, inst.base)) == approx(expected, rel=1e-9)
 
 

@@ -53,11 +53,21 @@ def _fat_tree_levels(cluster: ClusterSpec, nodes) -> np.ndarray:
     return np.where(nodes <= leaf, 1, np.where(nodes <= leaf * down, 2, 3))
 
 
+def group_links(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> tuple:
+    """(bus bandwidth [GB/s], latency arguments of the collectives) of a group, placed once."""
+    placed = _placement(cluster, size, stride)
+    return _bus_gbps(cluster, placed), _latency(cluster, placed)
+
+
 def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
     """Achieved bus bandwidth [GB/s] of a group of `size` ranks spaced `stride` apart."""
+    return _bus_gbps(cluster, _placement(cluster, size, stride))
+
+
+def _bus_gbps(cluster: ClusterSpec, placed) -> np.ndarray:
     eff = cluster.gpu.efficiency
     nvlink = cluster.node.nvlink_gbps * eff.nvlink
-    inside, per_domain, domains = _placement(cluster, size, stride)
+    inside, per_domain, domains = placed
     nodes = domains * np.maximum(cluster.node.nvlink_domain // cluster.node.gpus, 1)
     network = cluster.node.network_gbps * eff.network
     network = np.where(nodes > _leaf_nodes(cluster), network / cluster.network.oversubscription, network)
@@ -68,9 +78,14 @@ def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -
 def group_latency(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> tuple:
     """(NVLink step latency [s], network step latency [s], domains spanned) of a group, for the
     collectives below."""
+    return _latency(cluster, _placement(cluster, size, stride))
+
+
+def _latency(cluster: ClusterSpec, placed) -> tuple:
     eff = cluster.gpu.efficiency
-    _, _, domains = _placement(cluster, size, stride)
-    hops = 2 * _fat_tree_levels(cluster, domains) - 1
+    domains = placed[2]
+    nodes = domains * np.maximum(cluster.node.nvlink_domain // cluster.node.gpus, 1)
+    hops = 2 * _fat_tree_levels(cluster, nodes) - 1
     network = eff.network_latency_s + hops * cluster.network.switch_latency_us * US
     return eff.latency_s, network, domains
 
@@ -81,6 +96,11 @@ def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
     if half_mb <= 0:
         return bus_gbps
     return bus_gbps * nbytes / (nbytes + half_mb * MB)
+
+
+def _flat(links: tuple) -> tuple:
+    bus, lat = links
+    return (bus, *lat)
 
 
 def _log2(n) -> np.ndarray:
@@ -132,8 +152,8 @@ def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts
     eff = cluster.gpu.efficiency
     size, stride = process_group(layouts, "tp")
     nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden
-    bus = sized_bus_gbps(group_bus_gbps(cluster, size, stride), nbytes, eff.message_half_mb)
-    lat = group_latency(cluster, size, stride)
+    bus, lat = group_links(cluster, size, stride)
+    bus = sized_bus_gbps(bus, nbytes, eff.message_half_mb)
     ar = all_reduce_s(nbytes, size, bus, *lat)
     sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, *lat))  # AG + RS, per all-reduce replaced
     return 2.0 * np.where(layouts.sequence_parallel == 1, sp, ar)
@@ -175,7 +195,7 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     lat = np.where(crosses, group_latency(cluster, 2, pp_stride)[1], eff.latency_s)
     regather = np.where(
         (tp > 1) & (layouts.sequence_parallel == 0),
-        all_gather_s(nbytes * tp, tp, group_bus_gbps(cluster, tp, tp_stride), *group_latency(cluster, tp, tp_stride)),
+        all_gather_s(nbytes * tp, tp, *_flat(group_links(cluster, tp, tp_stride))),
         0.0,
     )
     return p2p_s(nbytes, gbps, lat) + regather
@@ -191,8 +211,7 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     2020 Sec. 7.2.2: 3x the parameter size against 2x for plain data parallelism, here every
     micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce)."""
     dp, stride = process_group(layouts, "dp")
-    bus = group_bus_gbps(cluster, dp, stride)
-    lat = group_latency(cluster, dp, stride)
+    bus, lat = group_links(cluster, dp, stride)
     grads, weights = prec.grad_bytes * params_per_gpu, prec.weight_bytes * params_per_gpu
     plain = all_reduce_s(grads, dp, bus, *lat)
     sharded = reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
@@ -214,8 +233,7 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     module`), so small units pay the group's latency many times (Rajbhandari et al. 2020 Sec. 7;
     Zhao et al. 2023 Sec. 3.2)."""
     dp, stride = process_group(layouts, "dp")
-    bus = group_bus_gbps(cluster, dp, stride)
-    lat = group_latency(cluster, dp, stride)
+    bus, lat = group_links(cluster, dp, stride)
     layer = model.layer_params() / layouts.tp.astype(float)
     units = zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.

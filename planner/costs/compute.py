@@ -26,6 +26,7 @@ import numpy as np
 from ..precision import BF16, FP32_BYTES, precision
 from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from ..specs import GpuSpec, ModelSpec
+from ..units import US
 
 
 @dataclass(frozen=True)
@@ -101,11 +102,10 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     elem_s = (act_fn + sp_region) / (hbm * eff.hbm)
 
     overhead = st.layer_overhead_s
-    # The host launches kernels no faster than layer_launch_us a layer: below that, the GPU waits
-    # (PyTorch eager execution; CUDA graphs exist to remove this floor).
-    launch = st.layer_launch_us * 1e-6
-    fwd = np.maximum(dense + core_fwd + elem_s, launch) + overhead
-    bwd = np.maximum(2 * dense + core_bwd + st.elementwise_backward_factor * elem_s, 2 * launch) + 2 * overhead
+    # The host launches a layer's kernels no faster than layer_launch_us (PyTorch eager; CUDA graphs remove it).
+    launch_s = st.layer_launch_us * US
+    fwd = np.maximum(dense + core_fwd + elem_s, launch_s) + overhead
+    bwd = np.maximum(2 * dense + core_bwd + st.elementwise_backward_factor * elem_s, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
@@ -113,6 +113,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     # Output layer (vocab-parallel) and cross-entropy in fp32 over s b V / t logits.
     v = model.vocab
     logits_gemm = gemm_s(tokens, h, v / t, peak, hbm, gpu, act)
-    ce_bytes = 3 * FP32_BYTES * tokens * v / t  # three passes over the logits in fp32
+    # The loss reads and writes the fp32 logits a number of times that depends on the kernels: an
+    # unfused vocab-parallel cross-entropy (cast, max, exp, sum, log, gather, softmax) makes many
+    # passes, a fused one few (Megatron --cross-entropy-loss-fusion); the stack says how many.
+    ce_bytes = st.loss_fp32_passes * FP32_BYTES * tokens * v / t
     logits = 3 * logits_gemm + (1 + st.elementwise_backward_factor) * ce_bytes / (hbm * eff.hbm)
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute, logits_fwd_bwd_s=logits)

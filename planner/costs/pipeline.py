@@ -108,10 +108,11 @@ def _dp_exposed_s(model: ModelSpec, cluster: ClusterSpec, layouts, lc: LayerComp
     stack = model.training.stack
     gather, reduce = comm.zero3_layer_comm_s(cluster, model, layouts, prec, stack)
     units = comm.zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
-    hooks = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
+    hooks_s = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
     per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + np.maximum(gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))
-    zero3 = m * first * (per_layer + hooks)
-    zero3_raw = raw + m * first * hooks
+    # Not overlapped, every unit's gathers and reduce-scatter wait in turn.
+    zero3_raw = m * first * (2 * gather + reduce + hooks_s)
+    zero3 = np.minimum(m * first * (per_layer + hooks_s), zero3_raw)
     if not model.training.dp_comm_overlap:
         return np.where(layouts.zero >= 3, zero3_raw, raw)
     work_layer = lc.fwd_s + lc.bwd_s

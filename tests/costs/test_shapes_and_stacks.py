@@ -118,3 +118,39 @@ def test_memory_uses_the_stack_granularity(make_model, toy_gpu):
     diff = memory_breakdown(two, toy_gpu, layout).weights - memory_breakdown(one, toy_gpu, layout).weights
     assert diff[0] * 2**30 == approx(layer * 2, rel=1e-9)
     assert np.all(diff > 0)
+
+
+def test_zero3_without_overlap_by_hand(make_model, make_cluster):
+    # 2 nodes of 1 GPU, 1 GB/s x 0.8 = 0.8 GB/s; dp 2; 8 layers; 4 micro-batches; no overlap.
+    # layer params: 4h^2 + 4h (attention) + 2hf + f + h (MLP) + 4h (norms), h 1024, f 4096 = 12,596,224
+    layer = 12_596_224
+    # all-gather of bf16 weights: 1/2 x 2 B x layer / 0.8e9 + one network step (10 us) = 15.755 ms;
+    # reduce-scatter of fp32 gradients: 1/2 x 4 B x layer / 0.8e9 + 10 us = 31.500 ms
+    gather = 0.5 * 2 * layer / 0.8e9 + 10e-6
+    reduce = 0.5 * 4 * layer / 0.8e9 + 10e-6
+    cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=1.0)
+    model = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=False)))
+    layout = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3)
+    # forward gather, backward gather and reduce-scatter per layer, 8 layers, 4 micro-batches: 2.0164 s
+    assert step_time(model, cluster, layout).dp_comm[0] == approx(4 * 8 * (2 * gather + reduce), rel=1e-9)
+    assert 4 * 8 * (2 * gather + reduce) == approx(2.01636, rel=1e-4)
+
+
+def test_overlap_never_makes_zero3_slower(make_model, make_cluster):
+    for net in (0.01, 1.0, 100.0):
+        cluster = make_cluster(gpus_per_node=1, nodes=4, network_gbps=net)
+        layout = lay(dp=4, tp=1, micro_batch=1, num_microbatches=2, zero=3)
+        on = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=True)))
+        off = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=False)))
+        assert step_time(on, cluster, layout).dp_comm[0] <= step_time(off, cluster, layout).dp_comm[0]
+
+
+def test_fat_tree_hops_add_switch_latency(make_cluster, toy_gpu_data):
+    from planner.costs.comm import group_latency
+
+    # radix 4: a rail-optimised leaf reaches 2 nodes, a second level 2 x 2 = 4, beyond that 3 levels.
+    # 1 us a hop on top of the 10 us network step: 1 level = 1 hop, 2 levels = 3 hops, 3 levels = 5 hops.
+    cluster = make_cluster(nodes=16, network=dict(switch_radix=4, switch_latency_us=1.0))
+    _, net, domains = group_latency(cluster, np.array([2, 4, 16]), np.array([8, 8, 8]))
+    assert list(domains) == [2, 4, 16]
+    assert net == approx([11e-6, 13e-6, 15e-6])
