@@ -59,6 +59,18 @@ def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes
     return issued / (peak * eff.gemm * saturation) + nbytes / (hbm_bytes_s * eff.hbm)
 
 
+# FlashAttention throughput saturates in the sequence length like s / (s + s_half)
+# (`flash_half_seq`, a GPU constant); `flash_attention` is the efficiency at 2,048 tokens.
+FLASH_REFERENCE_SEQ = 2048.0
+
+
+def flash_sequence_factor(seq_len: float, half_seq: float) -> float:
+    if half_seq <= 0:
+        return 1.0
+    ref = FLASH_REFERENCE_SEQ / (FLASH_REFERENCE_SEQ + half_seq)
+    return seq_len / (seq_len + half_seq) / ref
+
+
 def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
@@ -84,7 +96,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     attn_flops = 4.0 * b * s * s * h / t
     if model.training.attention == "flash":
         # Fused kernel; causal masking skips half the blocks. Backward recomputes the scores: ~2.5x.
-        core_fwd = 0.5 * attn_flops / (peak * eff.flash_attention)
+        core_fwd = 0.5 * attn_flops / (peak * eff.flash_attention * flash_sequence_factor(s, eff.flash_half_seq))
         core_bwd = 2.5 * core_fwd
     else:
         scores_bytes = act * a * s * s * b / t

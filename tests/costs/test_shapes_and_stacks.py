@@ -154,3 +154,14 @@ def test_fat_tree_hops_add_switch_latency(make_cluster, toy_gpu_data):
     _, net, domains = group_latency(cluster, np.array([2, 4, 16]), np.array([8, 8, 8]))
     assert list(domains) == [2, 4, 16]
     assert net == approx([11e-6, 13e-6, 15e-6])
+
+
+def test_flash_attention_efficiency_saturates_with_sequence():
+    from planner.costs.compute import flash_sequence_factor
+
+    # s / (s + 230), relative to 2,048: 2048 / 2278 = 0.8990; at 512: 512 / 742 = 0.6900 -> 0.7675;
+    # at 16,384: 16384 / 16614 = 0.9862 -> 1.0969
+    assert flash_sequence_factor(2048, 230.0) == approx(1.0)
+    assert flash_sequence_factor(512, 230.0) == approx(0.6900 / 0.8990, rel=1e-3)
+    assert flash_sequence_factor(16384, 230.0) == approx(0.9862 / 0.8990, rel=1e-3)
+    assert flash_sequence_factor(512, 0.0) == 1.0  # off
