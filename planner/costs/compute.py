@@ -71,6 +71,14 @@ def flash_sequence_factor(seq_len: float, half_seq: float) -> float:
     return seq_len / (seq_len + half_seq) / ref
 
 
+def _floor(gpu_s, launch_s):
+    """The larger of GPU time and launch time, smoothly (an L6 norm: within 12 % of the max where they
+    are equal, exact far from it), so that a refit can find a floor that starts below the GPU time."""
+    if np.all(launch_s == 0):
+        return gpu_s
+    return (gpu_s**6 + launch_s**6) ** (1 / 6)
+
+
 def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
@@ -116,8 +124,8 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
     overhead = st.layer_overhead_s
     # The host launches a layer's kernels no faster than layer_launch_us (PyTorch eager; CUDA graphs remove it).
     launch_s = st.layer_launch_us * US
-    fwd = np.maximum(dense + core_fwd + elem_s, launch_s) + overhead
-    bwd = np.maximum(2 * dense + core_bwd + st.elementwise_backward_factor * elem_s, 2 * launch_s) + 2 * overhead
+    fwd = _floor(dense + core_fwd + elem_s, launch_s) + overhead
+    bwd = _floor(2 * dense + core_bwd + st.elementwise_backward_factor * elem_s, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
