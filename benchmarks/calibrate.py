@@ -28,9 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from planner.shipped import stack_data  # noqa: E402
 from planner.specs import StackConstants  # noqa: E402
 from planner.calibration import (  # noqa: E402
-    FAMILIES, SOURCES, family_of, load_cases, relative_errors, stack_profile, with_constants,
+    FAMILIES, SOURCES, family_of, load_cases, relative_errors, with_constants,
 )
 
 # Collective latencies are not fitted: they come from NCCL's own tuning model (the GPU presets).
@@ -140,16 +141,11 @@ def shipped_priors(cases) -> dict:
     for c in cases:
         fam = family_of(c.gpu)
         eff = c.cluster.gpu.efficiency
-        pri.setdefault(("hw", fam), {k: _prior_hw(eff, k) for k in HARDWARE})
-        prof = stack_profile(c.stack)
+        pri.setdefault(("hw", fam), {k: float(getattr(eff, k)) for k in HARDWARE})
+        prof = stack_data(c.stack)
         pri.setdefault(("stack", fam, c.stack), {k: float(prof.get(k, StackConstants.model_fields[k].default) or 0.0)
                                                  for k in {**STACK, **STACK_EXTRA.get(c.stack, {})}})
     return pri
-
-
-def _prior_hw(eff, k):
-    v = getattr(eff, k)
-    return float(eff.latency_us if v is None else v)
 
 
 def fit(cases, priors) -> dict:

@@ -296,14 +296,6 @@ def summary(rows) -> dict:
     return {"n": int(err.size), "mean_abs": float(err.mean()) if err.size else 0.0, "max_abs": float(err.max()) if err.size else 0.0}
 
 
-def stack_profile(name: str) -> dict:
-    """A shipped stack profile as data (for refits that replace its constants)."""
-    data = stack_data(name)
-    if data is None:
-        raise KeyError(name)
-    return data
-
-
 # GPU types that share one set of hardware constants (the same chip; memory size and HBM bandwidth
 # stay per preset).
 FAMILIES = {"a100": ("a100-sxm-80gb", "a100-sxm-40gb"), "h100": ("h100-sxm-80gb", "h200-sxm-141gb")}

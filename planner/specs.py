@@ -287,9 +287,6 @@ class StackSpec(StackConstants):
             base.update({k: v for k, v in fitted.model_dump().items() if k in base and v is not None})
         return StackConstants(**base)
 
-    def calibrated_on(self, gpu_name: str) -> bool:
-        return gpu_name in self.gpus and bool(self.gpus[gpu_name].fitted_on)
-
 
 def _stack_profile(value):
     """A stack named by a shipped profile becomes that profile; a mapping is an inline profile.

@@ -12,7 +12,6 @@ import csv
 import numpy as np
 
 from .loading import load_gpu_data
-from .score import score
 from .shipped import shared_dir
 from .space import Layouts
 from .specs import ClusterSpec, ModelSpec
@@ -55,17 +54,6 @@ def _inputs(key: tuple, group: list[dict]) -> tuple[ModelSpec, ClusterSpec, Layo
     # Axes the files do not state (vpp, recompute, sp, zero) take the registry's defaults.
     lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
     return model, cluster, lay
-
-
-def predict_rows(rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """(measured, predicted) iteration times [s]; one score() call per distinct model shape
-    (rows come back grouped by shape)."""
-    measured, predicted = [], []
-    for key, group in _shape_groups(rows).items():
-        model, cluster, lay = _inputs(key, group)
-        predicted.append(score(model, cluster, lay).step_time_s)
-        measured.append(np.array([r["ms"] / 1e3 for r in group]))
-    return np.concatenate(measured), np.concatenate(predicted)
 
 
 def vtrain_groups() -> list[tuple]:
