@@ -26,6 +26,11 @@ CASES = (
     ("megatron-1t", "dgx-a100-1024", 3072, None),
     ("megatron-1t", "big-h100-131072", 131072, 65536),
     ("llama3-405b", "big-h100-131072", 131072, 65536),
+    # mixture-of-experts and long context: the ep, etp and cp axes grow the space (issue #12's target:
+    # DeepSeek-V3 on 1,024 H100s under 0.5 s and 1 GiB)
+    ("deepseek-v3", "dgx-h100-1024", 1024, None),
+    ("mixtral-8x7b", "dgx-h100-1024", 256, None),
+    ("llama3.1-405b-128k", "dgx-h100-16384", 16384, None),
 )
 
 

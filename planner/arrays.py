@@ -53,3 +53,16 @@ def scatter(n: int, parts: list[tuple[np.ndarray, T]]) -> T:
         else:
             out[f.name] = values[0]
     return type(first)(**out)
+
+
+def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct combination, inverse: which combination each row has) of aligned
+    integer columns, for costs that depend on a few axes only (compute them once per combination)."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    spans = [int(c.max(initial=0)) + 1 for c in cols]
+    if all(c.min(initial=0) >= 0 for c in cols) and float(np.prod([float(x) for x in spans])) < 2.0**62:
+        key = np.ravel_multi_index(cols, spans)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)

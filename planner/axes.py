@@ -37,9 +37,14 @@ class SpaceContext:
     heads: int
     kv_heads: int
     global_batch: int
-    seq_len: int = 0  # tokens per sequence (0: not known to the caller; no rule reads it yet)
+    seq_len: int = 0  # tokens per sequence (0: not known to the caller; cp is then 1)
+    experts: int = 0  # routed experts per MoE layer (0: a dense model)
     max_micro_batch: int = 32
     max_vpp: int = 16
+    # Context parallelism is enumerated down to this many tokens of a sequence per cp rank (a fixed
+    # --cp may go below): shorter chunks cannot hide their K/V exchange behind attention, and no
+    # top-20 layout of the shipped models on their clusters went below 512 (benchmarks/speed.py cases).
+    min_cp_tokens: int = 512
     cap_levels: int = 1  # power-cap levels searched (1: the uncapped GPU only)
 
 
@@ -62,7 +67,7 @@ class Axis:
     candidates: Callable[[SpaceContext, Mapping[str, int]], list[int]] | None = None  # options and outer axes
     derive: Callable[[Mapping[str, Any], SpaceContext], Any] | None = None  # derived axes
     fills: bool = False  # a degree that takes whatever GPUs the other degrees leave (dp)
-    tiebreak: int | None = None  # position in the tie-break (smaller values preferred first)
+    tiebreak: float | None = None  # position in the tie-break (smaller values preferred first)
     rank_order: int | None = None  # position of a degree in the rank order, innermost first
     short: str = ""  # printed name: "mb" in "mb1", "sp" in "sp=True"
     show: Show = "hidden"
@@ -132,6 +137,22 @@ def _virtual_stages(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
     return [v for v in divisors(ctx.layers // pp) if v <= ctx.max_vpp and (v == 1 or pp >= 2)]
 
 
+def _expert_parallel(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
+    """ep: divisors of the experts that fold into the attention grid tp*cp*dp (Megatron-Core
+    parallel folding: the expert grid etp*ep*edp reuses the same GPUs)."""
+    if ctx.experts == 0:
+        return [1]
+    grid = chosen["tp"] * chosen.get("cp", 1) * chosen["dp"]
+    return [e for e in divisors(ctx.experts) if grid % e == 0]
+
+
+def _expert_tensor_parallel(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
+    """etp: 1 (Megatron-Bridge's recipes) or the attention's tp."""
+    if ctx.experts == 0:
+        return [1]
+    return sorted({1, chosen["tp"]})
+
+
 AXES: tuple[Axis, ...] = (
     Axis("dp", "data-parallel degree", "degree", given="optional", bounds=dict(gt=0, le=10_000_000),
          flag="--dp", help="fix the data-parallel degree", give_help="data-parallel degree (default: GPUs / (tp*pp))",
@@ -142,6 +163,10 @@ AXES: tuple[Axis, ...] = (
     Axis("pp", "pipeline-parallel degree", "degree", given="required", bounds=dict(gt=0, le=100_000),
          flag="--pp", help="fix the pipeline-parallel degree", give_help="pipeline-parallel degree",
          tiebreak=1, rank_order=4, show="cell"),
+    Axis("cp", "context-parallel degree (sequence split over GPUs in attention)", "degree", default=1, given="default",
+         bounds=dict(gt=0, le=100_000), flag="--cp", help="fix the context-parallel degree",
+         give_help="context-parallel degree (seq_len divisible by 2*cp)", tiebreak=1.5, rank_order=1, show="cell",
+         hide_default=True),
     Axis("micro_batch", "micro-batch size [sequences]", "option", given="required",
          bounds=dict(gt=0, le=100_000, description="sequences per micro-batch"),
          flag="--micro-batch", help="fix the micro-batch size [sequences]", give_help="micro-batch size [sequences]",
@@ -161,8 +186,16 @@ AXES: tuple[Axis, ...] = (
     Axis("zero", "ZeRO stage", "option", choices=(0, 1, 2, 3), default=0, given="default",
          bounds=dict(description="ZeRO stage"), flag="--zero", help="fix the ZeRO stage (0-3)", give_help="ZeRO stage 0-3",
          invalid="ZeRO stage {value} does not exist", expected="0, 1, 2 or 3",
-         candidates=lambda ctx, chosen: [0, 1, 2, 3] if chosen["dp"] > 1 else [0], tiebreak=6,
+         candidates=lambda ctx, chosen: [0, 1, 2, 3] if chosen["dp"] * chosen.get("cp", 1) > 1 else [0], tiebreak=6,
          show="column", column="zero"),
+    Axis("ep", "expert-parallel degree (routed experts split over GPUs)", "option", default=1, given="default",
+         bounds=dict(gt=0, le=1_000_000), flag="--ep", help="fix the expert-parallel degree (MoE)",
+         give_help="expert-parallel degree (MoE; ep*etp divides tp*cp*dp)", candidates=_expert_parallel,
+         tiebreak=1.6, show="cell", hide_default=True),
+    Axis("etp", "expert tensor-parallel degree", "option", default=1, given="default",
+         bounds=dict(gt=0, le=100_000), flag="--etp", help="fix the expert tensor-parallel degree (MoE)",
+         give_help="expert tensor-parallel degree (MoE)", candidates=_expert_tensor_parallel,
+         tiebreak=1.7, show="cell", hide_default=True),
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
          short="m", show="detail", csv=False),
@@ -230,6 +263,26 @@ RULES: tuple[Rule, ...] = (
     Rule("tp_divides_heads", ("tp",),
          lambda v, ctx: (ctx.heads % v["tp"] == 0) & (ctx.kv_heads % v["tp"] == 0),
          lambda r, ctx: f"tp={r['tp']} must divide heads ({ctx.heads}) and kv_heads ({ctx.kv_heads})"),
+    # Megatron-Core context parallelism splits each sequence into 2*cp chunks (causal load balancing).
+    Rule("cp_divides_sequence", ("cp",),
+         lambda v, ctx: (v["cp"] == 1) | ((ctx.seq_len > 0) & (ctx.seq_len % (2 * v["cp"]) == 0)
+                                          & (ctx.seq_len >= v["cp"] * ctx.min_cp_tokens)),
+         lambda r, ctx: f"cp={r['cp']} needs seq_len ({ctx.seq_len}) divisible by 2*cp = {2 * r['cp']}"
+         + ("" if ctx.seq_len >= r["cp"] * ctx.min_cp_tokens else f" and at least {ctx.min_cp_tokens} tokens per cp rank")),
+    Rule("ep_divides_experts", ("ep",),
+         lambda v, ctx: (v["ep"] == 1) | ((ctx.experts > 0) & (ctx.experts % np.maximum(v["ep"], 1) == 0)),
+         lambda r, ctx: (f"ep={r['ep']} must divide the {ctx.experts} experts" if ctx.experts
+                         else f"ep={r['ep']} needs a mixture-of-experts model (this one is dense)")),
+    Rule("etp_needs_experts", ("etp",), lambda v, ctx: (v["etp"] == 1) | (ctx.experts > 0),
+         lambda r, ctx: f"etp={r['etp']} needs a mixture-of-experts model (this one is dense)"),
+    # Parallel folding (Megatron-Core MoE): the expert grid etp x ep x edp covers the attention's tp x cp x dp.
+    Rule("expert_grid_folds", ("tp", "cp", "dp", "ep", "etp"),
+         lambda v, ctx: (v["tp"] * v["cp"] * v["dp"]) % (v["ep"] * v["etp"]) == 0,
+         lambda r, ctx: f"ep*etp = {r['ep']}*{r['etp']} must divide tp*cp*dp = {r['tp']}*{r['cp']}*{r['dp']}"),
+    # Megatron-LM: MoE with tensor parallelism requires sequence parallelism.
+    Rule("moe_tp_needs_sequence_parallel", ("tp", "sequence_parallel"),
+         lambda v, ctx: (ctx.experts == 0) | (v["tp"] == 1) | (v["sequence_parallel"] == 1),
+         lambda r, ctx: "MoE with tp > 1 needs sequence parallelism (Megatron-LM)"),
     Rule("pp_at_most_layers", ("pp",), lambda v, ctx: v["pp"] <= ctx.layers,
          lambda r, ctx: f"pp={r['pp']} is more than the {ctx.layers} layers"),
     # Megatron-LM: global batch = dp x micro-batch x micro-batches per step.
@@ -243,8 +296,10 @@ RULES: tuple[Rule, ...] = (
     Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),
-    Rule("zero_needs_dp", ("dp", "zero"), lambda v, ctx: (v["zero"] == 0) | (v["dp"] > 1),
-         lambda r, ctx: f"ZeRO stage {r['zero']} shards over dp, but dp = 1"),
+    # The distributed optimizer and ZeRO shard over the data-parallel ranks of every context slice (dp*cp).
+    Rule("zero_needs_dp", ("dp", "cp", "zero"), lambda v, ctx: (v["zero"] == 0) | (v["dp"] * v["cp"] > 1),
+         lambda r, ctx: f"ZeRO stage {r['zero']} shards over dp, but dp = 1" if r.get("cp", 1) == 1
+         else f"ZeRO stage {r['zero']} shards over dp*cp, but dp*cp = 1"),
 )
 
 
@@ -252,8 +307,11 @@ RULES: tuple[Rule, ...] = (
 
 def layout_cell(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
     """`dp32 tp4 pp8 mb1 vpp6`: the axes shown in the cell, those at their default left out."""
-    return " ".join(f"{a.label}{layout[a.name]}" for a in axes
-                    if a.show == "cell" and not (a.hide_default and layout[a.name] == a.default))
+    def value(a):
+        return layout.get(a.name, a.default)
+
+    return " ".join(f"{a.label}{value(a)}" for a in axes
+                    if a.show == "cell" and not (a.hide_default and value(a) == a.default))
 
 
 def layout_summary(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
@@ -267,4 +325,5 @@ def layout_assignments(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES)
     def text(v):
         return str(v).lower() if isinstance(v, bool) else str(v)
 
-    return " ".join(f"{a.name}={text(layout[a.name])}" for a in axes if a.given is not None)
+    return " ".join(f"{a.name}={text(layout.get(a.name, a.default))}" for a in axes if a.given is not None
+                    and not (a.hide_default and layout.get(a.name, a.default) == a.default))

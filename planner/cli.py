@@ -34,12 +34,13 @@ def _print_json(data: dict) -> None:
 
 
 def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None):
-    from .loading import load_cluster, load_model
-    from .search import with_global_batch, with_stack
+    from .loading import load_cluster, load_model, precision_line
+    from .search import check_precision, with_global_batch, with_stack
 
     positive(gpus, "--gpus")
     m = with_stack(with_global_batch(load_model(model), global_batch), stack)
     c = load_cluster(cluster)
+    check_precision(m, c, *precision_line(model))
     if gpus is not None and gpus > c.total_gpus:
         raise SpecError(f"--gpus {gpus} is more than the {c.total_gpus} GPUs of {c.name}", path="--gpus",
                         expected=f"at most {c.total_gpus}")
@@ -62,14 +63,20 @@ def search(
 
     def go():
         from . import report
+        import numpy as np
+
         from .axes import AXES
         from .search import search as do_search, search_gpu_counts
         from .space import SpaceLimits, derive_dp
 
         positive(top, "--top")
         fixed = read_axes(options)
-        if gpus is not None and all(a.name in fixed for a in AXES if a.role == "degree"):
-            derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
+        degrees = [a for a in AXES if a.role == "degree"]
+        if gpus is not None and all(a.name in fixed or a.default is not None for a in degrees):
+            # A free degree with a default (cp) could still take up GPUs the fixed ones leave.
+            product = int(np.prod([fixed[a.name] for a in degrees if a.name in fixed]))
+            if all(a.name in fixed for a in degrees) or gpus % product:
+                derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
         m, c = _load(model, cluster, global_batch, gpus, stack)
         limits = read_limits(options, "search")
         common = dict(objective=objective, limits=limits, space=SpaceLimits(max_micro_batch=setting(options, MAX_MICRO_BATCH)),

@@ -305,3 +305,12 @@ def load_stack(arg: str | os.PathLike) -> StackSpec:
 
 def load_cluster(arg: str | os.PathLike) -> ClusterSpec:
     return cluster_from_loaded(load_yaml_file(resolve(arg, "cluster")))
+
+
+def precision_line(arg: str | os.PathLike) -> tuple[str | None, int | None]:
+    """(file, line of training.precision) of a model spec, for errors that need the cluster too."""
+    try:
+        loaded = load_yaml_file(resolve(arg, "model"))
+    except SpecError:
+        return None, None
+    return loaded.file, loaded.line_of(("training", "precision"))

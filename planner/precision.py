@@ -20,7 +20,15 @@ class Precision:
     grad_bytes: int  # gradients as accumulated (fp32 main_grad)
     master_bytes: int  # fp32 master copy of the weights
     optimizer_bytes: int  # Adam's first and second moments
-    activation_bytes: int  # stored and communicated activations, GEMM operands
+    activation_bytes: int  # stored and communicated activations, GEMM outputs
+    gemm_input_bytes: float = 2  # GEMM operands as the tensor cores read them, and as stored for backward
+    weight_cache_bytes: float = 0  # low-precision weight copies kept beside the 16-bit weights
+    quantize_bytes: float = 0  # HBM traffic to cast one GEMM input element (read 16-bit, write 8-bit copies)
+    mfu_peak: str = ""  # the peak MFU is quoted against (published tables: BF16 for FP8 runs)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.gemm_input_bytes < 2
 
     @property
     def optimizer_state_bytes(self) -> int:
@@ -43,7 +51,20 @@ BF16 = Precision("bf16", peak="bf16", weight_bytes=2, grad_bytes=4, master_bytes
                  activation_bytes=2)
 FP16 = Precision("fp16", peak="fp16", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
                  activation_bytes=2)
-PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16)}
+# FP8 training with Transformer Engine (Micikevicius et al. 2022, "FP8 Formats for Deep Learning";
+# TE's Linear/LayerNormLinear): GEMMs read FP8 operands; the 16-bit weights stay (the optimizer's
+# fp32 master is unchanged) and TE caches their FP8 copies for the step, row-wise and transposed
+# (Hopper's FP8 GEMMs take only the "TN" layout), 2 bytes per parameter; GEMM inputs are saved for
+# backward in FP8 (1 byte). Casting an input reads it in 16 bits and writes the two FP8 copies
+# (2 + 1 + 1 bytes; the amax reduction is fused into the cast). MXFP8 (OCP Microscaling spec v1.0,
+# Blackwell): a shared 8-bit scale per 32 values adds 1/32 byte to each copy, and the row- and
+# column-wise copies replace the transpose. Attention, norms and communication stay in BF16.
+FP8 = Precision("fp8", peak="fp8", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
+                activation_bytes=2, gemm_input_bytes=1, weight_cache_bytes=2, quantize_bytes=4, mfu_peak="bf16")
+MXFP8 = Precision("mxfp8", peak="mxfp8", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
+                  activation_bytes=2, gemm_input_bytes=1 + 1 / 32, weight_cache_bytes=2 * (1 + 1 / 32),
+                  quantize_bytes=2 + 2 * (1 + 1 / 32), mfu_peak="bf16")
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8)}
 
 
 def precision(name: str) -> Precision:

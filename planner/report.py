@@ -36,6 +36,7 @@ def scored_json(s: ScoredLayout) -> dict:
         "tokens_per_s": s.tokens_per_s,
         "model_tflops_per_gpu": s.model_tflops_per_gpu,
         "mfu": s.mfu,
+        **({} if s.mfu_fp8_peak is None else {"mfu_fp8_peak": s.mfu_fp8_peak}),
         "energy_j_per_step": s.energy.energy_j_per_step,
         "energy_j_per_token": s.energy_j_per_token,
         "avg_power_kw": s.energy.avg_power_kw,

@@ -45,6 +45,7 @@ class ScoredLayout:
     statistical_efficiency: float | None = None
     training: TrainingTotals | None = None
     power_cap: PowerCapLevel | None = None  # when power caps were searched
+    mfu_fp8_peak: float | None = None  # FP8/MXFP8 runs: MFU against the FP8 peak (`mfu` is against BF16)
 
     @property
     def feasible(self) -> bool:
@@ -84,6 +85,7 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = ()) -> Sco
         tokens_per_s=float(scores.tokens_per_s[i]),
         model_tflops_per_gpu=float(scores.model_tflops_per_gpu[i]),
         mfu=float(scores.mfu[i]),
+        mfu_fp8_peak=None if scores.mfu_fp8_peak is None else float(scores.mfu_fp8_peak[i]),
         energy=row(scores.energy, i),
         energy_j_per_token=float(scores.energy_j_per_token[i]),
         reliability=row(scores.reliability, i),

@@ -19,6 +19,7 @@ from .costs.power_caps import cap_levels, capped_cluster, uncapped
 from .costs.stages import pipeline_ranks
 from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
 from .error_bands import ErrorBand, error_band
+from .precision import precision
 from .specs import ClusterSpec, ModelSpec, PowerCap
 from .units import TERA
 
@@ -34,12 +35,13 @@ class Scores:
     step_time_s: np.ndarray
     tokens_per_s: np.ndarray
     model_tflops_per_gpu: np.ndarray
-    mfu: np.ndarray
+    mfu: np.ndarray  # against the 16-bit (BF16/FP16) peak, as published tables quote FP8 runs too
     reliability: Reliability
     error_band: ErrorBand  # expected |error| of step_time_s [%] (planner/error_bands.py)
     statistical_efficiency: np.ndarray | None = None  # with a critical batch size (McCandlish et al. 2018)
     training: TrainingTotals | None = None  # with a token budget (`training.tokens`)
     power_caps: tuple[PowerCap, ...] | None = None  # the levels `layouts.power_cap` indexes, when caps were searched
+    mfu_fp8_peak: np.ndarray | None = None  # FP8/MXFP8 runs: against the peak their GEMMs run at
 
     def __len__(self) -> int:
         return len(self.layouts)
@@ -87,6 +89,7 @@ def score_with_caps(model: ModelSpec, cluster: ClusterSpec, layouts, caps: list[
 def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap | None,
                  critical_batch_tokens: float | None) -> Scores:
     run = cluster if cap is None or cap == uncapped(cluster.gpu) else capped_cluster(cluster, cap)
+    prec = precision(model.training.precision)
     ranks = pipeline_ranks(model, layouts)  # first and last: they bound the others (costs/stages.py)
     times = step_time(model, run, layouts, ranks)
     step = times.total
@@ -115,7 +118,8 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
         step_time_s=step,
         tokens_per_s=tokens_per_s,
         model_tflops_per_gpu=tflops_per_gpu,
-        mfu=tflops_per_gpu * TERA / peak_flops(cluster.gpu, model.training.precision),
+        mfu=tflops_per_gpu * TERA / cluster.gpu.peak_flops(prec.mfu_peak or prec.peak),
+        mfu_fp8_peak=tflops_per_gpu * TERA / cluster.gpu.peak_flops(prec.peak) if prec.is_fp8 else None,
         reliability=rel,
         error_band=error_band(model, cluster.gpu.name, gpus),
         statistical_efficiency=stat,

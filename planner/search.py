@@ -15,6 +15,7 @@ from .score import Scores, score
 from .solver import SolveResult, objective_terms, solve
 from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
 from .shipped import shipped_names, stack_data, unknown_stack_message
+from .precision import PRECISIONS, precision
 from .specs import TrainingSpec, ClusterSpec, ModelSpec
 from .stage_caps import StageCapResult, stage_caps
 from .units import J_PER_KWH, S_PER_H
@@ -128,9 +129,20 @@ def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
     return rows[cost[rows] <= threshold * (1 + 1e-6)]
 
 
+def check_precision(model: ModelSpec, cluster: ClusterSpec, file: str | None = None, line: int | None = None) -> None:
+    """The model's training precision needs a peak on the cluster's GPU (FP8 on an A100 does not run)."""
+    prec = precision(model.training.precision)
+    if getattr(cluster.gpu.peak_tflops, prec.peak) is None:
+        have = [k for k, v in cluster.gpu.peak_tflops.model_dump().items() if v is not None and k in PRECISIONS]
+        raise SpecError(f"precision {prec.name} needs a {prec.peak} peak, and the {cluster.gpu.name} preset has none "
+                        f"(cluster {cluster.name})", file=file, line=line, path="training.precision",
+                        expected=" | ".join(have))
+
+
 def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), cap_levels: int = 1):
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
-                             global_batch=model.training.global_batch, seq_len=model.seq_len, limits=space,
+                             global_batch=model.training.global_batch, seq_len=model.seq_len,
+                             experts=model.moe.experts if model.moe else 0, limits=space,
                              cap_levels=cap_levels)
 
 
@@ -154,6 +166,7 @@ def search(
     gpus = gpus or cluster.total_gpus
     if gpus <= 0:
         raise SpecError("GPU count must be positive", path="--gpus", expected="an integer > 0")
+    check_precision(model, cluster)
     if objective not in OBJECTIVES:
         objective_cost(cluster, None, objective)  # raises the error
     caps = caps_searched(cluster, objective, frontier, limits, power_caps)

@@ -95,7 +95,8 @@ def spacelimits_class(axes: tuple[Axis, ...] = AXES) -> type:
     """What to enumerate; an axis given a value is fixed to it (`SpaceLimits(tp=8)`)."""
     fixed = [(a.name, Any, field(default=None)) for a in axes if a.flag is not None]
     return make_dataclass("SpaceLimits", [("max_micro_batch", int, field(default=32)),
-                                          ("max_vpp", int, field(default=16)), *fixed], frozen=True,
+                                          ("max_vpp", int, field(default=16)), ("min_cp_tokens", int, field(default=512)),
+                                          *fixed], frozen=True,
                           namespace={"__module__": __name__})
 
 
@@ -134,14 +135,17 @@ def _passes(rules: tuple[Rule, ...], values: Mapping[str, Any], ctx: SpaceContex
 
 
 def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int, seq_len: int = 0,
-                      limits=None, cap_levels: int = 1, axes: tuple[Axis, ...] = AXES,
+                      experts: int = 0, limits=None, cap_levels: int = 1, axes: tuple[Axis, ...] = AXES,
                       rules: tuple[Rule, ...] = RULES) -> Any:
     """All valid layouts for `gpus` GPUs. Rows come degree by degree (tp, then pp, ...), the options
     of each as a product in registry order; outer axes (power caps) repeat the whole space."""
     limits = limits if limits is not None else (SpaceLimits() if axes is AXES else spacelimits_class(axes)())
     cls = Layouts if axes is AXES else layouts_class(axes)
+    fixed_cp = getattr(limits, "cp", None)
+    min_cp_tokens = getattr(limits, "min_cp_tokens", 512) if fixed_cp is None else 1
     ctx = SpaceContext(gpus=gpus, layers=layers, heads=heads, kv_heads=kv_heads, global_batch=global_batch,
-                       seq_len=seq_len, max_micro_batch=limits.max_micro_batch, max_vpp=limits.max_vpp, cap_levels=cap_levels)
+                       seq_len=seq_len, experts=experts, max_micro_batch=limits.max_micro_batch, max_vpp=limits.max_vpp,
+                       min_cp_tokens=min_cp_tokens, cap_levels=cap_levels)
     degs = degrees(axes)
     filler = next(a for a in degs if a.fills)
     free = [a for a in axes if a.role == "degree" and not a.fills]  # registry order: the row order
@@ -244,10 +248,13 @@ def derive_dp(gpus: int, given: Mapping[str, int | None], *, gpus_said: str, in_
     count came from ("--gpus is 64", "the plan uses 64 GPUs"); `in_file`: name keys, not flags."""
     degs = degrees(axes)
     filler = next(a for a in degs if a.fills)
+    given = {**given, **{a.name: given.get(a.name) or a.default for a in degs if not a.fills and a.default is not None}}
+    # Degrees at a hidden default (cp 1) are left out of the messages.
+    named = [a for a in axes if a.role == "degree" and not (a.hide_default and given.get(a.name) == a.default)]
     others = [a for a in (x for x in axes if x.role == "degree") if not a.fills]
     product = int(np.prod([given[a.name] for a in others]))
-    names = "*".join(a.name for a in others)
-    flags = "/".join(a.flag for a in others if a.flag)
+    names = "*".join(a.name for a in others if a in named)
+    flags = "/".join(a.flag for a in others if a.flag and a in named)
     if given.get(filler.name) is None:
         if gpus % product:
             raise SpecError(f"{names} = {product} does not divide the {gpus} GPUs", path=flags,
@@ -255,9 +262,8 @@ def derive_dp(gpus: int, given: Mapping[str, int | None], *, gpus_said: str, in_
         return gpus // product
     fill = given[filler.name]
     if fill * product != gpus:
-        all_names = "*".join(a.name for a in (x for x in axes if x.role == "degree"))
-        values = "*".join(str(given[a.name]) for a in (x for x in axes if x.role == "degree"))
+        all_names = "*".join(a.name for a in named)
+        values = "*".join(str(given[a.name]) for a in named)
         raise SpecError(f"{all_names} = {values} = {fill * product}, but {gpus_said}",
-                        path="/".join(a.flag for a in (x for x in axes if x.role == "degree") if a.flag),
-                        expected=f"degrees whose product is {gpus}")
+                        path="/".join(a.flag for a in named if a.flag), expected=f"degrees whose product is {gpus}")
     return fill

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import numpy as np
+
 from pydantic import BaseModel, Strict, ValidationError, ConfigDict, Field, field_validator, model_validator
 
+from .layers import LayerKind, attention_matrices, layer_kinds, layer_norm_params, mlp_matrices
 from .precision import PRECISIONS
 from .errors import SpecError
 from .shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
@@ -28,7 +31,8 @@ class PeakTflops(_Spec):
 
     bf16: float = Field(gt=0, le=1e5)
     fp16: float = Field(gt=0, le=1e5)
-    fp8: float | None = Field(default=None, gt=0, le=1e5)
+    fp8: float | None = Field(default=None, gt=0, le=1e5, description="FP8 with per-tensor scaling (Hopper, Blackwell)")
+    mxfp8: float | None = Field(default=None, gt=0, le=1e5, description="MXFP8: FP8 with a scale per 32 values (Blackwell, MI355X)")
     tf32: float | None = Field(default=None, gt=0, le=1e5)
 
 
@@ -42,6 +46,8 @@ class Efficiency(_Spec):
     """
 
     gemm: float = Field(gt=0, le=1, description="fraction of peak TFLOP/s that large, wave-aligned GEMMs reach")
+    gemm_fp8: float | None = Field(default=None, gt=0, le=1, description=(
+        "fraction of the FP8 (and MXFP8) peak that large GEMMs reach (None: `gemm`)"))
     gemm_half_gflop: float = Field(default=0.0, ge=0, le=1e6, description=(
         "GEMM work at which a GEMM reaches half of `gemm` [GFLOP] (saturating curve; 0: off)"))
     hbm: float = Field(gt=0, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
@@ -264,6 +270,8 @@ class StackSpec(StackConstants):
     attention: Literal["flash", "standard"] = "flash"
     tp_comm_overlap: bool = False
     dp_comm_overlap: bool = True
+    cp_comm: Literal["p2p", "all_gather"] = Field(default="p2p", description=(
+        "context-parallel K/V exchange (Megatron --cp-comm-type): a ring overlapped with attention, or an all-gather"))
     zero3_gather: Literal["layer", "module"] = Field(default="layer", description=(
         "ZeRO-3 gathering unit: a whole transformer layer (FSDP wrapping per block) or one weight "
         "matrix at a time (DeepSpeed stage-3 hooks per submodule)"))
@@ -332,24 +340,68 @@ class TrainingSpec(_Spec):
         return self
 
 
+class MoeSpec(_Spec):
+    """Mixture-of-experts MLPs (Megatron-Core's --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+    --moe-shared-expert-intermediate-size, --moe-layer-freq)."""
+
+    experts: int = Field(gt=0, le=1_000_000, description="routed experts per MoE layer")
+    top_k: int = Field(gt=0, le=1_000_000, description="routed experts each token goes to")
+    expert_ffn_hidden: int = Field(gt=0, le=10_000_000, description="FFN width of one routed expert")
+    shared_experts: int = Field(default=0, ge=0, le=1024, description="experts every token goes to")
+    shared_expert_ffn_hidden: int | None = Field(default=None, gt=0, le=10_000_000, description=(
+        "FFN width of one shared expert (default: expert_ffn_hidden)"))
+    dense_layers: int = Field(default=0, ge=0, le=10_000, description="the first k layers are dense")
+    layer_every: int = Field(default=1, gt=0, le=10_000, description="after those, every n-th layer is MoE")
+    capacity_factor: float | None = Field(default=None, gt=0, le=1000, description=(
+        "tokens an expert takes, relative to an even share (null: dropless)"))
+    load_imbalance: float = Field(default=1.0, ge=1, le=1000, description=(
+        "busiest expert rank's tokens / the mean (1.0: force-balanced benchmarks; real routing is above)"))
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> "MoeSpec":
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) must be at most experts ({self.experts})")
+        return self
+
+    @property
+    def shared_ffn(self) -> int:
+        return self.shared_expert_ffn_hidden or self.expert_ffn_hidden
+
+
+class MlaSpec(_Spec):
+    """Multi-head latent attention (DeepSeek-V2 Sec. 2.1, DeepSeek-V3): queries and keys/values
+    projected down to low-rank latents and back up per head; a decoupled RoPE part."""
+
+    q_lora_rank: int | None = Field(gt=0, le=1_000_000, description="query latent rank (null: no query compression)")
+    kv_lora_rank: int = Field(gt=0, le=1_000_000)
+    qk_nope_head_dim: int = Field(gt=0, le=100_000)
+    qk_rope_head_dim: int = Field(gt=0, le=100_000)
+    v_head_dim: int = Field(gt=0, le=100_000)
+
+
 class ModelSpec(_Spec):
     name: str = Field(min_length=1, max_length=128)
     layers: int = Field(gt=0, le=10_000)
     hidden: int = Field(gt=0, le=1_000_000)
     heads: int = Field(gt=0, le=100_000)
     kv_heads: int | None = Field(default=None, gt=0, le=100_000)
+    head_dim: int | None = Field(default=None, gt=0, le=100_000, description="width of one head (default: hidden / heads)")
     ffn_hidden: int | None = Field(default=None, gt=0, le=10_000_000)
     ffn_act: Literal["gelu", "swiglu"] = "gelu"
     vocab: int = Field(gt=0, le=100_000_000)
     seq_len: int = Field(gt=0, le=100_000_000)
     tied_embeddings: bool = False
     position_embedding: Literal["learned", "rope"] = "learned"
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
     training: TrainingSpec
 
     @model_validator(mode="after")
     def _shapes_divide(self) -> "ModelSpec":
-        if self.hidden % self.heads:
-            raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden})")
+        if self.head_dim is None and self.mla is None and self.hidden % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden}), or give head_dim")
+        if self.moe is not None and self.moe.dense_layers > self.layers:
+            raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) is more than the {self.layers} layers")
         if self.num_kv_heads > self.heads or self.heads % self.num_kv_heads:
             raise ValueError(f"kv_heads ({self.num_kv_heads}) must divide heads ({self.heads})")
         return self
@@ -363,16 +415,29 @@ class ModelSpec(_Spec):
         return self.ffn_hidden or 4 * self.hidden
 
     @property
+    def head_width(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
     def kv_hidden(self) -> int:
         """Width of K (and of V): kv_heads * head_dim."""
-        return self.num_kv_heads * (self.hidden // self.heads)
+        return self.num_kv_heads * self.head_width
+
+    @property
+    def moe_layers(self) -> int:
+        """MoE layers: after the first `dense_layers`, every `layer_every`-th (Megatron --moe-layer-freq)."""
+        return 0 if self.moe is None else (self.layers - self.moe.dense_layers) // self.moe.layer_every
+
+    def moe_layers_before(self, n):
+        """MoE layers among the first n (n an int or an array): layer i >= k is MoE when
+        (i - k + 1) % layer_every == 0 (Llama 4 Maverick: every second layer)."""
+        if self.moe is None:
+            return np.zeros_like(np.asarray(n))
+        return np.maximum(np.asarray(n) - self.moe.dense_layers, 0) // self.moe.layer_every
 
     def layer_params(self) -> int:
-        """Parameters of one transformer layer, biases and layer norms included."""
-        h, f, kv = self.hidden, self.ffn, self.kv_hidden
-        attn = h * (h + 2 * kv) + h * h + (h + 2 * kv) + h
-        mlp = (3 * h * f) if self.ffn_act == "swiglu" else (2 * h * f + f + h)
-        return attn + mlp + 4 * h  # two layer norms: scale and bias
+        """Parameters of one dense transformer layer, biases and layer norms included (planner/layers.py)."""
+        return LayerKind("dense", 1, attention_matrices(self) + mlp_matrices(self, self.ffn), norm_params=layer_norm_params(self)).params
 
     def embedding_params(self) -> int:
         pos = self.seq_len * self.hidden if self.position_embedding == "learned" else 0
@@ -383,4 +448,10 @@ class ModelSpec(_Spec):
         return 0 if self.tied_embeddings else self.vocab * self.hidden
 
     def total_params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params() + self.output_params() + 2 * self.hidden
+        layers = sum(k.count * k.params for k in layer_kinds(self))
+        return layers + self.embedding_params() + self.output_params() + 2 * self.hidden
+
+    def active_params(self) -> int:
+        """Parameters one token passes through (top_k routed experts of each MoE layer)."""
+        layers = sum(k.count * k.active_params for k in layer_kinds(self))
+        return layers + self.embedding_params() + self.output_params() + 2 * self.hidden

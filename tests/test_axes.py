@@ -1,5 +1,5 @@
 """The axis registry (planner/axes.py): every generated piece follows it, and a new axis declared
-there (here a toy context-parallel degree) reaches the layout arrays, the enumeration, the process
+there (here the context-parallel degree) reaches the layout arrays, the enumeration, the process
 groups, the tie-break, the plan-file schema, the sweep columns, the CLI options and the printing
 without touching any other module."""
 from __future__ import annotations
@@ -8,27 +8,22 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner.axes import AXES, RULES, Axis, Rule, SpaceContext, layout_assignments, layout_cell, layout_summary
+from planner.axes import AXES, RULES, Axis, axis, Rule, SpaceContext, layout_assignments, layout_cell, layout_summary
 from planner.check import PlanLayout, plan_layout_model
 from planner.cli import app
 from planner.cli_common import axis_params
 from planner.errors import SpecError
-from planner.space import Layouts, derive_dp, enumerate_layouts, layouts_class, process_group, tiebreak_rank
+from planner.space import Layouts, SpaceLimits, derive_dp, enumerate_layouts, layouts_class, process_group, tiebreak_rank
 from planner.sweep import COLUMN_NAMES, ConstraintsSpec
 from planner.sweep.rows import layout_column_specs
 
-CP = Axis("cp", "context-parallel degree", "degree", default=1, given="default", bounds=dict(gt=0, le=1024),
-          flag="--cp", help="fix the context-parallel degree", give_help="context-parallel degree",
-          tiebreak=1.5, rank_order=1, show="cell", hide_default=True)  # between pp and micro_batch
-# A rule of the toy axis: the sequence splits into 2 * cp chunks (causal load balancing).
-CP_RULE = Rule("cp_divides_sequence", ("cp",), lambda v, ctx: ctx.seq_len % (2 * v["cp"]) == 0,
-               lambda r, ctx: f"seq_len {ctx.seq_len} is not divisible by 2*cp = {2 * r['cp']}")
-TOY = AXES[:3] + (CP,) + AXES[3:]  # after pp, as Megatron lists its parallel sizes
+CP_RULE = next(r for r in RULES if r.name == "cp_divides_sequence")
+TOY = AXES  # cp sits after pp, as Megatron lists its parallel sizes
 
 
-def small_space(axes=AXES, rules=RULES, gpus=8, seq_len=4096):
+def small_space(axes=AXES, rules=RULES, gpus=8, seq_len=4096, limits=None):
     return enumerate_layouts(gpus=gpus, layers=4, heads=8, kv_heads=8, global_batch=8, seq_len=seq_len,
-                             axes=axes, rules=rules)
+                             axes=axes, rules=rules, limits=limits)
 
 
 # --- what the shipped registry generates ----------------------------------------------------------
@@ -100,19 +95,27 @@ def test_degrees_must_multiply_to_the_gpus():
 # --- adding an axis: the registry alone -------------------------------------------------------------
 
 def test_a_new_axis_reaches_the_layout_arrays_and_the_enumeration():
-    lay = small_space(TOY, RULES + (CP_RULE,))
+    lay = small_space(TOY, RULES)
     assert "cp" in lay.__dataclass_fields__ and lay.row(0)["cp"] == 1
     assert np.all(lay.dp * lay.tp * lay.pp * lay.cp == 8)
-    # cp only takes GPUs: the rows with cp = c are the rows of the space without cp on 8 / c GPUs
-    # (cp 1, 2, 4, 8 all divide 4096 / 2)
+    # With ZeRO fixed (it shards over dp*cp, so cp also opens ZeRO stages), cp only takes GPUs: the
+    # rows with cp = c are the cp = 1 rows of the space on 8 / c GPUs (cp 1, 2, 4, 8 divide 4096 / 2)
+    no_zero = SpaceLimits(zero=0)
+    lay = small_space(limits=no_zero)
     for c in (1, 2, 4, 8):
-        assert int((lay.cp == c).sum()) == len(small_space(gpus=8 // c)), c
+        assert int((lay.cp == c).sum()) == int((small_space(gpus=8 // c, limits=no_zero).cp == 1).sum()), c
 
 
 def test_a_new_axis_rule_prunes_the_enumeration():
-    # seq_len 12: 2*cp must divide 12, so cp 1 and 2 only (cp 4 would need 8 | 12)
-    lay = small_space(TOY, RULES + (CP_RULE,), seq_len=12)
+    # seq_len 12 (and no floor on tokens per cp rank): 2*cp must divide 12, so cp 1 and 2 only
+    # (cp 4 would need 8 | 12)
+    lay = small_space(TOY, RULES, seq_len=12, limits=SpaceLimits(min_cp_tokens=1))
     assert set(lay.cp.tolist()) == {1, 2}
+    # by default a cp rank keeps at least 512 tokens: 4096 / 512 = 8, 2048 / 512 = 4
+    assert set(small_space(seq_len=4096).cp.tolist()) == {1, 2, 4, 8}
+    assert set(small_space(seq_len=2048).cp.tolist()) == {1, 2, 4}
+    # a fixed cp is taken even below that floor (seq 2048, cp 8: 256 tokens per rank)
+    assert set(small_space(seq_len=2048, limits=SpaceLimits(cp=8)).cp.tolist()) == {8}
 
 
 def test_a_new_axis_takes_its_place_in_the_rank_order_and_the_tie_break():
@@ -130,7 +133,7 @@ def test_a_new_axis_takes_its_place_in_the_rank_order_and_the_tie_break():
 def test_a_new_axis_reaches_files_columns_options_and_printing():
     plan = plan_layout_model(TOY)
     assert plan.model_fields["cp"].default == 1
-    assert ("cp", int, "context-parallel degree") in layout_column_specs(TOY)
+    assert ("cp", int, axis("cp").doc) in layout_column_specs(TOY) and axis("cp").doc.startswith("context-parallel degree")
     assert "cp" in [p.name for p in axis_params("fix", TOY)] and "cp" in [p.name for p in axis_params("give", TOY)]
     row = dict(dp=2, tp=2, pp=1, cp=2, micro_batch=1, vpp=1, recompute="none", sequence_parallel=False, zero=0,
                num_microbatches=4)
@@ -140,4 +143,4 @@ def test_a_new_axis_reaches_files_columns_options_and_printing():
 
 def test_the_space_context_carries_what_rules_read():
     ctx = SpaceContext(gpus=8, layers=4, heads=8, kv_heads=8, global_batch=8, seq_len=4096)
-    assert CP_RULE.ok({"cp": 4}, ctx) and not CP_RULE.ok({"cp": 4}, SpaceContext(8, 4, 8, 8, 8, seq_len=12))
+    assert CP_RULE.ok({"cp": 4}, ctx) and not CP_RULE.ok({"cp": 4}, SpaceContext(8, 4, 8, 8, 8, seq_len=12, min_cp_tokens=1))

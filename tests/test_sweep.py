@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The documented contract (README, "Columns of --out"): other tools read these columns in this order.
 HEADER = ("point_id,model,params,layers,hidden,heads,kv_heads,cluster,gpu,nodes,gpus,global_batch,seq_len,tokens,"
-          "objective,status,reason,dp,tp,pp,micro_batch,vpp,recompute,sequence_parallel,zero,step_time_s,tokens_per_s,"
+          "objective,status,reason,dp,tp,pp,cp,micro_batch,vpp,recompute,sequence_parallel,zero,ep,etp,step_time_s,tokens_per_s,"
           "goodput_tokens_per_s,mfu,model_tflops_per_gpu,memory_gib,energy_j_per_token,avg_power_kw,"
           "time_to_train_days,energy_to_train_mwh").split(",")
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layers import LayerKind, attention_dims, layer_kinds
 from ..precision import BF16, Precision, precision
 from ..space import RECOMPUTE_FULL, process_group
 from ..specs import ClusterSpec, ModelSpec
@@ -144,19 +145,20 @@ def p2p_s(nbytes, gbps, latency_s) -> np.ndarray:
 
 
 def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
-                        activation_bytes: int = BF16.activation_bytes) -> np.ndarray:
+                        activation_bytes: int = BF16.activation_bytes, pairs: float = 2.0) -> np.ndarray:
     """TP communication of one layer, forward, one micro-batch [s]: two all-reduces of the
     s b h activations (Shoeybi et al. 2019, Sec. 3, the f/g operators); with sequence parallelism
     two all-gathers and two reduce-scatters of the same tensors, the same volume (Korthikanti et
-    al. 2022 Sec. 4.2.2). The backward pass does the same again."""
+    al. 2022 Sec. 4.2.2). The backward pass does the same again. `pairs`: tp regions of the layer
+    (attention and MLP; an MoE layer's routed experts have none). A GPU holds s / cp tokens."""
     eff = cluster.gpu.efficiency
     size, stride = process_group(layouts, "tp")
-    nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden
+    nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / layouts.cp
     bus, lat = group_links(cluster, size, stride)
     bus = sized_bus_gbps(bus, nbytes, eff.message_half_mb)
     ar = all_reduce_s(nbytes, size, bus, *lat)
     sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, *lat))  # AG + RS, per all-reduce replaced
-    return 2.0 * np.where(layouts.sequence_parallel == 1, sp, ar)
+    return pairs * np.where(layouts.sequence_parallel == 1, sp, ar)
 
 
 def tp_passes(layouts) -> np.ndarray:
@@ -187,7 +189,7 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     eff = cluster.gpu.efficiency
     tp, tp_stride = process_group(layouts, "tp")
     pp, pp_stride = process_group(layouts, "pp")
-    nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / tp
+    nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / (tp * layouts.cp)
     # Some stage boundary leaves the NVLink domain whenever the pipeline spans more than one domain.
     crosses = pp * pp_stride > cluster.node.nvlink_domain
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
@@ -201,7 +203,20 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     return p2p_s(nbytes, gbps, lat) + regather
 
 
-def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: Precision = BF16) -> np.ndarray:
+def data_group(layouts) -> tuple[np.ndarray, np.ndarray]:
+    """(size, stride) of the group gradients are reduced over: dp x cp, contiguous after tp
+    (Megatron's data-parallel group with context parallelism)."""
+    return layouts.dp * layouts.cp, layouts.tp
+
+
+def expert_data_group(layouts) -> tuple[np.ndarray, np.ndarray]:
+    """(size, stride) of the expert-data-parallel group: edp replicas etp*ep ranks apart (Megatron-Core's
+    expert grid, etp-ep-edp-pp)."""
+    return layouts.tp * layouts.cp * layouts.dp // (layouts.ep * layouts.etp), layouts.ep * layouts.etp
+
+
+def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: Precision = BF16,
+              group: tuple | None = None) -> np.ndarray:
     """Data-parallel communication per step before overlap [s].
     zero 0: all-reduce of fp32 gradients; zero 1: reduce-scatter of gradients + all-gather of
     16-bit parameters (Megatron distributed optimizer, same volume); zero 2: gradients are only kept
@@ -209,8 +224,9 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     Sec. 5.2), then one parameter all-gather; zero 3: per micro-batch two
     parameter all-gathers (forward, backward) and a gradient reduce-scatter (Rajbhandari et al.
     2020 Sec. 7.2.2: 3x the parameter size against 2x for plain data parallelism, here every
-    micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce)."""
-    dp, stride = process_group(layouts, "dp")
+    micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce).
+    `group`: (size, stride) of the reducing group (default dp x cp; routed experts: edp)."""
+    dp, stride = group if group is not None else data_group(layouts)
     bus, lat = group_links(cluster, dp, stride)
     grads, weights = prec.grad_bytes * params_per_gpu, prec.weight_bytes * params_per_gpu
     plain = all_reduce_s(grads, dp, bus, *lat)
@@ -232,9 +248,9 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     the gradient reduce-scatter). Per unit (a layer, or a weight matrix with `zero3_gather:
     module`), so small units pay the group's latency many times (Rajbhandari et al. 2020 Sec. 7;
     Zhao et al. 2023 Sec. 3.2)."""
-    dp, stride = process_group(layouts, "dp")
+    dp, stride = data_group(layouts)
     bus, lat = group_links(cluster, dp, stride)
-    layer = model.layer_params() / layouts.tp.astype(float)
+    layer = np.max([k.params for k in layer_kinds(model)]) / layouts.tp.astype(float)
     units = zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
     if stack.zero3_prefetch_params > 0:
@@ -243,3 +259,51 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     buckets = np.ceil(layer / stack.zero3_reduce_bucket_params) if stack.zero3_reduce_bucket_params > 0 else units
     reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, bus, *lat)
     return gather, reduce
+
+
+def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> np.ndarray:
+    """Exposed context-parallel K/V exchange of one layer per micro-batch, all passes [s].
+    p2p (Megatron-Core's default --cp-comm-type): a ring of cp - 1 steps, each passing a K/V chunk of
+    s/cp tokens (K and V of kv_heads / tp heads) while attention runs on the one at hand, so only
+    what outlasts the attention shows; backward sends K/V and their gradients, twice the bytes
+    (Liu et al. 2023, Ring Attention; Megatron-Core context_parallel.md). all_gather: K/V gathered
+    before attention, their gradients reduce-scattered after it, nothing overlapped."""
+    d = attention_dims(model)
+    cp, stride = process_group(layouts, "cp")
+    chunk = BF16.activation_bytes * layouts.micro_batch * model.seq_len / cp * (d.k_width + d.v_width) / layouts.tp
+    bus, lat = group_links(cluster, cp, stride)
+    bus = sized_bus_gbps(bus, chunk, cluster.gpu.efficiency.message_half_mb)
+    passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)
+    if model.training.stack.cp_comm == "all_gather":
+        gather = all_gather_s(chunk * cp, cp, bus, *lat)
+        fwd_wait, bwd_wait = gather, 2 * gather
+    else:
+        step = chunk / (bus * GB) + np.where(lat[2] > 1, lat[1], lat[0])
+        ring = (cp - 1) * step
+        fwd_wait, bwd_wait = np.maximum(ring - lc.attention_fwd_s, 0.0), np.maximum(2 * ring - lc.attention_bwd_s, 0.0)
+    fwd, bwd = lc.waiting_s(fwd_wait, bwd_wait)
+    return np.where(cp > 1, passes * fwd + bwd, 0.0)
+
+
+def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: LayerKind) -> np.ndarray:
+    """Token dispatch and combine of one MoE layer per micro-batch, all passes [s]: two all-to-alls
+    forward (dispatch, combine) and two backward, each moving this GPU's s b top_k / (cp tp) routed
+    copies of h values (Megatron-Core's alltoall dispatcher; DeepSeek-V3 Sec. 3.2.2). Copies for the
+    GPU's own experts stay; those for its NVLink domain go over NVLink, the rest over the network,
+    concurrently: the slower link bounds it. The busiest rank receives load_imbalance x the mean.
+    With etp > 1 the routed tokens are also all-gathered and reduce-scattered over the etp group."""
+    ep, stride = layouts.ep, layouts.etp
+    eff = cluster.gpu.efficiency
+    slots = layouts.micro_batch * model.seq_len * kind.top_k / (layouts.cp * layouts.tp)
+    nbytes = BF16.activation_bytes * slots * model.hidden * model.moe.load_imbalance
+    inside, per_domain, domains = _placement(cluster, ep, stride)
+    k = np.where(inside, ep, per_domain)
+    nvlink = nbytes * (k - 1) / ep / (cluster.node.nvlink_gbps * eff.nvlink * GB)
+    network = nbytes * (ep - k) / ep / (cluster.node.network_gbps * eff.network * GB)
+    latency = np.where(domains > 1, eff.network_latency_s, eff.latency_s)
+    a2a = np.where(ep > 1, np.maximum(nvlink, network) + latency, 0.0)
+    passes = 2.0 + (layouts.recompute == RECOMPUTE_FULL)
+    etp_bytes = nbytes * layouts.etp
+    etp_links = group_links(cluster, layouts.etp, np.ones_like(layouts.etp))
+    etp = 2.0 * reduce_scatter_s(etp_bytes, layouts.etp, *_flat(etp_links))
+    return passes * (2.0 * a2a + etp)

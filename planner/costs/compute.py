@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..precision import BF16, FP32_BYTES, precision
+from ..layers import LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, layer_kinds
+from ..precision import BF16, FP32_BYTES, Precision, precision
 from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from ..specs import GpuSpec, ModelSpec
 from ..units import US
@@ -37,6 +38,18 @@ class LayerCompute:
     bwd_s: np.ndarray
     recompute_s: np.ndarray  # extra forward work in backward, without its communication
     logits_fwd_bwd_s: np.ndarray  # output layer + loss, on the last pipeline stage
+    attention_fwd_s: np.ndarray | float = 0.0  # the attention core alone (what context-parallel exchange hides behind)
+    attention_bwd_s: np.ndarray | float = 0.0
+    gpu_fwd_s: np.ndarray | float = 0.0  # GPU time of the forward before the launch floor
+    gpu_bwd_s: np.ndarray | float = 0.0
+    launch_s: float = 0.0  # the forward's launch floor
+
+    def waiting_s(self, fwd_wait_s, bwd_wait_s) -> np.ndarray:
+        """Extra time of one forward and one backward that wait `*_wait_s` on the GPU (a transfer
+        outlasting the kernel it overlaps), through the same launch floor: monotone in every term."""
+        fwd = _floor(self.gpu_fwd_s + fwd_wait_s, self.launch_s) - _floor(self.gpu_fwd_s, self.launch_s)
+        bwd = _floor(self.gpu_bwd_s + bwd_wait_s, 2 * self.launch_s) - _floor(self.gpu_bwd_s, 2 * self.launch_s)
+        return fwd, bwd
 
 
 def peak_flops(gpu: GpuSpec, name: str) -> float:
@@ -44,19 +57,28 @@ def peak_flops(gpu: GpuSpec, name: str) -> float:
     return gpu.peak_flops(precision(name).peak)
 
 
-def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes: int = BF16.activation_bytes) -> np.ndarray:
-    """Time of an (m x k) @ (k x n) GEMM [s] (shape rules in the module docstring)."""
+def gemm_efficiency(gpu: GpuSpec, prec: Precision) -> float:
+    """Fraction of the precision's peak that large GEMMs reach (FP8 GEMMs have their own)."""
     eff = gpu.efficiency
-    flops = 2.0 * m * k * n
-    nbytes = operand_bytes * (m * k + k * n + m * n)
+    return eff.gemm_fp8 if prec.is_fp8 and eff.gemm_fp8 is not None else eff.gemm
+
+
+def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes: float = BF16.activation_bytes,
+           groups=1, efficiency: float | None = None) -> np.ndarray:
+    """Time of `groups` (m x k) @ (k x n) GEMMs launched as one (a grouped GEMM: its tiles share
+    the waves) [s] (shape rules in the module docstring)."""
+    eff = gpu.efficiency
+    level = eff.gemm if efficiency is None else efficiency
+    flops = 2.0 * m * k * n * groups
+    nbytes = operand_bytes * (m * k + k * n + m * n) * groups
     issued = flops
     if gpu.sms is not None:
         # Every wave costs a full wave of tiles; cuBLAS's heuristics pick the tile that wastes least.
-        issued = np.min([2.0 * k * tm * tn * gpu.sms * np.ceil(np.ceil(m / tm) * np.ceil(n / tn) / gpu.sms)
+        issued = np.min([2.0 * k * tm * tn * gpu.sms * np.ceil(groups * np.ceil(m / tm) * np.ceil(n / tn) / gpu.sms)
                          for tm, tn in gpu.gemm_tiles], axis=0)
     half = eff.gemm_half_gflop * 1e9
     saturation = issued / (issued + half) if half > 0 else 1.0
-    return issued / (peak * eff.gemm * saturation) + nbytes / (hbm_bytes_s * eff.hbm)
+    return issued / (peak * level * saturation) + nbytes / (hbm_bytes_s * eff.hbm)
 
 
 # FlashAttention throughput saturates in the sequence length like s / (s + s_half)
@@ -79,63 +101,128 @@ def _floor(gpu_s, launch_s):
     return (gpu_s**6 + launch_s**6) ** (1 / 6)
 
 
-def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts) -> LayerCompute:
+def split_shape(mat: Matrix, split) -> tuple:
+    """(k, n) of a matrix on one GPU of a group of `split` ranks (column-parallel: n / split,
+    row-parallel: k / split, replicated: whole)."""
+    k = mat.k / split if mat.split == "row" else mat.k
+    n = mat.n / split if mat.split == "col" else mat.n
+    return k, n
+
+
+def _gemm_set(mats: tuple[Matrix, ...], rows, split, gpu: GpuSpec, prec: Precision, groups=1) -> tuple:
+    """Forward time of the GEMMs of `mats` over `rows` rows each on one GPU [s], and the bytes of
+    casting their inputs (forward) and output gradients (backward) to FP8 (0 in 16 bits)."""
+    peak, level = gpu.peak_flops(prec.peak), gemm_efficiency(gpu, prec)
+    time = cast_in = cast_out = 0.0
+    for mat in mats:
+        k, n = split_shape(mat, split)
+        time = time + gemm_s(rows, k, n, peak, gpu.hbm_bytes_per_s, gpu, prec.gemm_input_bytes, groups, level)
+        cast_in = cast_in + groups * rows * k
+        cast_out = cast_out + groups * rows * n
+    return time, prec.quantize_bytes * cast_in, prec.quantize_bytes * cast_out
+
+
+def expert_rows(model: ModelSpec, layouts) -> tuple:
+    """(rows per local expert, local experts) of a GPU's grouped expert GEMMs per micro-batch.
+    The tp*cp*dp GPUs route dp*b*s*top_k token slots; each expert's slots split over its edp
+    replicas: b s top_k ep etp / (experts tp cp) rows per expert, times the busiest rank's load
+    (dropless), or padded to the capacity (Megatron --moe-pad-expert-input-to-capacity)."""
+    moe = model.moe
+    ep, etp = layouts.ep.astype(float), layouts.etp.astype(float)
+    mean = layouts.micro_batch * model.seq_len * moe.top_k * ep * etp / (moe.experts * layouts.tp * layouts.cp)
+    load = moe.capacity_factor if moe.capacity_factor is not None else moe.load_imbalance
+    return mean * load, moe.experts / ep
+
+
+def _attention_core(model: ModelSpec, gpu: GpuSpec, layouts, peak16: float) -> tuple:
+    """(forward, backward) time of QK^T, softmax and attention-over-V on heads / tp and the
+    sequence / cp queries of one GPU [s]. Context parallelism with causal load balancing gives each
+    GPU 1 / cp of the work (Megatron-Core, 2 cp chunks per sequence)."""
+    eff, st = gpu.efficiency, model.training.stack.for_gpu(gpu.name)
+    d = attention_dims(model)
+    t, c = layouts.tp.astype(float), layouts.cp.astype(float)
+    b, s, act = layouts.micro_batch.astype(float), model.seq_len, BF16.activation_bytes
+    attn_flops = attention_core_flops_per_seq(model) * b / (t * c)
+    hbm = gpu.hbm_bytes_per_s * eff.hbm
+    if model.training.attention == "flash":
+        # Fused kernel in 16 bits; causal masking skips half the blocks. Backward recomputes the scores: ~2.5x.
+        core_fwd = 0.5 * attn_flops / (peak16 * eff.flash_attention * flash_sequence_factor(s / c, eff.flash_half_seq))
+        return core_fwd, 2.5 * core_fwd
+    scores_bytes = act * d.heads * s * (s / c) * b / t
+    io = act * (b * s / c) * (d.q_width + d.k_width + d.v_width + d.out_width) / t
+    gemm_part = attn_flops / (peak16 * eff.gemm) + (2 * scores_bytes + io) / hbm
+    # softmax reads+writes the scores (2x), dropout reads, writes and stores a 1-byte mask (2.5x)
+    softmax_dropout = 4.5 * scores_bytes / hbm
+    return gemm_part + softmax_dropout, 2 * gemm_part + st.elementwise_backward_factor * softmax_dropout
+
+
+def _mlp_traffic(model: ModelSpec, rows, width) -> np.ndarray:
+    """Activation-function bytes of an MLP of `width` over `rows` rows: GeLU reads+writes, SwiGLU
+    reads two and writes one (16-bit)."""
+    return (6 if model.ffn_act == "swiglu" else 4) * rows * width
+
+
+def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:
+    """(forward GEMM time [s], forward memory-bound bytes, backward extra bytes) of one layer."""
+    prec = precision(model.training.precision)
+    t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
+    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)  # rows; with sp all-gathered first
+    gemm, cast_in, cast_out = _gemm_set(kind.tp_matrices, tokens, t, gpu, prec)
+    mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
+    traffic = _mlp_traffic(model, tokens / t, mlp_width)
+    # layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask): 22 bytes per
+    # element of s b h, split over tp by sequence parallelism (Korthikanti et al. 2022 Sec. 4.2.2)
+    traffic = traffic + np.where(sp, 22.0 * tokens * model.hidden / t, 22.0 * tokens * model.hidden)
+    if kind.is_moe:
+        rows, local = expert_rows(model, layouts)
+        etp = layouts.etp.astype(float)
+        g, ci, co = _gemm_set(kind.expert, rows, etp, gpu, prec, groups=local)
+        slots = tokens / t * kind.top_k  # this GPU's routed token copies
+        # Router (replicated, 16-bit) on this GPU's tokens; permute and unpermute read and write each
+        # routed copy (Megatron-Core token dispatcher).
+        router = gemm_s(tokens / t, kind.router.k, kind.router.n, gpu.peak_flops("bf16"), gpu.hbm_bytes_per_s, gpu)
+        gemm = gemm + g + router
+        cast_in, cast_out = cast_in + ci, cast_out + co
+        width = kind.expert[-1].k / etp
+        traffic = traffic + _mlp_traffic(model, rows * local, width) + 4 * BF16.activation_bytes * slots * model.hidden
+    return gemm, traffic + cast_in, cast_out
+
+
+def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind | None = None) -> LayerCompute:
+    """One layer of `kind` (default: the model's first kind, dense when it has any)."""
+    kind = kind or layer_kinds(model)[0]
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
-    prec = precision(model.training.precision)
-    act = prec.activation_bytes
-    peak = peak_flops(gpu, prec.name)
-    hbm = gpu.hbm_bytes_per_s
-    t = layouts.tp.astype(float)
-    b = layouts.micro_batch.astype(float)
-    s, h, f, kv, a = model.seq_len, model.hidden, model.ffn, model.kv_hidden, model.heads
-    tokens = b * s  # GEMM rows; with sequence parallelism they are all-gathered first
-    sbh = tokens * h
-
-    mlp_up = 2 * f if model.ffn_act == "swiglu" else f
-    dense = (
-        gemm_s(tokens, h, (h + 2 * kv) / t, peak, hbm, gpu, act)  # QKV, column-parallel
-        + gemm_s(tokens, h / t, h, peak, hbm, gpu, act)  # attention output, row-parallel
-        + gemm_s(tokens, h, mlp_up / t, peak, hbm, gpu, act)  # MLP up (and gate)
-        + gemm_s(tokens, f / t, h, peak, hbm, gpu, act)  # MLP down
-    )
-
-    # Attention core: QK^T, softmax, dropout, attention-over-V, on a/t heads.
-    attn_flops = 4.0 * b * s * s * h / t
-    if model.training.attention == "flash":
-        # Fused kernel; causal masking skips half the blocks. Backward recomputes the scores: ~2.5x.
-        core_fwd = 0.5 * attn_flops / (peak * eff.flash_attention * flash_sequence_factor(s, eff.flash_half_seq))
-        core_bwd = 2.5 * core_fwd
-    else:
-        scores_bytes = act * a * s * s * b / t
-        gemm_part = attn_flops / (peak * eff.gemm) + (2 * scores_bytes + act * 4 * sbh / t) / (hbm * eff.hbm)
-        # softmax reads+writes the scores (2x), dropout reads, writes and stores a 1-byte mask (2.5x)
-        softmax_dropout = 4.5 * scores_bytes / (hbm * eff.hbm)
-        core_fwd = gemm_part + softmax_dropout
-        core_bwd = 2 * gemm_part + st.elementwise_backward_factor * softmax_dropout
-
-    # Memory-bound traffic outside attention [bytes]: GeLU reads+writes s b f (SwiGLU reads two,
-    # writes one); layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask).
-    act_fn = (6 if model.ffn_act == "swiglu" else 4) * tokens * f / t
-    sp_region = 22.0 * sbh
-    sp_region = np.where(layouts.sequence_parallel == 1, sp_region / t, sp_region)
-    elem_s = (act_fn + sp_region) / (hbm * eff.hbm)
+    peak16 = gpu.peak_flops("fp16" if model.training.precision == "fp16" else "bf16")
+    hbm = gpu.hbm_bytes_per_s * eff.hbm
+    dense, traffic, cast_out = _gemms_and_traffic(model, gpu, layouts, kind)
+    core_fwd, core_bwd = _attention_core(model, gpu, layouts, peak16)
+    elem_s = traffic / hbm
 
     overhead = st.layer_overhead_s
     # The host launches a layer's kernels no faster than layer_launch_us (PyTorch eager; CUDA graphs remove it).
     launch_s = st.layer_launch_us * US
-    fwd = _floor(dense + core_fwd + elem_s, launch_s) + overhead
-    bwd = _floor(2 * dense + core_bwd + st.elementwise_backward_factor * elem_s, 2 * launch_s) + 2 * overhead
+    gpu_fwd = dense + core_fwd + elem_s
+    gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + cast_out / hbm
+    fwd = _floor(gpu_fwd, launch_s) + overhead
+    bwd = _floor(gpu_bwd, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
+    return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
+                        logits_fwd_bwd_s=_logits_s(model, gpu, layouts, peak16), attention_fwd_s=core_fwd,
+                        attention_bwd_s=core_bwd, gpu_fwd_s=gpu_fwd, gpu_bwd_s=gpu_bwd, launch_s=launch_s)
 
-    # Output layer (vocab-parallel) and cross-entropy in fp32 over s b V / t logits.
-    v = model.vocab
-    logits_gemm = gemm_s(tokens, h, v / t, peak, hbm, gpu, act)
+
+def _logits_s(model: ModelSpec, gpu: GpuSpec, layouts, peak16: float) -> np.ndarray:
+    """Output layer (vocab-parallel, 16-bit) and cross-entropy in fp32 over s b V / (tp cp) logits."""
+    st = model.training.stack.for_gpu(gpu.name)
+    t = layouts.tp.astype(float)
+    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    v, hbm = model.vocab, gpu.hbm_bytes_per_s
+    logits_gemm = gemm_s(tokens, model.hidden, v / t, peak16, hbm, gpu)
     # The loss reads and writes the fp32 logits a number of times that depends on the kernels: an
     # unfused vocab-parallel cross-entropy (cast, max, exp, sum, log, gather, softmax) makes many
     # passes, a fused one few (Megatron --cross-entropy-loss-fusion); the stack says how many.
     ce_bytes = st.loss_fp32_passes * FP32_BYTES * tokens * v / t
-    logits = 3 * logits_gemm + (1 + st.elementwise_backward_factor) * ce_bytes / (hbm * eff.hbm)
-    return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute, logits_fwd_bwd_s=logits)
+    return 3 * logits_gemm + (1 + st.elementwise_backward_factor) * ce_bytes / (hbm * gpu.efficiency.hbm)

@@ -7,19 +7,21 @@ terms below reduce to that; they generalise it to GQA (kv < h) and SwiGLU (three
 """
 from __future__ import annotations
 
+from ..layers import attention_core_flops_per_seq, gemm_flops_per_token, layer_kinds
 from ..specs import ModelSpec
 
 
 def layer_gemm_flops_per_token(model: ModelSpec) -> float:
-    """Forward FLOPs of the dense projections of one layer, per token: 2 x (weights)."""
+    """Forward FLOPs of the dense projections of one dense layer, per token: 2 x (weights)."""
     h, f, kv = model.hidden, model.ffn, model.kv_hidden
     mlp_mats = 3 if model.ffn_act == "swiglu" else 2
     return 2.0 * (h * (h + 2 * kv) + h * h + mlp_mats * h * f)
 
 
 def layer_attention_flops_per_seq(model: ModelSpec) -> float:
-    """Forward FLOPs of QK^T and attention-over-V for one sequence (no causal saving): 4 s^2 h."""
-    return 4.0 * model.seq_len**2 * model.hidden
+    """Forward FLOPs of QK^T and attention-over-V for one sequence (no causal saving): 4 s^2 h
+    for multi-head attention (planner/layers.py: 2 s^2 heads (qk_dim + v_dim) in general)."""
+    return attention_core_flops_per_seq(model)
 
 
 def logits_flops_per_token(model: ModelSpec) -> float:
@@ -28,10 +30,13 @@ def logits_flops_per_token(model: ModelSpec) -> float:
 
 
 def model_flops_per_seq(model: ModelSpec) -> float:
-    """Model FLOPs (forward + backward = 3 x forward, no recomputation) of one sequence."""
+    """Model FLOPs (forward + backward = 3 x forward, no recomputation) of one sequence. A
+    mixture-of-experts layer counts the parameters a token passes through: its top_k routed
+    experts, the shared experts and the router (Megatron-LM's num_floating_point_operations); MLA
+    counts its down and up projections and the attention core over qk_dim + v_dim."""
     s = model.seq_len
-    fwd = model.layers * (s * layer_gemm_flops_per_token(model) + layer_attention_flops_per_seq(model))
-    fwd += s * logits_flops_per_token(model)
+    fwd = sum(k.count * s * gemm_flops_per_token(k) for k in layer_kinds(model))
+    fwd += model.layers * layer_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
     return 3.0 * fwd
 
 

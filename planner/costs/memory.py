@@ -20,13 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..layers import LayerKind, attention_dims, layer_kinds
 from ..precision import FP32_BYTES, precision
 from ..space import RECOMPUTE_FULL, RECOMPUTE_NONE
 from ..specs import GpuSpec, ModelSpec
 from ..units import GIB
+from .compute import expert_rows
 from .stages import PipelineRanks, heaviest, layers_in_flight, pick, pipeline_ranks
 
-__all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params", "parameters_per_gpu",
+__all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params", "rank_param_split",
+           "parameters_per_gpu", "expert_data_parallel",
            "memory_per_rank", "memory_breakdown"]
 
 
@@ -45,20 +48,26 @@ class MemoryBreakdown:
         return self.weights + self.gradients + self.optimizer + self.activations + self.other
 
 
-def activation_bytes_per_layer(model: ModelSpec, layouts) -> tuple[np.ndarray, np.ndarray]:
+def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stored activations of one layer for one micro-batch on one GPU [bytes], and those of the
-    layer rebuilt during full recomputation."""
-    t = layouts.tp.astype(float)
+    layer rebuilt during full recomputation. GEMM inputs are kept as the GEMMs read them (FP8:
+    1 byte, Transformer Engine); context parallelism divides every per-token tensor by cp."""
+    kind = kind or layer_kinds(model)[0]
+    g = precision(model.training.precision).gemm_input_bytes
+    d = attention_dims(model)
+    t, c = layouts.tp.astype(float), layouts.cp.astype(float)
     sp = layouts.sequence_parallel == 1
-    s, h, f, kv, a = model.seq_len, model.hidden, model.ffn, model.kv_hidden, model.heads
-    sb = s * layouts.micro_batch.astype(float)
-    # Outside the tensor-parallel region: 2 LN inputs (4), QKV and MLP inputs (4), 2 dropout masks (2).
-    replicated = 10.0 * sb * h
+    s, h = model.seq_len, model.hidden
+    sb = s * layouts.micro_batch.astype(float) / c
+    # Outside the tensor-parallel region: 2 LN inputs (4), QKV and MLP inputs (2 GEMM inputs), 2 dropout masks (2).
+    replicated = (6.0 + 2 * g) * sb * h
     replicated = np.where(sp, replicated / t, replicated)
-    mlp = (6.0 if model.ffn_act == "swiglu" else 4.0) * sb * f
-    # Q, K, V, attention-output input, MLP intermediates: split over tp.
-    tp_region = (4.0 * sb * h + 4.0 * sb * kv + mlp) / t
-    scores = 5.0 * a * s * sb / t  # softmax output, dropout mask and output (standard attention only)
+    # Q, K, V (16-bit, for the attention kernel), the attention-output GEMM input, MLP intermediates: split over tp.
+    mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
+    tp_region = (2.0 * (d.q_width + d.k_width + d.v_width) + g * d.out_width + _mlp_bytes(model, g) * mlp_width) * sb / t
+    if kind.is_moe:
+        tp_region = tp_region + _expert_activations(model, layouts, kind, g)
+    scores = 5.0 * d.heads * s * sb / t  # softmax output, dropout mask and output (standard attention only)
     keep_scores = (layouts.recompute == RECOMPUTE_NONE) & (model.training.attention == "standard")
     per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0)
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
@@ -67,21 +76,53 @@ def activation_bytes_per_layer(model: ModelSpec, layouts) -> tuple[np.ndarray, n
     return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
 
 
-def rank_params(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> np.ndarray:
-    """Unsharded parameters per GPU of rank r. The word embedding and the output layer are
-    vocab-parallel (/tp); a learned position embedding is replicated. Megatron keeps a copy of tied
-    word embeddings on the last rank to compute the logits (one matrix when a rank holds both)."""
+def _mlp_bytes(model: ModelSpec, gemm_input_bytes: float) -> float:
+    """Stored bytes per row per unit of FFN width: the up (and gate) outputs in 16 bits and the
+    down projection's input as its GEMM reads it (GeLU: 2 + 2, SwiGLU: 4 + 2 in BF16)."""
+    return (4.0 if model.ffn_act == "swiglu" else 2.0) + gemm_input_bytes
+
+
+def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) -> np.ndarray:
+    """Routed experts' stored tensors on one GPU: per routed row its dispatched input (a GEMM input),
+    MLP intermediates over expert_ffn / etp and its output, kept for the weighted combine."""
+    rows, local = expert_rows(model, layouts)
+    width = kind.expert[-1].k / layouts.etp.astype(float)
+    return rows * local * ((g + 2.0) * model.hidden + _mlp_bytes(model, g) * width)
+
+
+def rank_param_split(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> tuple:
+    """Unsharded parameters per GPU of rank r: (split over tp, routed experts split over ep*etp).
+    The word embedding and the output layer are vocab-parallel (/tp); a learned position embedding
+    is replicated. Megatron keeps a copy of tied word embeddings on the last rank to compute the
+    logits (one matrix when a rank holds both)."""
     ranks = ranks or pipeline_ranks(model, layouts, rank)
     word = model.vocab * model.hidden
     position = model.embedding_params() - word
     output = model.output_params() or np.where(ranks.first, 0, word)
-    held = ranks.layers * model.layer_params() + ranks.first * word + ranks.last * output
-    return held / layouts.tp.astype(float) + ranks.first * position
+    kinds = {k.name: k for k in layer_kinds(model)}
+    dense, moe = kinds.get("dense"), kinds.get("moe")
+    tp_held = (ranks.layers - ranks.moe_layers) * (dense.tp_params if dense else 0) + ranks.first * word + ranks.last * output
+    experts = 0.0
+    if moe is not None:
+        tp_held = tp_held + ranks.moe_layers * moe.tp_params
+        experts = ranks.moe_layers * moe.expert_params / (layouts.ep * layouts.etp).astype(float)
+    return tp_held / layouts.tp.astype(float) + ranks.first * position, experts + 0.0 * tp_held
+
+
+def rank_params(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> np.ndarray:
+    """Unsharded parameters per GPU of rank r (rank_param_split, both parts)."""
+    dense, experts = rank_param_split(model, layouts, rank, ranks)
+    return dense + experts
 
 
 def parameters_per_gpu(model: ModelSpec, layouts, ranks: PipelineRanks | None = None) -> np.ndarray:
     """Unsharded parameters of the rank holding the most (before ZeRO sharding)."""
     return rank_params(model, layouts, ranks=ranks or pipeline_ranks(model, layouts)).max(axis=0)
+
+
+def expert_data_parallel(layouts) -> np.ndarray:
+    """edp: replicas of each expert shard, tp*cp*dp / (ep*etp) (Megatron-Core parallel folding)."""
+    return layouts.tp * layouts.cp * layouts.dp // (layouts.ep * layouts.etp)
 
 
 def zero3_transient_params(model: ModelSpec, layouts, stack) -> tuple[np.ndarray, np.ndarray]:
@@ -93,39 +134,56 @@ def zero3_transient_params(model: ModelSpec, layouts, stack) -> tuple[np.ndarray
       (stage3_prefetch_bucket_size), and one reduce bucket of gradients (reduce_bucket_size),
       never more than a layer (Rajbhandari et al. 2020 Sec. 5.3; DeepSpeed ZeRO config docs)."""
     t = layouts.tp.astype(float)
-    layer = model.layer_params() / t
+    layer = np.max([k.tp_params / t + k.expert_params / (layouts.ep * layouts.etp) for k in layer_kinds(model)], axis=0)
     if stack.zero3_gather == "layer":
         return stack.zero3_units_in_flight * layer, layer
-    h, f = model.hidden, model.ffn
-    up = (2 * f if model.ffn_act == "swiglu" else f) * h
-    largest = max(up, h * (h + 2 * model.kv_hidden)) / t
+    largest = max(m.k * m.n for k in layer_kinds(model) for m in k.tp_matrices) / t
     gathered = np.minimum(stack.zero3_units_in_flight * largest + stack.zero3_prefetch_params, layer)
     bucket = np.minimum(stack.zero3_reduce_bucket_params or layer, layer)
     return gathered, bucket * np.ones_like(t)
+
+
+def _sharded(dense, experts, layouts, stage: int, from_stage) -> tuple:
+    """Bytes-to-be of dense and expert parameters with ZeRO stage >= `stage` sharding them: dense
+    over dp*cp (Megatron's distributed optimizer), experts over their edp replicas."""
+    on = from_stage >= stage
+    return (np.where(on, dense / (layouts.dp * layouts.cp), dense)
+            + np.where(on, experts / expert_data_parallel(layouts), experts))
 
 
 def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks) -> MemoryBreakdown:
     """The breakdown of each rank of `ranks` ((k, n) arrays)."""
     prec = precision(model.training.precision)
     t = layouts.tp.astype(float)
-    dp = layouts.dp.astype(float)
     z = layouts.zero
-    params = rank_params(model, layouts, ranks=ranks)
-    weights = params * prec.weight_bytes / np.where(z >= 3, dp, 1.0)
-    grads = params * prec.grad_bytes / np.where(z >= 2, dp, 1.0)
-    optim = params * prec.optimizer_state_bytes / np.where(z >= 1, dp, 1.0)
+    dense, experts = rank_param_split(model, layouts, ranks=ranks)
+    # FP8 weight copies (planner/precision.py) sit beside the 16-bit weights and shard with them.
+    weights = _sharded(dense, experts, layouts, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
+    grads = _sharded(dense, experts, layouts, 2, z) * prec.grad_bytes
+    optim = _sharded(dense, experts, layouts, 1, z) * prec.optimizer_state_bytes
     gathered, bucket = zero3_transient_params(model, layouts, model.training.stack)
-    weights = weights + np.where(z >= 3, gathered * prec.weight_bytes, 0.0)
+    weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
 
-    stored, rebuilt = activation_bytes_per_layer(model, layouts)
-    acts = stored * layers_in_flight(model, layouts, ranks.rank, ranks.layers)
+    acts = 0.0
+    rebuilt_max = 0.0
+    in_flight = layers_in_flight(model, layouts, ranks.rank, ranks.layers)
+    kinds = layer_kinds(model)
+    for kind in kinds:
+        stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
+        if len(kinds) == 1:
+            acts, rebuilt_max = stored * in_flight, rebuilt
+            break
+        # in-flight layer-activations of a rank, shared out over its kinds of layer
+        held = ranks.moe_layers if kind.is_moe else ranks.layers - ranks.moe_layers
+        acts = acts + stored * in_flight * held / np.maximum(ranks.layers, 1)
+        rebuilt_max = np.maximum(rebuilt_max, np.where(held > 0, rebuilt, 0.0))
     # Full recomputation rebuilds one layer's activations at a time during backward.
-    acts = acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt, 0.0)
+    acts = acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt_max, 0.0)
 
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy.
-    logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / t
+    logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
     other = gpu.memory_reserve_gib * GIB + np.where(ranks.last, logits, 0.0)
     return MemoryBreakdown(weights / GIB, grads / GIB, optim / GIB, acts / GIB, other / GIB)
 

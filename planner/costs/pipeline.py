@@ -17,7 +17,9 @@ from ..units import US
 from ..specs import ClusterSpec, ModelSpec
 from . import comm
 from .compute import LayerCompute, layer_compute
-from .memory import parameters_per_gpu
+from ..arrays import take, unique_rows
+from ..layers import layer_kinds
+from .memory import rank_param_split
 from .stages import PipelineRanks, pipeline_ranks, rank_layers
 
 
@@ -33,24 +35,91 @@ class TimeBreakdown:
     bubble: np.ndarray
     optimizer: np.ndarray
     overhead: np.ndarray
+    cp_comm: np.ndarray | float = 0.0  # exposed context-parallel K/V exchange
+    ep_comm: np.ndarray | float = 0.0  # expert-parallel token dispatch and combine
 
     @property
     def total(self) -> np.ndarray:
         return (
-            self.compute + self.recompute + self.tp_comm + self.pp_comm + self.dp_comm + self.bubble
-            + self.optimizer + self.overhead
+            self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm + self.pp_comm + self.dp_comm
+            + self.bubble + self.optimizer + self.overhead
         )
 
 
-def rank_time_s(lc: LayerCompute, tp_layer: np.ndarray, ranks: PipelineRanks) -> np.ndarray:
+@dataclass(frozen=True)
+class KindTimes:
+    """Per-layer times of one kind of layer (dense or MoE) per micro-batch [s] (arrays over layouts)."""
+
+    count: int  # layers of this kind in the model
+    moe: bool
+    lc: LayerCompute
+    tp: np.ndarray  # exposed TP communication, all passes
+    cp: np.ndarray  # exposed context-parallel exchange
+    ep: np.ndarray  # token dispatch and combine
+
+    @property
+    def work(self) -> np.ndarray:
+        return self.lc.fwd_s + self.lc.bwd_s
+
+    @property
+    def layer(self) -> np.ndarray:
+        """Everything one layer costs per micro-batch."""
+        return self.work + self.lc.recompute_s + self.tp + self.cp + self.ep
+
+
+# The axes a layer's compute and its TP, CP and EP communication depend on (not dp, pp, vpp, ZeRO).
+LAYER_AXES = ("tp", "cp", "micro_batch", "sequence_parallel", "recompute", "ep", "etp")
+
+
+def kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:
+    """Per-layer times of each kind, computed once per distinct combination of LAYER_AXES (a full
+    space repeats each many times over dp, pp, vpp and ZeRO) and spread back over the rows."""
+    first, inverse = unique_rows([getattr(layouts, a) for a in LAYER_AXES])
+    if first.size == len(layouts):
+        return _kind_times(model, cluster, layouts)
+    return [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse], k.ep[inverse])
+            for k in _kind_times(model, cluster, layouts.take(first))]
+
+
+def _kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:
+    act = precision(model.training.precision).activation_bytes
+    out = []
+    for kind in layer_kinds(model):
+        lc = layer_compute(model, cluster.gpu, layouts, kind)
+        pairs = 2.0 if not kind.is_moe else 1.0 + (1.0 if any(m.name == "shared_up" for m in kind.tp_matrices) else 0.0)
+        tp = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, pairs)
+        tp = tp * comm.tp_passes(layouts) * comm.tp_exposed(model, cluster)
+        cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc)
+        ep = comm.ep_comm_per_layer_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
+        out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))
+    return out
+
+
+def mean_layer(kinds: list[KindTimes]) -> LayerCompute:
+    """The model's average layer as the data-parallel overlap windows see it: its wall time,
+    with the exposed CP and EP exchange (a third forward, two thirds backward), so that time
+    hidden behind attention is not hidden again behind the gradient reduction."""
+    total = sum(k.count for k in kinds)
+
+    def avg(part):
+        return sum(k.count * part(k) for k in kinds) / total
+
+    return LayerCompute(avg(lambda k: k.lc.fwd_s + (k.cp + k.ep) / 3), avg(lambda k: k.lc.bwd_s + 2 * (k.cp + k.ep) / 3),
+                        avg(lambda k: k.lc.recompute_s), kinds[0].lc.logits_fwd_bwd_s)
+
+
+def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
     """Time of each rank of `ranks` per micro-batch [s] ((k, n)): its layers' work, recomputation
-    and exposed TP communication, and the logits on the last rank."""
-    t_layer = lc.fwd_s + lc.bwd_s + lc.recompute_s + tp_layer
-    return ranks.layers * t_layer + ranks.last * lc.logits_fwd_bwd_s
+    and exposed TP/CP/EP communication, and the logits on the last rank."""
+    out = ranks.last * kinds[0].lc.logits_fwd_bwd_s
+    for k in kinds:
+        held = ranks.moe_layers if k.moe else ranks.layers - ranks.moe_layers
+        out = out + held * k.layer
+    return out
 
 
 def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None) -> TimeBreakdown:
-    """`ranks`: the pipeline ranks to evaluate (default: the first and the last, which bound the others)."""
+    """`ranks`: the pipeline ranks to evaluate (default: the bounding ranks, which bound the others)."""
     gpu = cluster.gpu
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
@@ -58,41 +127,63 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     m = layouts.num_microbatches.astype(float)
     p = layouts.pp.astype(float)
     v = layouts.vpp.astype(float)
-    lc = layer_compute(model, gpu, layouts)
-    tp_layer = comm.tp_time_per_layer_s(cluster, model, layouts)
+    kinds = kind_times(model, cluster, layouts)
+    logits = kinds[0].lc.logits_fwd_bwd_s
 
-    work_layer = lc.fwd_s + lc.bwd_s
     # The slowest rank sets the steady state; every layer and the logits run once per micro-batch
     # somewhere, whatever the split, so the sum over ranks needs no per-rank arrays.
     # Per micro-batch and model chunk, every rank pays the stack's fixed scheduling cost.
     micro = st.microbatch_overhead_s * v
-    t_max = rank_time_s(lc, tp_layer, ranks).max(axis=0) + micro
-    t_sum = model.layers * (work_layer + lc.recompute_s + tp_layer) + lc.logits_fwd_bwd_s + p * micro
+    t_max = rank_time_s(kinds, ranks).max(axis=0) + micro
+    t_sum = sum(k.count * k.layer for k in kinds) + logits + p * micro
     pipeline = m * t_max + (t_sum - t_max) / v
 
     # Averages over ranks: what each GPU does; the rest of `pipeline` is bubble and imbalance.
-    per_rank = model.layers / p
-    compute = m * (per_rank * work_layer + lc.logits_fwd_bwd_s / p)
-    recompute = m * per_rank * lc.recompute_s
-    tp_comm = m * per_rank * tp_layer
-    bubble = np.maximum(pipeline - compute - recompute - tp_comm, 0.0)
+    def per_gpu(part):
+        return m * sum(k.count * part(k) for k in kinds) / p
 
-    act = precision(model.training.precision).activation_bytes
-    p2p = comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts, act)
+    compute = per_gpu(lambda k: k.work) + m * logits / p
+    recompute = per_gpu(lambda k: k.lc.recompute_s)
+    tp_comm, cp_comm, ep_comm = per_gpu(lambda k: k.tp), per_gpu(lambda k: k.cp), per_gpu(lambda k: k.ep)
+    bubble = np.maximum(pipeline - compute - recompute - tp_comm - cp_comm - ep_comm, 0.0)
+
+    prec = precision(model.training.precision)
+    p2p = comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts, prec.activation_bytes)
     pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * p2p, 0.0)
 
-    params = parameters_per_gpu(model, layouts, ranks)
-    prec = precision(model.training.precision)
-    dp_comm = _dp_exposed_s(model, cluster, layouts, lc, params, st)
+    dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*rank_param_split(model, layouts, ranks=ranks)))
+    raw_dense, raw_experts, gather, reduce = _dp_traffic(model, cluster, layouts, dense, experts)
+    dp_comm = _dp_exposed_s(model, layouts, mean_layer(kinds), raw_dense, gather, reduce, st)
+    if model.moe is not None:
+        dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean_layer(kinds), raw_experts, 0.0, 0.0, st)
 
-    sharded = np.where(layouts.zero >= 1, layouts.dp, 1)
-    optimizer = st.optimizer_step_factor * prec.adam_step_bytes * params / sharded / (gpu.hbm_bytes_per_s * eff.hbm)
+    sharded = np.where(layouts.zero >= 1, layouts.dp * layouts.cp, 1)
+    expert_sharded = np.where(layouts.zero >= 1, comm.expert_data_group(layouts)[0], 1)
+    # Adam over this GPU's shard, and (FP8) casting its weights once per step (planner/precision.py).
+    step_bytes = st.optimizer_step_factor * prec.adam_step_bytes + prec.quantize_bytes / 2
+    optimizer = step_bytes * (dense / sharded + experts / expert_sharded) / (gpu.hbm_bytes_per_s * eff.hbm)
     overhead = st.step_overhead_s + m * micro
     bubble = np.maximum(bubble - m * micro, 0.0)
-    return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead)
+    return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead, cp_comm, ep_comm)
 
 
-def _dp_exposed_s(model: ModelSpec, cluster: ClusterSpec, layouts, lc: LayerCompute, params, st) -> np.ndarray:
+# The axes data-parallel traffic depends on (the parameters per GPU follow tp, pp, vpp, ep, etp).
+DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero", "ep", "etp")
+
+
+def _dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, dense, experts) -> tuple:
+    """(dense gradient/parameter traffic per step, the routed experts', one ZeRO-3 layer gather,
+    its reduce-scatter) [s] before overlap, once per distinct combination of DP_AXES."""
+    first, inverse = unique_rows([getattr(layouts, a) for a in DP_AXES])
+    sub = layouts.take(first)
+    prec = precision(model.training.precision)
+    raw_dense = comm.dp_comm_s(cluster, dense[first], sub, prec)
+    raw_experts = comm.dp_comm_s(cluster, experts[first], sub, prec, comm.expert_data_group(sub)) if model.moe else 0 * raw_dense
+    gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, model.training.stack)
+    return raw_dense[inverse], raw_experts[inverse], gather[inverse], reduce[inverse]
+
+
+def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, reduce, st) -> np.ndarray:
     """Data-parallel communication left on the critical path [s].
     Overlapped: gradient buckets reduce during the last micro-batch's backward, parameters gather
     during the first forward (Megatron overlap_grad_reduce / overlap_param_gather); a plain
@@ -101,12 +192,9 @@ def _dp_exposed_s(model: ModelSpec, cluster: ClusterSpec, layouts, lc: LayerComp
     with all of compute. ZeRO-3 overlaps layer by layer: the next unit's gather runs while this
     layer computes, so a layer whose gather outlasts its compute exposes the difference
     (Zhao et al. 2023 Sec. 3.3, FSDP prefetching), and every unit pays the stack's hook cost."""
-    prec = precision(model.training.precision)
-    raw = comm.dp_comm_s(cluster, params, layouts, prec)
     m = layouts.num_microbatches.astype(float)
     first = rank_layers(model, layouts, 0)
     stack = model.training.stack
-    gather, reduce = comm.zero3_layer_comm_s(cluster, model, layouts, prec, stack)
     units = comm.zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     hooks_s = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
     per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + np.maximum(gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))

@@ -27,9 +27,14 @@ import numpy as np
 from ..specs import ModelSpec
 
 
-def bounding_ranks(layouts) -> np.ndarray:
-    """(2, n): the first and the last pipeline rank of each layout (both 0 when pp = 1)."""
-    return np.stack([np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1])
+def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
+    """(2, n): the first and the last pipeline rank of each layout (both 0 when pp = 1). With MoE
+    layers also the second rank: the first may hold the dense layers, and the second is then the
+    one with the most MoE layers (it takes an extra layer of an uneven split when the first does)."""
+    first, last = np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1
+    if model is not None and model.moe is not None:
+        return np.stack([first, np.minimum(1, last), last])
+    return np.stack([first, last])
 
 
 def all_ranks(layouts) -> np.ndarray:
@@ -49,6 +54,25 @@ def rank_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
     """Transformer layers held by rank r (all its virtual stages): L // p, one more on the first L % p."""
     p = layouts.pp
     return model.layers // p + (rank < model.layers % p)
+
+
+def rank_moe_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
+    """MoE layers held by rank r: those among its layers (ModelSpec.moe_layers_before). Without
+    interleaving rank r holds one run of layers; with v chunks, chunk j holds the (j p + r)-th
+    L / (p v) layers (Megatron's interleaved assignment)."""
+    if model.moe is None:
+        return np.zeros(np.broadcast(np.asarray(rank), layouts.pp).shape)
+    p, v, L = layouts.pp, layouts.vpp, model.layers
+    start = rank * (L // p) + np.minimum(rank, L % p)
+    plain = model.moe_layers_before(start + rank_layers(model, layouts, rank)) - model.moe_layers_before(start)
+    if np.all(v == 1):
+        return plain
+    size = L // (p * v)
+    chunked = np.zeros(np.broadcast(np.asarray(rank), p).shape, dtype=np.int64)
+    for j in range(int(v.max())):
+        first = (j * p + rank) * size
+        chunked = chunked + np.where(j < v, model.moe_layers_before(first + size) - model.moe_layers_before(first), 0)
+    return np.where(v > 1, chunked, plain)
 
 
 def holds_embedding(rank=0) -> np.ndarray:
@@ -77,14 +101,16 @@ class PipelineRanks:
 
     rank: np.ndarray
     layers: np.ndarray  # transformer layers held
+    moe_layers: np.ndarray  # of which mixture-of-experts layers
     first: np.ndarray  # holds the embedding
     last: np.ndarray  # holds the output layer and the loss
 
 
 def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
     """The ranks `rank` (default: the bounding ranks) of each layout."""
-    rank = bounding_ranks(layouts) if rank is None else rank
-    return PipelineRanks(rank, rank_layers(model, layouts, rank), holds_embedding(rank), holds_logits(layouts, rank))
+    rank = bounding_ranks(layouts, model) if rank is None else rank
+    return PipelineRanks(rank, rank_layers(model, layouts, rank), rank_moe_layers(model, layouts, rank),
+                         holds_embedding(rank), holds_logits(layouts, rank))
 
 
 def heaviest(values: np.ndarray) -> np.ndarray:

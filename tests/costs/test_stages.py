@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.costs.memory import memory_breakdown, memory_per_rank
-from planner.costs.pipeline import rank_time_s, step_time
+from planner.costs.pipeline import kind_times, rank_time_s, step_time
 from planner.costs.compute import layer_compute
 from planner.costs.comm import tp_time_per_layer_s
 from planner.costs.stages import (PipelineRanks, all_ranks, bounding_ranks, holds_logits, layers_in_flight,
@@ -66,9 +66,8 @@ def test_first_and_last_rank_bound_every_rank(make_model, make_cluster, layers, 
     assert np.array_equal(memory_breakdown(model, cluster.gpu, space, every).total,
                           memory_breakdown(model, cluster.gpu, space, bound).total)
     assert np.array_equal(mem_all.max(axis=0), memory_breakdown(model, cluster.gpu, space).total)
-    lc = layer_compute(model, cluster.gpu, space)
-    tp = tp_time_per_layer_s(cluster, model, space)
-    assert np.array_equal(rank_time_s(lc, tp, every).max(axis=0), rank_time_s(lc, tp, bound).max(axis=0))
+    kinds = kind_times(model, cluster, space)
+    assert np.array_equal(rank_time_s(kinds, every).max(axis=0), rank_time_s(kinds, bound).max(axis=0))
     # and the step time is the same whichever set of ranks it is given
     assert np.array_equal(step_time(model, cluster, space, every).total, step_time(model, cluster, space).total)
 
@@ -80,7 +79,7 @@ def test_a_middle_rank_can_be_the_heaviest(make_model, make_cluster):
     cluster = make_cluster()
     layout = lay(pp=4, num_microbatches=8)
     rank = np.arange(4)[:, None]
-    ranks = PipelineRanks(rank, np.array([[1], [4], [1], [1]]), rank == 0, holds_logits(layout, rank))
+    ranks = PipelineRanks(rank, np.array([[1], [4], [1], [1]]), np.zeros((4, 1)), rank == 0, holds_logits(layout, rank))
     per_rank = memory_per_rank(model, cluster.gpu, layout, ranks)
     assert int(np.argmax(per_rank.total[:, 0])) == 1
     assert layers_in_flight(model, layout, rank, ranks.layers)[:, 0].tolist() == [4, 12, 2, 1]
