@@ -37,8 +37,9 @@ class Precision:
 
     @property
     def state_bytes(self) -> int:
-        """Weights, gradients and optimizer states per parameter (18 B, Korthikanti et al. 2022)."""
-        return self.weight_bytes + self.grad_bytes + self.optimizer_state_bytes
+        """Weights (and FP8 weight copies), gradients and optimizer states per parameter (18 B in
+        BF16, Korthikanti et al. 2022)."""
+        return self.weight_bytes + self.weight_cache_bytes + self.grad_bytes + self.optimizer_state_bytes
 
     @property
     def adam_step_bytes(self) -> int:

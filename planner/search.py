@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .axes import AXES
+from .axes import AXES, RULES, SpaceContext
 from .constraints import Limits, Mask, evaluate
 from .costs.power_caps import cap_levels
 from .errors import InfeasibleError, SpecError
@@ -139,6 +139,23 @@ def check_precision(model: ModelSpec, cluster: ClusterSpec, file: str | None = N
                         expected=" | ".join(have))
 
 
+def check_fixed_axes(model: ModelSpec, gpus: int, fixed: dict) -> None:
+    """Axis values fixed on the command line that break a rule of the space on their own (--ep 7
+    with 8 experts, --cp 3 with a 4,096-token sequence) are bad input, not an empty search."""
+    ctx = SpaceContext(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
+                       global_batch=model.training.global_batch, seq_len=model.seq_len,
+                       experts=model.moe.experts if model.moe else 0, min_cp_tokens=1)
+    by_name = {a.name: a for a in AXES}
+    for rule in RULES:
+        if not set(rule.axes) <= set(fixed):
+            continue
+        stored = {k: np.int64(by_name[k].to_stored(v)) for k, v in fixed.items()}
+        if not bool(rule.ok(stored, ctx)):
+            row = {k: by_name[k].to_json(v) for k, v in stored.items()}
+            raise SpecError(rule.message(row, ctx), path="/".join(by_name[k].flag for k in rule.axes),
+                            expected="values that obey the rule")
+
+
 def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), cap_levels: int = 1):
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                              global_batch=model.training.global_batch, seq_len=model.seq_len,
@@ -171,6 +188,8 @@ def search(
         objective_cost(cluster, None, objective)  # raises the error
     caps = caps_searched(cluster, objective, frontier, limits, power_caps)
     levels = cap_levels(cluster.gpu) if caps else None
+    check_fixed_axes(model, gpus, {**limits.fixed, **{a.name: getattr(space, a.name) for a in AXES
+                                                    if getattr(space, a.name, None) is not None}})
     layouts = space_for(model, gpus, space, len(levels) if caps else 1)
     if not len(layouts):
         raise InfeasibleError(empty_space_reason(model, gpus))

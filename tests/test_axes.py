@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner.axes import AXES, RULES, Axis, axis, Rule, SpaceContext, layout_assignments, layout_cell, layout_summary
+from planner.axes import AXES, RULES, axis, SpaceContext, layout_assignments, layout_cell, layout_summary
 from planner.check import PlanLayout, plan_layout_model
 from planner.cli import app
 from planner.cli_common import axis_params

@@ -38,6 +38,7 @@ def inline_gpu(old: str, new: str) -> bytes:
 LOL = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh"))
 LINE = {k: i + 1 for i, k in enumerate(l.split(":")[0] for l in MODEL.splitlines())}
+END = len(MODEL.splitlines())  # lines appended to MODEL start at END + 1
 
 # (id, role, content (None: no file; "dir": a directory), message fragment, line or None)
 BAD = [
@@ -78,6 +79,10 @@ BAD = [
     ("alias-bomb", "model", LOL.encode(), "document too large: more than 100000 values once aliases are expanded", 6),
     ("too-big", "model", b"name: x\n" + b"#" * MAX_FILE_BYTES, "file too large", None),
     ("wrong-kind-of-file", "model", CLUSTER.encode(), "this looks like a cluster file, but a model spec is expected", 1),
+    ("top-k-above-experts", "model", (MODEL + "moe:\n  experts: 8\n  top_k: 9\n  expert_ffn_hidden: 1024\n").encode(),
+     "moe.top_k: top_k (9) must be at most experts (8)", END + 3),
+    ("mla-ranks-missing", "model", (MODEL + "mla:\n  q_lora_rank: 64\n  kv_lora_rank: 32\n").encode(),
+     "mla.qk_nope_head_dim: missing required key 'qk_nope_head_dim'", END + 1),
 ]
 # `plan check` takes directories (an empty one is the problem there) and files of any kind.
 CHECK_FRAGMENT = {"is a directory, not a file": "no *.yaml or *.yml files in this directory",
@@ -143,8 +148,29 @@ def test_all_problems_of_a_file_are_reported(tmp_path):
     (["check", "--format", "xml", "configs"], "unknown format 'xml'"),
     (["check", "--memory-headroom", "2", "configs"], "--memory-headroom"),
     (["schema", "sweep"], "unknown kind 'sweep'"),
+    # mixture-of-experts and context-parallel degrees that break a rule of the space on their own
+    (["search", "mixtral-8x7b", "dgx-h100-1024", "--gpus", "64", "--ep", "3"], "--ep: ep=3 must divide the 8 experts"),
+    (["search", "mixtral-8x7b", "dgx-h100-1024", "--gpus", "64", "--cp", "3"],
+     "--cp: cp=3 needs seq_len (4096) divisible by 2*cp = 6"),
+    (["search", "mixtral-8x7b", "dgx-h100-1024", "--gpus", "64", "--tp", "1", "--cp", "1", "--dp", "4", "--pp", "16",
+      "--ep", "8", "--etp", "1"], "ep*etp = 8*1 must divide tp*cp*dp = 1*1*4"),
+    (["search", "gpt3-175b", "dgx-a100-1024", "--gpus", "64", "--ep", "2"], "ep=2 needs a mixture-of-experts model"),
 ])
 def test_bad_arguments(args, fragment):
     r = invoke(*args)
     assert r.exit_code == 2, r.output
     assert fragment in r.output
+
+
+def test_fp8_on_a_gpu_without_an_fp8_peak(tmp_path):
+    fp8 = write(tmp_path, model("precision: bf16", "precision: fp8") if "precision: bf16" in MODEL
+                else model("global_batch: 1536\n", "global_batch: 1536\n  precision: fp8\n"))
+    line = next(i + 1 for i, text in enumerate(fp8.read_text().splitlines()) if "precision: fp8" in text)
+    for command in ("search", "estimate"):
+        r = invoke(*COMMANDS[command](str(fp8), "dgx-a100-1024"))
+        assert r.exit_code == 2, r.output
+        assert f"{fp8}:{line}: training.precision: precision fp8 needs a fp8 peak" in r.output
+    # H100 has an FP8 peak but no MXFP8 one
+    mx = write(tmp_path, fp8.read_bytes().replace(b"precision: fp8", b"precision: mxfp8"))
+    r = invoke("search", str(mx), "dgx-h100-1024", "--gpus", "64")
+    assert r.exit_code == 2 and "precision mxfp8 needs a mxfp8 peak" in r.output

@@ -20,7 +20,7 @@ def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
 
     def memory_msg(i: int) -> str:
         head = f" ({usable:.1f} GiB usable with {headroom:.0%} headroom)" if headroom else ""
-        tips = []
+        tips = _parallel_tips(scores, model, i)
         if lay.recompute[i] != RECOMPUTE_FULL:
             tips.append(axis("recompute").as_option("full"))
         if lay.dp[i] > 1 and lay.zero[i] < 3:
@@ -40,6 +40,20 @@ def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
         return f"{text}: try " + " or ".join(tips[:3])
 
     return [Mask(c.name, c.family, mem <= usable, memory_msg, relative_excess(mem, usable))]
+
+
+def _parallel_tips(scores, model, i: int) -> list[str]:
+    """`--cp 2x` when activations are most of the memory and the sequence splits further; `--ep 2x`
+    when the routed experts' states are and the experts split further."""
+    lay, mem = scores.layouts, scores.memory_gib
+    tips = []
+    cp, ep = int(lay.cp[i]), int(lay.ep[i])
+    if mem.activations[i] > 0.5 * mem.total[i] and model.seq_len % (4 * cp) == 0:
+        tips.append(axis("cp").as_option(2 * cp))
+    states = mem.weights[i] + mem.gradients[i] + mem.optimizer[i]
+    if model.moe is not None and states > 0.5 * mem.total[i] and model.moe.experts % (2 * ep) == 0:
+        tips.append(axis("ep").as_option(2 * ep))
+    return tips
 
 
 def _nvlink_domain(scores, ctx: Context, c: Constraint) -> list[Mask]:

@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from planner.costs.memory import memory_breakdown, memory_per_rank
 from planner.costs.pipeline import kind_times, rank_time_s, step_time
-from planner.costs.compute import layer_compute
-from planner.costs.comm import tp_time_per_layer_s
 from planner.costs.stages import (PipelineRanks, all_ranks, bounding_ranks, holds_logits, layers_in_flight,
                                   pipeline_ranks, rank_layers, valid_ranks)
 from planner.space import enumerate_layouts, single_layout

@@ -1,0 +1,227 @@
+"""FP8, context parallelism and mixture-of-experts cost terms, each against numbers derived by hand
+here (toy GPU of conftest.py: 100 TFLOP/s BF16 at 50 %, HBM 1,000 GB/s at 50 %, NVLink 200 GB/s
+at 50 %, network 10 GB/s at 80 %, 10 us per step, flash attention at 25 % of peak)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from pytest import approx
+
+from planner.costs.comm import cp_comm_per_layer_s, ep_comm_per_layer_s
+from planner.costs.compute import _gemm_set, expert_rows, layer_compute
+from planner.costs.flops import model_flops_per_seq
+from planner.costs.memory import activation_bytes_per_layer, memory_breakdown, rank_param_split
+from planner.costs.stages import rank_moe_layers
+from planner.layers import Matrix, gemm_flops_per_token, layer_kinds
+from planner.precision import precision
+from planner.score import score
+from planner.search import search
+from planner.space import single_layout
+from planner.specs import GpuSpec
+
+REL = 1e-9
+
+# 3 layers (the first dense), hidden 64, 4 heads, SwiGLU; 4 experts of width 32, top 2; one shared
+# expert of width 16; vocab 100, 64 tokens, learned positions.
+TINY_MOE = dict(layers=3, hidden=64, heads=4, ffn_act="swiglu", vocab=100, seq_len=64,
+                moe=dict(experts=4, top_k=2, expert_ffn_hidden=32, shared_experts=1, shared_expert_ffn_hidden=16,
+                         dense_layers=1))
+
+
+def lay(**kw):
+    kw.setdefault("dp", 1)
+    kw.setdefault("tp", 1)
+    kw.setdefault("pp", 1)
+    kw.setdefault("micro_batch", 1)
+    kw.setdefault("num_microbatches", 1)
+    return single_layout(**kw)
+
+
+# --- layer structure and parameters ---------------------------------------------------------------
+
+def test_moe_parameters_by_hand(make_model):
+    model = make_model(**TINY_MOE)
+    dense, moe = layer_kinds(model)
+    # dense: QKV 64x192 + 192 bias, out 64x64 + 64, MLP (ffn 4h = 256) up 64x512 + down 256x64, norms 4h
+    assert dense.params == 12480 + 4160 + 32768 + 16384 + 256 == 66048
+    # MoE: attention 16,640; shared expert up 64x32 + down 16x64 = 3,072; router 64x4; norms 256
+    assert moe.tp_params == 16640 + 3072 + 256 + 256 == 20224
+    # routed: 4 experts of up 64x64 + down 32x64 = 6,144
+    assert moe.expert_params == 4 * 6144
+    assert moe.active_params == 20224 + 2 * 6144 == 32512
+    # model: 1 dense + 2 MoE layers, word embedding 100x64, positions 64x64, output 100x64, final norm 2h
+    assert model.total_params() == 66048 + 2 * 44800 + 6400 + 4096 + 6400 + 128
+    # FLOPs per token count the active weights without biases and norms: 2 x (32,512 - 256 - 256)
+    assert gemm_flops_per_token(moe) == 2 * 32000
+
+
+def test_moe_layers_on_each_rank(make_model):
+    # 8 layers, the first 2 dense, then every second MoE: layers 3, 5, 7 (0-based) are MoE
+    model = make_model(layers=8, moe=dict(experts=4, top_k=1, expert_ffn_hidden=32, dense_layers=2, layer_every=2))
+    assert model.moe_layers == 3
+    # pp 2 (layers 0-3 and 4-7): rank 0 holds layer 3, rank 1 layers 5 and 7
+    assert rank_moe_layers(model, lay(pp=2), np.array([[0], [1]])).ravel().tolist() == [1, 2]
+    # pp 2, vpp 2 (chunks of 2: rank 0 layers 0-1 and 4-5, rank 1 layers 2-3 and 6-7)
+    assert rank_moe_layers(model, lay(pp=2, vpp=2, num_microbatches=2), np.array([[0], [1]])).ravel().tolist() == [1, 2]
+
+
+def test_mla_projections_and_flops(make_model):
+    model = make_model(layers=1, hidden=64, heads=4, vocab=100, seq_len=32,
+                       mla=dict(q_lora_rank=16, kv_lora_rank=8, qk_nope_head_dim=12, qk_rope_head_dim=4, v_head_dim=10))
+    (kind,) = layer_kinds(model)
+    shapes = {m.name: (m.k, m.n, m.split) for m in kind.tp_matrices}
+    # q: 64 -> 16 (replicated) -> 4 heads x (12 + 4); kv: 64 -> 8 + 4 (replicated), 8 -> 4 x (12 + 10); out 4 x 10 -> 64
+    assert shapes["q_down"] == (64, 16, "none") and shapes["q_up"] == (16, 64, "col")
+    assert shapes["kv_down"] == (64, 12, "none") and shapes["kv_up"] == (8, 88, "col")
+    assert shapes["attn_out"] == (40, 64, "row")
+    # attention core per sequence: 2 s^2 heads (qk + v) = 2 x 32^2 x 4 x (16 + 10)
+    projections = 64 * 16 + 16 * 64 + 64 * 12 + 8 * 88 + 40 * 64
+    mlp = 64 * 256 + 256 * 64  # GeLU, ffn 4h
+    expected = 3 * (32 * 2 * (projections + mlp) + 2 * 32**2 * 4 * 26 + 32 * 2 * 64 * 100)
+    assert model_flops_per_seq(model) == approx(expected, rel=REL)
+
+
+# --- FP8 -----------------------------------------------------------------------------------------
+
+def _fp8_gpu(toy_gpu_data):
+    return GpuSpec.model_validate(toy_gpu_data(peak_tflops=dict(bf16=100.0, fp16=100.0, fp8=200.0),
+                                               efficiency=dict(gemm_fp8=0.4)))
+
+
+def test_fp8_gemm_runs_at_the_fp8_peak_and_casts_its_inputs(toy_gpu_data):
+    gpu = _fp8_gpu(toy_gpu_data)
+    t, cast_in, cast_out = _gemm_set((Matrix("w", 1024, 1024, "col"),), 512.0, 1, gpu, precision("fp8"))
+    flops = 2 * 512 * 1024 * 1024
+    operands = 1 * (512 * 1024 + 1024 * 1024 + 512 * 1024)  # 1-byte FP8 operands
+    assert t == approx(flops / (200e12 * 0.4) + operands / (1000e9 * 0.5), rel=REL)
+    # casting reads 2 bytes and writes two 1-byte copies: 4 bytes per input (and per output gradient)
+    assert cast_in == 4 * 512 * 1024 and cast_out == 4 * 512 * 1024
+
+
+def test_fp8_activations_keep_gemm_inputs_in_one_byte(make_model):
+    # 512 tokens, h 1024, 16 heads, GeLU ffn 4096, tp 1, flash: BF16 stores 34 s b h (Korthikanti)
+    bf16 = make_model()
+    sbh = 512 * 1024
+    assert activation_bytes_per_layer(bf16, lay())[0][0] == 34 * sbh
+    # FP8: the QKV and MLP inputs (2 x 2 -> 2 x 1 byte), the out-projection input (2 -> 1) and the
+    # MLP down input (2 x 4h -> 1 x 4h) shrink: 34 - 2 - 1 - 4 = 27 s b h
+    fp8 = make_model(training=dict(precision="fp8"))
+    assert activation_bytes_per_layer(fp8, lay())[0][0] == 27 * sbh
+
+
+def test_fp8_weights_keep_two_more_bytes_and_mfu_is_quoted_against_bf16(make_model, make_cluster, toy_gpu_data):
+    fp8 = make_model(training=dict(precision="fp8"))
+    bf16 = make_model()
+    cluster = make_cluster(gpu=toy_gpu_data(peak_tflops=dict(bf16=100.0, fp16=100.0, fp8=200.0)))
+    one = lay()
+    params = rank_param_split(bf16, one)[0][0]
+    # 2-byte weights + 2 bytes of FP8 copies (row-wise and transposed)
+    assert memory_breakdown(fp8, cluster.gpu, one).weights[0] == approx(4 * params / 2**30, rel=REL)
+    assert memory_breakdown(bf16, cluster.gpu, one).weights[0] == approx(2 * params / 2**30, rel=REL)
+    s = score(fp8, cluster, one)
+    assert s.mfu[0] == approx(2 * s.mfu_fp8_peak[0], rel=REL)  # the FP8 peak is twice the BF16 one
+
+
+# --- context parallelism ---------------------------------------------------------------------------
+
+def test_cp_ring_exposes_what_outlasts_attention(make_model, make_cluster):
+    model = make_model()  # seq 512, h 1024, 16 heads of 64 (K and V 1,024 wide each), flash
+    cluster = make_cluster()
+    layout = lay(cp=4)
+    lc = layer_compute(model, cluster.gpu, layout)
+    # a K/V chunk: 2 bytes x 512/4 tokens x (1024 + 1024) = 524,288 B at 100 GB/s, + 10 us per step
+    step = 524288 / 100e9 + 10e-6
+    ring = 3 * step  # cp - 1 = 3 steps
+    # attention on 1/cp of the work: 2 s^2 heads (64 + 64) / 4 = 268,435,456 FLOPs, causal half, at 25e12 FLOP/s
+    core_fwd = 0.5 * 2 * 512**2 * 16 * 128 / 4 / 25e12
+    assert lc.attention_fwd_s[0] == approx(core_fwd, rel=REL)
+    # forward shows ring - attention; backward sends K/V and their gradients (2 x ring) behind 2.5 x attention
+    expected = (ring - core_fwd) + (2 * ring - 2.5 * core_fwd)
+    assert cp_comm_per_layer_s(cluster, model, layout, lc)[0] == approx(expected, rel=REL)
+    # cp 2: one step of a chunk twice as long
+    two = lay(cp=2)
+    step2 = 2 * 524288 / 100e9 + 10e-6
+    core2 = 2 * core_fwd
+    assert cp_comm_per_layer_s(cluster, model, two, layer_compute(model, cluster.gpu, two))[0] == approx(
+        max(step2 - core2, 0) + max(2 * step2 - 2.5 * core2, 0), rel=REL)
+
+
+def test_cp_divides_every_per_token_tensor(make_model, make_cluster):
+    model = make_model()
+    sbh = 512 * 1024
+    # 34 s b h / cp (flash, tp 1)
+    assert activation_bytes_per_layer(model, lay(cp=4))[0][0] == 34 * sbh / 4
+
+
+# --- mixture-of-experts ----------------------------------------------------------------------------
+
+def test_expert_rows_per_gpu(make_model):
+    model = make_model(**{**TINY_MOE, "moe": {**TINY_MOE["moe"], "load_imbalance": 1.5}})
+    # b 2, s 64, top 2, ep 2, etp 1, 4 experts, tp 1, cp 1, dp 2: 2 x 64 x 2 x 2 / 4 = 128 rows per
+    # expert, x 1.5 for the busiest rank; 4 / 2 = 2 local experts
+    rows, local = expert_rows(model, lay(dp=2, ep=2, micro_batch=2))
+    assert rows[0] == 192 and local[0] == 2
+
+
+def test_all_to_all_inside_and_across_nodes(make_model, make_cluster):
+    model = make_model(**TINY_MOE)
+    (_, moe) = layer_kinds(model)
+    cluster = make_cluster()  # 8 GPUs per node, NVLink 100 GB/s achieved, network 8 GB/s achieved
+    # ep 4 inside a node: 2 x 64 x 2 routed copies of 64 BF16 values = 32,768 B, 3/4 of it leaves the GPU
+    a2a = 32768 * 3 / 4 / 100e9 + 10e-6
+    # two all-to-alls (dispatch, combine) forward and two backward
+    assert ep_comm_per_layer_s(cluster, model, lay(dp=4, ep=4, micro_batch=2), moe)[0] == approx(2 * 2 * a2a, rel=REL)
+    # ep 16 over two nodes: 7/16 over NVLink and 8/16 over the network at once; the network bounds it
+    network = 32768 * 8 / 16 / 8e9
+    assert network > 32768 * 7 / 16 / 100e9
+    assert ep_comm_per_layer_s(cluster, model, lay(dp=16, ep=4 * 4, micro_batch=2), moe)[0] == approx(
+        4 * (network + 10e-6), rel=REL)
+
+
+def test_expert_states_shard_over_ep_and_edp(make_model, make_cluster):
+    model = make_model(**TINY_MOE)
+    cluster = make_cluster()
+    # dp 4, ep 2: each GPU holds 2 of 4 experts of both MoE layers: 2 x 24,576 / 2 expert parameters
+    layout = lay(dp=4, ep=2, zero=1)
+    dense, experts = rank_param_split(model, layout)
+    assert experts[0] == 2 * 24576 / 2
+    # dense: 66,048 + 2 x 20,224 + embeddings 6,400 + 4,096 + output 6,400 (pp 1: one rank holds all)
+    assert dense[0] == 66048 + 2 * 20224 + 6400 + 4096 + 6400
+    # ZeRO 1: optimizer states (12 B) of dense parameters over dp*cp = 4, of experts over edp = 4 / 2 = 2
+    mem = memory_breakdown(model, cluster.gpu, layout)
+    assert mem.optimizer[0] == approx(12 * (dense[0] / 4 + experts[0] / 2) / 2**30, rel=REL)
+
+
+def test_search_equals_brute_force_on_a_small_moe_instance(make_model, make_cluster):
+    """Every layout the rules allow, built here by plain loops and scored one at a time: the search
+    finds the same best step time among those that fit, and enumerates the same set."""
+    model = make_model(**{**TINY_MOE, "layers": 4, "heads": 4, "seq_len": 1024, "training": dict(global_batch=8)})
+    cluster = make_cluster(nodes=1)
+    result = search(model, cluster, gpus=8, top_k=1)
+    seen = set()
+    lay_ = result.scores.layouts
+    for i in range(len(lay_)):
+        seen.add(tuple(lay_.row(i)[k] for k in ("dp", "tp", "pp", "cp", "micro_batch", "ep", "etp", "zero", "recompute",
+                                                 "sequence_parallel", "vpp")))
+    brute = set()
+    best = np.inf
+    for tp, pp, cp in itertools.product((1, 2, 4), (1, 2, 4), (1, 2)):
+        if 8 % (tp * pp * cp):
+            continue
+        dp = 8 // (tp * pp * cp)
+        for mb, ep, etp, zero, rc, sp, vpp in itertools.product((1, 2, 4, 8), (1, 2, 4), sorted({1, tp}), range(4),
+                                                                ("none", "selective", "full"), (False, True), (1, 2, 4)):
+            m = 8 // (dp * mb) if 8 % (dp * mb) == 0 else 0
+            ok = (m > 0 and (tp * cp * dp) % (ep * etp) == 0 and (zero == 0 or dp * cp > 1) and (not sp or tp > 1)
+                  and (tp == 1 or sp) and (vpp == 1 or (pp >= 2 and m % pp == 0 and 4 % (pp * vpp) == 0)))
+            if not ok:
+                continue
+            brute.add((dp, tp, pp, cp, mb, ep, etp, zero, rc, sp, vpp))
+            one = single_layout(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, ep=ep, etp=etp, zero=zero, recompute=rc,
+                                sequence_parallel=sp, vpp=vpp, num_microbatches=m)
+            s = score(model, cluster, one)
+            if s.memory_gib.total[0] <= cluster.gpu.memory_gib * 0.95:
+                best = min(best, s.step_time_s[0])
+    assert seen == brute
+    assert result.best.step_time_s == approx(best, rel=1e-12)
