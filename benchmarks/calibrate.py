@@ -8,7 +8,9 @@ all at once, over every calibration source; report each source's error fitted an
 
 Needs scipy (a development tool only). Protocol:
 - one set of hardware constants per GPU family (A100 40/80GB share a chip), one set of stack
-  constants per (family, stack); never per case;
+  constants per (family, stack); never per case; GPU families with a handful of runs (Blackwell)
+  fit only their GEMM and attention efficiencies, in a second stage, over their sibling's
+  constants (SPARSE_FAMILIES in planner/calibration.py);
 - residuals are log(predicted / measured), each source weighted equally (1/sqrt(n) per figure);
   soft-L1 loss so that a handful of odd runs cannot pull every constant;
 - leave-one-source-out: refit without a whole source and predict it. Constants no remaining source
@@ -31,18 +33,23 @@ sys.path.insert(0, str(ROOT))
 from planner.shipped import stack_data  # noqa: E402
 from planner.specs import StackConstants  # noqa: E402
 from planner.calibration import (  # noqa: E402
-    FAMILIES, SOURCES, family_of, load_cases, relative_errors, with_constants,
+    FAMILIES, SIBLINGS, SOURCES, SPARSE_FAMILIES, family_of, load_cases, relative_errors, with_constants,
 )
 
 # Collective latencies are not fitted: they come from NCCL's own tuning model (the GPU presets).
 HARDWARE = {
-    "gemm": (0.5, 1.0), "gemm_half_gflop": (0.0, 20.0), "hbm": (0.5, 0.95), "flash_attention": (0.2, 0.9),
+    "gemm": (0.3, 1.0), "gemm_fp8": (0.2, 1.0), "gemm_half_gflop": (0.0, 20.0), "hbm": (0.5, 0.95), "flash_attention": (0.2, 0.9),
     "nvlink": (0.4, 0.95), "network": (0.3, 0.95), "message_half_mb": (0.0, 8.0),
 }
 # Weak priors (a ridge term) keep constants that no source separates near published figures:
 # FlashAttention-2 forward reaches 50-70 % of peak on A100 and 35-50 % on H100 (Dao 2023, Fig. 5-6);
 # large cuBLAS GEMMs 75-85 % (NVIDIA Deep Learning Performance docs).
-PRIORS = {"a100": {"gemm": 0.8, "flash_attention": 0.55}, "h100": {"gemm": 0.75, "flash_attention": 0.45}}
+# FP8 GEMMs: 60-70 % of the FP8 peak on H100 (Transformer Engine / cuBLASLt benchmarks, NVIDIA's
+# "FP8 training" docs); Blackwell taken as Hopper until its runs say otherwise.
+_BLACKWELL = {"gemm": 0.75, "gemm_fp8": 0.65, "flash_attention": 0.45}
+PRIORS = {"a100": {"gemm": 0.8, "flash_attention": 0.55}, "h100": {"gemm": 0.75, "gemm_fp8": 0.65, "flash_attention": 0.45},
+          **{fam: dict(_BLACKWELL) for fam in SPARSE_FAMILIES}}
+SPARSE_HARDWARE = ("gemm", "gemm_fp8", "flash_attention")
 PRIOR_WEIGHT = 0.1
 STACK = {"layer_overhead_us": (0.0, 300.0), "layer_launch_us": (0.0, 1000.0), "loss_fp32_passes": (1.0, 30.0), "microbatch_overhead_us": (0.0, 5000.0), "step_overhead_s": (0.0, 1.0)}
 STACK_EXTRA = {"megatron-core": {"tp_overlap_exposed": (0.0, 1.0)},
@@ -58,9 +65,13 @@ class Problem:
         self.cases = cases
         self.priors = priors  # {("hw", fam): {...}, ("stack", fam, name): {...}}
         self.names = []
+        fp8 = {family_of(c.gpu) for c in cases if precision_of(c) != "16-bit"}
         for fam in sorted({family_of(c.gpu) for c in cases}):
-            self.names += [(("hw", fam), k) for k in HARDWARE]
+            names = SPARSE_HARDWARE if fam in SPARSE_FAMILIES else tuple(HARDWARE)
+            self.names += [(("hw", fam), k) for k in names if k != "gemm_fp8" or fam in fp8]
         for fam, stack in sorted({(family_of(c.gpu), c.stack) for c in cases}):
+            if fam in SPARSE_FAMILIES:
+                continue  # the sibling's stack constants (values())
             for k in {**STACK, **STACK_EXTRA.get(stack, {})}:
                 self.names.append((("stack", fam, stack), k))
         self.lo = np.array([_bounds(n)[0] for n in self.names])
@@ -75,7 +86,7 @@ class Problem:
         for (key, name), u in zip(self.names, x):
             lo, hi = _bounds((key, name))
             out.setdefault(key, {})[name] = float(lo + np.clip(u, 0, 1) * (hi - lo))
-        return out
+        return inherit(out)
 
     def x0(self) -> np.ndarray:
         return np.array([np.clip((self.priors.get(key, {}).get(name, lo) - lo) / (hi - lo), 0, 1)
@@ -113,9 +124,27 @@ class Problem:
         return jac
 
 
+def precision_of(case) -> str:
+    return "16-bit" if case.model.training.precision in ("bf16", "fp16") else case.model.training.precision
+
+
+def inherit(vals: dict) -> dict:
+    """A sparse family's constants: its fitted GEMM and attention efficiencies over its sibling's
+    hardware constants, and its sibling's stack constants."""
+    out = dict(vals)
+    for fam, root in SPARSE_FAMILIES.items():
+        if ("hw", fam) in out and ("hw", root) in out:
+            out[("hw", fam)] = {**out[("hw", root)], **{k: v for k, v in vals[("hw", fam)].items() if k in SPARSE_HARDWARE}}
+        for key, v in vals.items():
+            if key[0] == "stack" and key[1] == root:
+                out[("stack", fam, key[2])] = dict(v)
+    return out
+
+
 def _touches(key, case) -> bool:
     fam = family_of(case.gpu)
-    return key[1] == fam and (key[0] == "hw" or key[2] == case.stack)
+    fams = (fam, SPARSE_FAMILIES.get(fam))
+    return key[1] in fams and (key[0] == "hw" or key[2] == case.stack)
 
 
 def _bounds(name) -> tuple[float, float]:
@@ -141,7 +170,7 @@ def shipped_priors(cases) -> dict:
     for c in cases:
         fam = family_of(c.gpu)
         eff = c.cluster.gpu.efficiency
-        pri.setdefault(("hw", fam), {k: float(getattr(eff, k)) for k in HARDWARE})
+        pri.setdefault(("hw", fam), {k: float(getattr(eff, k) if getattr(eff, k) is not None else eff.gemm) for k in HARDWARE})
         prof = stack_data(c.stack)
         pri.setdefault(("stack", fam, c.stack), {k: float(prof.get(k, StackConstants.model_fields[k].default) or 0.0)
                                                  for k in {**STACK, **STACK_EXTRA.get(c.stack, {})}})
@@ -149,9 +178,21 @@ def shipped_priors(cases) -> dict:
 
 
 def fit(cases, priors) -> dict:
+    """Two stages: every GPU family with enough runs (A100, H100) and its stacks at once; then each
+    sparse family's GEMM and attention efficiencies with its sibling's constants held, so that a
+    handful of runs on a new GPU cannot move the constants the other sources agree on."""
+    dense = [c for c in cases if family_of(c.gpu) not in SPARSE_FAMILIES]
+    sparse = [c for c in cases if family_of(c.gpu) in SPARSE_FAMILIES]
+    vals = _solve(Problem(dense, priors)) if dense else inherit(dict(priors))
+    if sparse:
+        held = {**priors, **{k: v for k, v in vals.items() if k[1] not in SPARSE_FAMILIES}}
+        vals = {**vals, **_solve(Problem(sparse, held))}
+    return inherit(vals)
+
+
+def _solve(prob: "Problem") -> dict:
     from scipy.optimize import least_squares
 
-    prob = Problem(cases, priors)
     res = least_squares(prob.residuals, prob.x0(), jac=lambda x: prob.jacobian(x), bounds=(0.0, 1.0),
                         loss="soft_l1", f_scale=0.05, max_nfev=120, x_scale=1.0)
     return prob.values(res.x)
@@ -163,8 +204,11 @@ def carry_over(vals: dict, held) -> dict:
     out = dict(vals)
     for c in held:
         fam = family_of(c.gpu)
-        if ("hw", fam) not in out:
-            out[("hw", fam)] = dict(next(v for k, v in vals.items() if k[0] == "hw"))
+        sib = fam
+        while ("hw", fam) not in out:  # the nearest fitted sibling (b300 -> b200 -> h100 -> a100)
+            sib = SIBLINGS[sib]
+            if ("hw", sib) in out:
+                out[("hw", fam)] = dict(out[("hw", sib)])
         key = ("stack", fam, c.stack)
         if key not in out:
             other = next((v for k, v in vals.items() if k[0] == "stack" and k[2] == c.stack), None)
@@ -209,10 +253,15 @@ def group_of(case) -> str:
         return "vtrain-multi" if "multi" in case.id else "vtrain-single"
     if case.source == "korthikanti2022":
         return "korthikanti2022-t4" if case.kind == "layer" else "korthikanti2022-t5"
+    if case.source == "dgxc2024" and ("fp8" in case.id or "llama31" in case.id):
+        return "dgxc2024-fp8-cp"  # the same source, reported apart
     return case.source
 
 
 GROUP_LABELS = {
+    "megatronbridge": "Megatron-Bridge MoE and dense, BF16/FP8/MXFP8 (H100, B200, B300, GB200, GB300, megatron-core)",
+    "nemo2025": "NeMo 25.02/25.04 Mixtral 8x7B FP8 (B200, GB200, megatron-core)",
+    "dgxc2024-fp8-cp": "NVIDIA dgxc GPT-3 175B FP8 and Llama 3.1 8B cp 2, BF16/FP8 (H100, megatron-core)",
     "korthikanti2022-t5": "Korthikanti 2022 Table 5 + Sec. 6.3, iteration (A100, megatron-lm-2022)",
     "korthikanti2022-t4": "Korthikanti 2022 Table 4, layer fwd/bwd (A100, megatron-lm-2022)",
     "narayanan2021": "Narayanan 2021 Table 1, 1.7B-1T on 32-3072 GPUs (A100, megatron-lm-2022)",
@@ -261,11 +310,16 @@ def print_constants(vals) -> None:
 
 
 def write_outputs(fitted, rows, loso, table) -> None:
+    fp8 = {family_of(c.gpu) for c, _ in rows.values() if precision_of(c) != "16-bit"}
     for fam, names in FAMILIES.items():
         hw = fitted.get(("hw", fam))
         if hw is None:
             continue
+        hw = {k: v for k, v in hw.items() if k != "gemm_fp8" or fam in fp8}
         fitted_on = sorted({c.source for c, _ in rows.values() if family_of(c.gpu) == fam})
+        if fam in SPARSE_FAMILIES:
+            root = FAMILIES[SPARSE_FAMILIES[fam]][0]
+            fitted_on = [f"{', '.join(fitted_on)} ({', '.join(SPARSE_HARDWARE)}; the rest: {root}'s fit)"]
         for gpu in names:
             _write_gpu(ROOT / "configs" / "gpus" / f"{gpu}.yaml", hw, fitted_on)
     by_stack: dict[str, dict] = {}

@@ -19,8 +19,7 @@ from .costs.memory import memory_breakdown
 from .costs.pipeline import step_time
 from .costs.flops import layer_attention_flops_per_seq, layer_gemm_flops_per_token, logits_flops_per_token
 from .costs.stages import rank_layers
-from .loading import load_gpu_data
-from .precision import precision
+from .loading import load_gpu_data, load_model
 from .score import score
 from .shipped import shared_dir, stack_data
 from .space import Layouts, single_layout
@@ -29,7 +28,7 @@ from .units import GIB, TERA
 from .vtrain import vtrain_groups
 
 DATA_DIR = shared_dir("data") / "calibration"
-FILES = ("cases.yaml", "more-cases.yaml")
+FILES = ("cases.yaml", "more-cases.yaml", "moe-cases.yaml")
 
 
 @dataclass(frozen=True)
@@ -68,13 +67,33 @@ SOURCES = {
         "bf16, flash attention, sequence parallelism, distributed optimizer, TP and DP overlap, no "
         "recomputation; NVLink4 450 GB/s, one 400 Gb/s NDR HCA per GPU; Nemotron-4 15B: 48 heads, 8 KV "
         "heads, squared-ReLU MLP (two matrices, counted as gelu), RoPE, untied (Parmar et al. 2024)"),
+    "megatronbridge": Source(
+        "megatronbridge", "NVIDIA Megatron-Bridge performance summaries (Megatron-Core, H100/B200/B300/GB200/GB300)",
+        "megatron-core", "bf16", 0, 0, 1,
+        "precision as printed (FP8-MX/MXFP8: mxfp8; FP8, FP8-CS: per-tensor fp8); distributed optimizer; "
+        "recomputation not printed: the fastest of none/selective/full that fits; etp 1 where not printed "
+        "(the Megatron-Bridge recipes); DGX nodes of 8 or NVL72 trays of 4 GPUs in one 72-GPU NVLink domain, "
+        "the shipped cluster presets' links (DGX B300: 8 x 800 Gb/s per node); model shapes from the shipped presets"),
+    "nemo2025": Source(
+        "nemo2025", "NVIDIA NeMo 25.02/25.04 performance tables (Mixtral 8x7B, B200/GB200)", "megatron-core", "bf16",
+        0, 0, 1, "as Megatron-Bridge; FP8 printed as per-tensor (current) scaling"),
     "vtrain": Source(
         "vtrain", "vTrain (Megatron-DeepSpeed, A100)", "megatron-deepspeed", "fp16", 300, 25, 0,
         "fp16, fused-softmax attention, no recomputation, no sequence parallelism, no overlap, vocabulary "
         "51,200, DGX A100 nodes (the files do not state them)"),
 }
 _PREFIX = {"korthikanti2022": "korthikanti2022", "narayanan2021": "narayanan2021", "vocabpar_": "vocabpar2024",
-           "mpt_llmfoundry": "llmfoundry", "dgxc_": "dgxc2024"}
+           "mpt_llmfoundry": "llmfoundry", "dgxc_": "dgxc2024", "megatron_bridge_": "megatronbridge",
+           "nemo_25": "nemo2025"}
+# Runs of models the project ships: their shapes come from the preset (the sources print no head
+# width, MoE layer pattern or shared-expert width); sequence, batch and precision from the run.
+_SHIPPED = {"llama31_8b": "llama3.1-8b", "llama3_8b": "llama3.1-8b", "qwen3_30b_a3b": "qwen3-30b-a3b",
+            "gpt_oss_120b": "gpt-oss-120b", "mixtral_8x7b": "mixtral-8x7b"}
+# The GPU preset of a printed GPU name, and its node: (GPUs per node, NVLink GB/s, network GB/s per
+# GPU, NVLink domain), from the shipped cluster presets (DGX B300: 8 x 800 Gb/s per node = 100 GB/s).
+_GPUS = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H100", "h100-sxm-80gb"))
+_NODES = {"h100-sxm-80gb": (8, 450, 50, None), "b200": (8, 900, 50, None), "b300": (8, 900, 100, None),
+          "gb200": (4, 900, 50, 72), "gb300": (4, 900, 100, 72)}
 _NEMOTRON = dict(heads=48, kv_heads=8, position_embedding="rope", tied_embeddings=False)
 
 
@@ -121,14 +140,30 @@ def _vocab(value) -> int:
     return int(float(text[:-1]) * 1024) if text.endswith("K") else int(value)
 
 
+def _precision(raw: dict, src: Source) -> str:
+    """The run's precision: MXFP8 (printed MXFP8 or FP8-MX), per-tensor FP8, else the source's."""
+    tr = raw["training"]
+    printed = str(tr.get("precision_as_printed") or tr.get("precision") or "").upper()
+    if "MX" in printed:
+        return "mxfp8"
+    return "fp8" if printed.startswith("FP8") else src.precision
+
+
 def _gpu_preset(raw: dict, src: Source) -> str:
     if src.key == "dgxc2024":
         return "h100-sxm-80gb"
+    if src.key in ("megatronbridge", "nemo2025"):
+        return next(preset for printed, preset in _GPUS if printed in str(raw["hardware"]["gpu"]))
     return "a100-sxm-40gb" if "40GB" in str(raw["hardware"]["gpu"]) else "a100-sxm-80gb"
 
 
 def _model(raw: dict, src: Source) -> ModelSpec:
     m, tr = raw["model"], raw["training"]
+    shipped = next((preset for key, preset in _SHIPPED.items() if key in raw["id"]), None)
+    if shipped is not None:
+        base = load_model(shipped)
+        training = base.training.model_copy(update=dict(global_batch=tr["global_batch"], precision=_precision(raw, src)))
+        return base.model_copy(update=dict(name=raw["id"], seq_len=m["seq_len"], training=training))
     extra = dict(_NEMOTRON) if "nemotron" in raw["id"] else {}
     if src.key == "llmfoundry":
         extra = dict(position_embedding="rope", tied_embeddings=True)  # ALiBi adds no parameters
@@ -138,10 +173,15 @@ def _model(raw: dict, src: Source) -> ModelSpec:
     return ModelSpec.model_validate(dict(
         name=raw["id"], layers=m["layers"], hidden=m["hidden"], heads=heads, kv_heads=kv,
         ffn_hidden=m["ffn"], vocab=_vocab(m["vocab"]), seq_len=m["seq_len"], **extra,
-        training=dict(global_batch=tr["global_batch"], precision=src.precision, stack=src.stack)))
+        training=dict(global_batch=tr["global_batch"], precision=_precision(raw, src), stack=src.stack)))
 
 
 def _cluster(gpu: str, gpus: int, src: Source) -> ClusterSpec:
+    if gpu in _NODES and src.key in ("megatronbridge", "nemo2025"):
+        per_node, nvlink, network, domain = _NODES[gpu]
+        return ClusterSpec.model_validate(dict(
+            name=f"{src.key}-{gpus}", gpu=load_gpu_data(gpu), nodes=max(1, -(-gpus // per_node)),
+            node=dict(gpus=min(per_node, gpus), nvlink_gbps=nvlink, network_gbps=network, nvlink_domain_gpus=domain)))
     per_node = 8
     return ClusterSpec.model_validate(dict(
         name=f"{src.key}-{gpus}", gpu=load_gpu_data(gpu), nodes=max(1, -(-gpus // per_node)),
@@ -151,15 +191,23 @@ def _cluster(gpu: str, gpus: int, src: Source) -> ClusterSpec:
 def _layouts(raw: dict, model: ModelSpec, src: Source) -> tuple[Layouts, bool]:
     tr, lay = raw["training"], raw["layout"]
     rc = _recompute(tr["recompute"]) if src.key not in ("narayanan2021", "vocabpar2024") else "full"
-    sp = tr["seq_parallel"] if isinstance(tr["seq_parallel"], bool) else True
+    sp = tr.get("seq_parallel") if isinstance(tr.get("seq_parallel"), bool) else True
     if src.key == "korthikanti2022" and str(tr["recompute"]).startswith("selective_plus"):
         sp = True
     dp, tp, pp = lay["dp"], lay["tp"], lay["pp"]
-    zero = src.zero if dp > 1 else 0
+    cp, ep, etp = lay.get("cp") or 1, lay.get("ep") or 1, lay.get("etp") or 1
+    zero = src.zero if dp * cp > 1 else 0
     gb = tr["global_batch"]
+    if src.key in ("megatronbridge", "nemo2025"):
+        # Recomputation is not printed: one row per mode, the planner takes the fastest that fits.
+        mb = tr["micro_batch"]
+        one = dict(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, micro_batch=mb, vpp=tr.get("vpp") or 1,
+                   sequence_parallel=tp > 1, zero=zero, num_microbatches=gb // (dp * mb))
+        cols = {k: np.full(3, int(v), dtype=np.int64) for k, v in one.items()}
+        return Layouts(**cols, recompute=np.arange(3, dtype=np.int64)), True
     if not src.free_knobs:
         mb = tr["micro_batch"]
-        return single_layout(dp=dp, tp=tp, pp=pp, micro_batch=mb, vpp=tr.get("vpp") or 1, recompute=rc,
+        return single_layout(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, vpp=tr.get("vpp") or 1, recompute=rc,
                              sequence_parallel=sp and tp > 1, zero=zero, num_microbatches=gb // (dp * mb)), False
     rows = []
     for mb in (1, 2, 4, 8):
@@ -184,7 +232,7 @@ def _eq3_flops(model: ModelSpec) -> float:
 
 def _measured(raw: dict, model: ModelSpec, src: Source) -> tuple[str, dict] | None:
     me, gpus = raw["measured"], raw["layout"]["gpus"]
-    if "iteration_s" in me:
+    if me.get("iteration_s") is not None:
         return "iteration", {"iteration_s": me["iteration_s"]}
     if "layer_total_ms" in me:
         return "layer", {k: me[k] for k in ("layer_forward_ms", "layer_backward_ms", "layer_total_ms")}
@@ -195,7 +243,7 @@ def _measured(raw: dict, model: ModelSpec, src: Source) -> tuple[str, dict] | No
         return "iteration", {"iteration_s": _eq3_flops(model) / (me["tflops_per_gpu"] * TERA * gpus)}
     if src.key == "vocabpar2024":
         return "iteration", {"iteration_s": _eq3_flops(model) / (me["mfu"] * peak * gpus)}
-    if src.key == "llmfoundry":
+    if src.key in ("llmfoundry", "megatronbridge", "nemo2025"):
         tokens = model.training.global_batch * model.seq_len
         return "iteration", {"iteration_s": tokens / (me["tokens_per_s_per_gpu"] * gpus)}
     return None  # MFU-only rows of a run already replayed by its iteration time
@@ -203,9 +251,8 @@ def _measured(raw: dict, model: ModelSpec, src: Source) -> tuple[str, dict] | No
 
 def _build(raw: dict) -> Case | None:
     key = source_of(raw["id"])
-    prec = str(raw["training"].get("precision", "")).lower()
-    if key is None or "fp8" in prec or (raw["layout"].get("cp") or 1) > 1:
-        return None  # FP8 and context parallelism: not expressible yet
+    if key is None:
+        return None
     src = SOURCES[key]
     model = _model(raw, src)
     measured = _measured(raw, model, src)
@@ -257,7 +304,7 @@ def predict(case: Case, model: ModelSpec | None = None, cluster: ClusterSpec | N
 def _layer_times(case: Case, model: ModelSpec, cluster: ClusterSpec) -> dict:
     lay = case.layouts
     lc = layer_compute(model, cluster.gpu, lay)
-    act = precision(model.training.precision).activation_bytes
+    act = model.training.numerics.activation_bytes
     # One forward pass of TP collectives in the forward; the rest (backward, recomputed forward) in backward.
     tp = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, lay, act) * tp_exposed(model, cluster)
     fwd = lc.fwd_s[0] + tp[0]
@@ -270,7 +317,7 @@ def _memory(case: Case, model: ModelSpec, cluster: ClusterSpec) -> dict:
     # stage also holds the word embedding, which the planner adds on top (memory_breakdown).
     s = score(model, cluster, case.layouts)
     first = rank_layers(model, case.layouts, 0)
-    state_bytes = precision(model.training.precision).state_bytes
+    state_bytes = model.training.numerics.state_bytes
     layer_state = first * model.layer_params() / case.layouts.tp * state_bytes
     return {"params_plus_optimizer_gib": float(layer_state[0] / GIB),
             "activations_gib": float(s.memory_gib.activations[0])}
@@ -298,7 +345,14 @@ def summary(rows) -> dict:
 
 # GPU types that share one set of hardware constants (the same chip; memory size and HBM bandwidth
 # stay per preset).
-FAMILIES = {"a100": ("a100-sxm-80gb", "a100-sxm-40gb"), "h100": ("h100-sxm-80gb", "h200-sxm-141gb")}
+FAMILIES = {"a100": ("a100-sxm-80gb", "a100-sxm-40gb"), "h100": ("h100-sxm-80gb", "h200-sxm-141gb"),
+            "b200": ("b200",), "b300": ("b300",), "gb200": ("gb200",), "gb300": ("gb300",)}
+# GPU types with a handful of runs each (the Blackwell ones): only their GEMM and attention
+# efficiencies are fitted; the rest of their hardware constants and their stack constants are the
+# named sibling's fit (benchmarks/calibrate.py), and say so.
+SPARSE_FAMILIES = {"b200": "h100", "b300": "h100", "gb200": "h100", "gb300": "h100"}
+# Whom a family's constants come from when no remaining source informs it (leave-one-source-out).
+SIBLINGS = {"b300": "b200", "gb300": "gb200", "gb200": "b200", "b200": "h100", "h100": "a100", "a100": "h100"}
 
 
 def family_of(gpu_name: str) -> str | None:

@@ -188,8 +188,8 @@ CLUSTER_RULES: list[Rule] = [
      lambda c: f"PUE {c.power.pue:g} is outside 1-3 (it is facility power / IT power, never below 1)"),
 ]
 MODEL_RULES: list[Rule] = [
-    ("heads", "head-dim", lambda m: not 16 <= m.hidden // m.heads <= 512,
-     lambda m: f"head dimension hidden/heads = {m.hidden // m.heads} is outside 16-512"),
+    ("heads", "head-dim", lambda m: m.mla is None and not 16 <= m.head_width <= 512,
+     lambda m: f"head dimension {'head_dim' if m.head_dim else 'hidden/heads'} = {m.head_width} is outside 16-512"),
 ]
 
 

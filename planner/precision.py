@@ -7,7 +7,7 @@ reproduces Korthikanti et al. 2022 Fig. 1 exactly. Activations are stored in 16 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 FP32_BYTES = 4  # what loss kernels keep in fp32 (the logits' copy inside the cross-entropy)
 
@@ -54,19 +54,26 @@ FP16 = Precision("fp16", peak="fp16", weight_bytes=2, grad_bytes=4, master_bytes
                  activation_bytes=2)
 # FP8 training with Transformer Engine (Micikevicius et al. 2022, "FP8 Formats for Deep Learning";
 # TE's Linear/LayerNormLinear): GEMMs read FP8 operands; the 16-bit weights stay (the optimizer's
-# fp32 master is unchanged) and TE caches their FP8 copies for the step, row-wise and transposed
-# (Hopper's FP8 GEMMs take only the "TN" layout), 2 bytes per parameter; GEMM inputs are saved for
-# backward in FP8 (1 byte). Casting an input reads it in 16 bits and writes the two FP8 copies
-# (2 + 1 + 1 bytes; the amax reduction is fused into the cast). MXFP8 (OCP Microscaling spec v1.0,
-# Blackwell): a shared 8-bit scale per 32 values adds 1/32 byte to each copy, and the row- and
-# column-wise copies replace the transpose. Attention, norms and communication stay in BF16.
+# fp32 master is unchanged) and TE caches their FP8 copy across the micro-batches of a step
+# (1 byte per parameter; Hopper's transposed copy for the backward GEMMs is cast-transposed there,
+# transiently); GEMM inputs are saved for backward in FP8 (1 byte). Casting an input reads it in 16
+# bits and writes the row-wise and transposed FP8 copies (2 + 1 + 1 bytes; the amax reduction is
+# fused into the cast). MXFP8 (OCP Microscaling spec v1.0, Blackwell): a shared 8-bit scale per 32
+# values adds 1/32 byte to each copy, and the row- and column-wise copies (both cached) replace the
+# transpose. Attention, norms and communication stay in BF16.
 FP8 = Precision("fp8", peak="fp8", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
-                activation_bytes=2, gemm_input_bytes=1, weight_cache_bytes=2, quantize_bytes=4, mfu_peak="bf16")
+                activation_bytes=2, gemm_input_bytes=1, weight_cache_bytes=1, quantize_bytes=4, mfu_peak="bf16")
 MXFP8 = Precision("mxfp8", peak="mxfp8", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
                   activation_bytes=2, gemm_input_bytes=1 + 1 / 32, weight_cache_bytes=2 * (1 + 1 / 32),
                   quantize_bytes=2 + 2 * (1 + 1 / 32), mfu_peak="bf16")
 PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8)}
 
 
-def precision(name: str) -> Precision:
-    return PRECISIONS[name]
+def precision(name: str, fp8_param_gather: bool = False) -> Precision:
+    """The record of a training precision. With `fp8_param_gather` (Megatron --fp8-param-gather) the
+    parameters themselves are FP8: 1 byte each instead of the 16-bit copy, gathered in FP8 by the
+    distributed optimizer; MXFP8 still keeps its column-wise copy (1 + 1/32 bytes)."""
+    rec = PRECISIONS[name]
+    if not fp8_param_gather or not rec.is_fp8:
+        return rec
+    return replace(rec, weight_bytes=1, weight_cache_bytes=rec.weight_cache_bytes - 1 if rec.name == "fp8" else 1 + 1 / 32)

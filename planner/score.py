@@ -19,7 +19,6 @@ from .costs.power_caps import cap_levels, capped_cluster, uncapped
 from .costs.stages import pipeline_ranks
 from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
 from .error_bands import ErrorBand, error_band
-from .precision import precision
 from .specs import ClusterSpec, ModelSpec, PowerCap
 from .units import TERA
 
@@ -89,7 +88,7 @@ def score_with_caps(model: ModelSpec, cluster: ClusterSpec, layouts, caps: list[
 def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap | None,
                  critical_batch_tokens: float | None) -> Scores:
     run = cluster if cap is None or cap == uncapped(cluster.gpu) else capped_cluster(cluster, cap)
-    prec = precision(model.training.precision)
+    prec = model.training.numerics
     ranks = pipeline_ranks(model, layouts)  # first and last: they bound the others (costs/stages.py)
     times = step_time(model, run, layouts, ranks)
     step = times.total

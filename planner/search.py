@@ -15,7 +15,7 @@ from .score import Scores, score
 from .solver import SolveResult, objective_terms, solve
 from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
 from .shipped import shipped_names, stack_data, unknown_stack_message
-from .precision import PRECISIONS, precision
+from .precision import PRECISIONS
 from .specs import TrainingSpec, ClusterSpec, ModelSpec
 from .stage_caps import StageCapResult, stage_caps
 from .units import J_PER_KWH, S_PER_H
@@ -131,7 +131,7 @@ def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
 
 def check_precision(model: ModelSpec, cluster: ClusterSpec, file: str | None = None, line: int | None = None) -> None:
     """The model's training precision needs a peak on the cluster's GPU (FP8 on an A100 does not run)."""
-    prec = precision(model.training.precision)
+    prec = model.training.numerics
     if getattr(cluster.gpu.peak_tflops, prec.peak) is None:
         have = [k for k, v in cluster.gpu.peak_tflops.model_dump().items() if v is not None and k in PRECISIONS]
         raise SpecError(f"precision {prec.name} needs a {prec.peak} peak, and the {cluster.gpu.name} preset has none "

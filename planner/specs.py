@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, Strict, ValidationError, ConfigDict, Field, field_validator, model_validator
 
 from .layers import LayerKind, attention_matrices, layer_kinds, layer_norm_params, mlp_matrices
-from .precision import PRECISIONS
+from .precision import PRECISIONS, Precision, precision
 from .errors import SpecError
 from .shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
 from .units import GB, TERA, US
@@ -328,11 +328,20 @@ class TrainingSpec(_Spec):
     dp_comm_overlap: bool = Field(default=None, validate_default=False, description=(
         "override of the stack's: gradient reduce-scatter / all-reduce overlapped with backward"))
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
+    fp8_param_gather: bool = Field(default=False, description=(
+        "FP8 parameters, gathered in FP8 by the distributed optimizer (Megatron --fp8-param-gather; fp8/mxfp8 only)"))
 
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
 
+    @property
+    def numerics(self) -> Precision:
+        """Bytes per value and peaks of this run's precision (planner/precision.py)."""
+        return precision(self.precision, self.fp8_param_gather)
+
     @model_validator(mode="after")
     def _stack_defaults(self) -> "TrainingSpec":
+        if self.fp8_param_gather and self.precision not in ("fp8", "mxfp8"):
+            raise ValueError(f"fp8_param_gather needs precision fp8 or mxfp8, not {self.precision}")
         # Unset overrides take the stack's choice (frozen model: set once, here).
         for key in ("attention", "tp_comm_overlap", "dp_comm_overlap"):
             if getattr(self, key) is None:

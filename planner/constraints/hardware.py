@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..axes import axis
-from ..precision import precision
 from ..space import RECOMPUTE_FULL
 from ..units import GIB
 from .base import Constraint, Context, Mask, Option, relative_excess
@@ -16,7 +15,7 @@ def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
     mem = scores.memory_gib.total
     capacity = ctx.cluster.gpu.memory_gib
     usable = capacity * (1.0 - headroom)
-    state_bytes = precision(model.training.precision).state_bytes
+    state_bytes = model.training.numerics.state_bytes
 
     def memory_msg(i: int) -> str:
         head = f" ({usable:.1f} GiB usable with {headroom:.0%} headroom)" if headroom else ""

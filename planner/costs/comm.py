@@ -21,20 +21,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..layers import LayerKind, attention_dims, layer_kinds
-from ..precision import BF16, Precision, precision
+from ..precision import BF16, Precision
 from ..space import RECOMPUTE_FULL, process_group
 from ..specs import ClusterSpec, ModelSpec
 from ..units import GB, MB, US
 
 
-def _placement(cluster: ClusterSpec, size, stride):
-    """(inside one NVLink domain, members per domain, domains spanned) of a group."""
+def _placement(cluster: ClusterSpec, size, stride, job=None):
+    """(inside one NVLink domain, members per domain, domains spanned) of a group; `job`: the GPUs
+    of the whole job (a job that fits one domain keeps every group inside it)."""
     domain = cluster.node.nvlink_domain
     size, stride = np.asarray(size), np.asarray(stride)
     span = size * stride
-    # A group fits one domain only if groups tile domains exactly (tp 6 on 8-GPU nodes straddles two);
-    # a straddling or spanning group is bounded by its fewest members in one domain.
-    inside = (span <= domain) & (domain % span == 0)
+    # A group fits one domain only if groups tile domains exactly (tp 6 on 8-GPU nodes straddles two)
+    # or the whole job does (64 GPUs of an NVL72 rack); a straddling or spanning group is bounded by
+    # its fewest members in one domain.
+    inside = (span <= domain) & ((domain % span == 0) | (np.asarray(job if job is not None else np.inf) <= domain))
     per_domain = np.clip(np.gcd(span, domain) // np.maximum(stride, 1), 1, size)
     domains = np.where(inside, 1, np.maximum(size // per_domain, 1))
     return inside, per_domain, domains
@@ -54,9 +56,9 @@ def _fat_tree_levels(cluster: ClusterSpec, nodes) -> np.ndarray:
     return np.where(nodes <= leaf, 1, np.where(nodes <= leaf * down, 2, 3))
 
 
-def group_links(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> tuple:
+def group_links(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray, job=None) -> tuple:
     """(bus bandwidth [GB/s], latency arguments of the collectives) of a group, placed once."""
-    placed = _placement(cluster, size, stride)
+    placed = _placement(cluster, size, stride, job)
     return _bus_gbps(cluster, placed), _latency(cluster, placed)
 
 
@@ -76,10 +78,10 @@ def _bus_gbps(cluster: ClusterSpec, placed) -> np.ndarray:
     return np.where(inside, nvlink, across)
 
 
-def group_latency(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> tuple:
+def group_latency(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray, job=None) -> tuple:
     """(NVLink step latency [s], network step latency [s], domains spanned) of a group, for the
     collectives below."""
-    return _latency(cluster, _placement(cluster, size, stride))
+    return _latency(cluster, _placement(cluster, size, stride, job))
 
 
 def _latency(cluster: ClusterSpec, placed) -> tuple:
@@ -154,7 +156,7 @@ def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts
     eff = cluster.gpu.efficiency
     size, stride = process_group(layouts, "tp")
     nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / layouts.cp
-    bus, lat = group_links(cluster, size, stride)
+    bus, lat = group_links(cluster, size, stride, layouts.gpus)
     bus = sized_bus_gbps(bus, nbytes, eff.message_half_mb)
     ar = all_reduce_s(nbytes, size, bus, *lat)
     sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, *lat))  # AG + RS, per all-reduce replaced
@@ -176,7 +178,7 @@ def tp_exposed(model: ModelSpec, cluster: ClusterSpec) -> float:
 
 def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts) -> np.ndarray:
     """Exposed TP communication of one layer per micro-batch, all passes [s]."""
-    act = precision(model.training.precision).activation_bytes
+    act = model.training.numerics.activation_bytes
     tp_fwd = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act)
     return tp_fwd * tp_passes(layouts) * tp_exposed(model, cluster)
 
@@ -194,10 +196,10 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     crosses = pp * pp_stride > cluster.node.nvlink_domain
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
     gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
-    lat = np.where(crosses, group_latency(cluster, 2, pp_stride)[1], eff.latency_s)
+    lat = np.where(crosses, group_latency(cluster, 2, pp_stride, layouts.gpus)[1], eff.latency_s)
     regather = np.where(
         (tp > 1) & (layouts.sequence_parallel == 0),
-        all_gather_s(nbytes * tp, tp, *_flat(group_links(cluster, tp, tp_stride))),
+        all_gather_s(nbytes * tp, tp, *_flat(group_links(cluster, tp, tp_stride, layouts.gpus))),
         0.0,
     )
     return p2p_s(nbytes, gbps, lat) + regather
@@ -227,7 +229,7 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce).
     `group`: (size, stride) of the reducing group (default dp x cp; routed experts: edp)."""
     dp, stride = group if group is not None else data_group(layouts)
-    bus, lat = group_links(cluster, dp, stride)
+    bus, lat = group_links(cluster, dp, stride, layouts.gpus)
     grads, weights = prec.grad_bytes * params_per_gpu, prec.weight_bytes * params_per_gpu
     plain = all_reduce_s(grads, dp, bus, *lat)
     sharded = reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
@@ -249,7 +251,7 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     module`), so small units pay the group's latency many times (Rajbhandari et al. 2020 Sec. 7;
     Zhao et al. 2023 Sec. 3.2)."""
     dp, stride = data_group(layouts)
-    bus, lat = group_links(cluster, dp, stride)
+    bus, lat = group_links(cluster, dp, stride, layouts.gpus)
     layer = np.max([k.params for k in layer_kinds(model)]) / layouts.tp.astype(float)
     units = zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
@@ -271,7 +273,7 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> 
     d = attention_dims(model)
     cp, stride = process_group(layouts, "cp")
     chunk = BF16.activation_bytes * layouts.micro_batch * model.seq_len / cp * (d.k_width + d.v_width) / layouts.tp
-    bus, lat = group_links(cluster, cp, stride)
+    bus, lat = group_links(cluster, cp, stride, layouts.gpus)
     bus = sized_bus_gbps(bus, chunk, cluster.gpu.efficiency.message_half_mb)
     passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)
     if model.training.stack.cp_comm == "all_gather":
@@ -296,7 +298,7 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     eff = cluster.gpu.efficiency
     slots = layouts.micro_batch * model.seq_len * kind.top_k / (layouts.cp * layouts.tp)
     nbytes = BF16.activation_bytes * slots * model.hidden * model.moe.load_imbalance
-    inside, per_domain, domains = _placement(cluster, ep, stride)
+    inside, per_domain, domains = _placement(cluster, ep, stride, layouts.gpus)
     k = np.where(inside, ep, per_domain)
     nvlink = nbytes * (k - 1) / ep / (cluster.node.nvlink_gbps * eff.nvlink * GB)
     network = nbytes * (ep - k) / ep / (cluster.node.network_gbps * eff.network * GB)
@@ -304,6 +306,6 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     a2a = np.where(ep > 1, np.maximum(nvlink, network) + latency, 0.0)
     passes = 2.0 + (layouts.recompute == RECOMPUTE_FULL)
     etp_bytes = nbytes * layouts.etp
-    etp_links = group_links(cluster, layouts.etp, np.ones_like(layouts.etp))
+    etp_links = group_links(cluster, layouts.etp, np.ones_like(layouts.etp), layouts.gpus)
     etp = 2.0 * reduce_scatter_s(etp_bytes, layouts.etp, *_flat(etp_links))
     return passes * (2.0 * a2a + etp)

@@ -164,7 +164,7 @@ def _mlp_traffic(model: ModelSpec, rows, width) -> np.ndarray:
 
 def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:
     """(forward GEMM time [s], forward memory-bound bytes, backward extra bytes) of one layer."""
-    prec = precision(model.training.precision)
+    prec = model.training.numerics
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
     tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)  # rows; with sp all-gathered first
     gemm, cast_in, cast_out = _gemm_set(kind.tp_matrices, tokens, t, gpu, prec)

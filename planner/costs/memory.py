@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..layers import LayerKind, attention_dims, layer_kinds
-from ..precision import FP32_BYTES, precision
+from ..precision import FP32_BYTES
 from ..space import RECOMPUTE_FULL, RECOMPUTE_NONE
 from ..specs import GpuSpec, ModelSpec
 from ..units import GIB
@@ -53,7 +53,7 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     layer rebuilt during full recomputation. GEMM inputs are kept as the GEMMs read them (FP8:
     1 byte, Transformer Engine); context parallelism divides every per-token tensor by cp."""
     kind = kind or layer_kinds(model)[0]
-    g = precision(model.training.precision).gemm_input_bytes
+    g = model.training.numerics.gemm_input_bytes
     d = attention_dims(model)
     t, c = layouts.tp.astype(float), layouts.cp.astype(float)
     sp = layouts.sequence_parallel == 1
@@ -67,6 +67,11 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     tp_region = (2.0 * (d.q_width + d.k_width + d.v_width) + g * d.out_width + _mlp_bytes(model, g) * mlp_width) * sb / t
     if kind.is_moe:
         tp_region = tp_region + _expert_activations(model, layouts, kind, g)
+    if model.mla is not None:
+        # MLA's latents (the up projections' inputs), on every tp rank: the compressed query and
+        # key/value and the decoupled RoPE key (DeepSeek-V2 Sec. 2.1)
+        mla = model.mla
+        replicated = replicated + g * ((mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim) * sb
     scores = 5.0 * d.heads * s * sb / t  # softmax output, dropout mask and output (standard attention only)
     keep_scores = (layouts.recompute == RECOMPUTE_NONE) & (model.training.attention == "standard")
     per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0)
@@ -153,7 +158,7 @@ def _sharded(dense, experts, layouts, stage: int, from_stage) -> tuple:
 
 def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks) -> MemoryBreakdown:
     """The breakdown of each rank of `ranks` ((k, n) arrays)."""
-    prec = precision(model.training.precision)
+    prec = model.training.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
     dense, experts = rank_param_split(model, layouts, ranks=ranks)

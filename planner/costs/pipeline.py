@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..precision import precision
 from ..units import US
 from ..specs import ClusterSpec, ModelSpec
 from . import comm
@@ -82,7 +81,7 @@ def kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTime
 
 
 def _kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:
-    act = precision(model.training.precision).activation_bytes
+    act = model.training.numerics.activation_bytes
     out = []
     for kind in layer_kinds(model):
         lc = layer_compute(model, cluster.gpu, layouts, kind)
@@ -147,7 +146,7 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     tp_comm, cp_comm, ep_comm = per_gpu(lambda k: k.tp), per_gpu(lambda k: k.cp), per_gpu(lambda k: k.ep)
     bubble = np.maximum(pipeline - compute - recompute - tp_comm - cp_comm - ep_comm, 0.0)
 
-    prec = precision(model.training.precision)
+    prec = model.training.numerics
     p2p = comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts, prec.activation_bytes)
     pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * p2p, 0.0)
 
@@ -176,7 +175,7 @@ def _dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, dense, experts)
     its reduce-scatter) [s] before overlap, once per distinct combination of DP_AXES."""
     first, inverse = unique_rows([getattr(layouts, a) for a in DP_AXES])
     sub = layouts.take(first)
-    prec = precision(model.training.precision)
+    prec = model.training.numerics
     raw_dense = comm.dp_comm_s(cluster, dense[first], sub, prec)
     raw_experts = comm.dp_comm_s(cluster, experts[first], sub, prec, comm.expert_data_group(sub)) if model.moe else 0 * raw_dense
     gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, model.training.stack)

@@ -80,6 +80,10 @@ def test_mla_projections_and_flops(make_model):
     mlp = 64 * 256 + 256 * 64  # GeLU, ffn 4h
     expected = 3 * (32 * 2 * (projections + mlp) + 2 * 32**2 * 4 * 26 + 32 * 2 * 64 * 100)
     assert model_flops_per_seq(model) == approx(expected, rel=REL)
+    # stored per token (BF16, tp 1, flash): LN inputs 4 h, GEMM inputs 2 x 2 h, masks 2 h, the latents
+    # 2 x (16 + 8 + 4), Q, K, V 2 x (64 + 64 + 40), attention-out input 2 x 40, MLP 4 x 256
+    per_token = 10 * 64 + 2 * 28 + 2 * (64 + 64 + 40) + 2 * 40 + 4 * 256
+    assert activation_bytes_per_layer(model, lay())[0][0] == 32 * per_token
 
 
 # --- FP8 -----------------------------------------------------------------------------------------
@@ -116,11 +120,15 @@ def test_fp8_weights_keep_two_more_bytes_and_mfu_is_quoted_against_bf16(make_mod
     cluster = make_cluster(gpu=toy_gpu_data(peak_tflops=dict(bf16=100.0, fp16=100.0, fp8=200.0)))
     one = lay()
     params = rank_param_split(bf16, one)[0][0]
-    # 2-byte weights + 2 bytes of FP8 copies (row-wise and transposed)
-    assert memory_breakdown(fp8, cluster.gpu, one).weights[0] == approx(4 * params / 2**30, rel=REL)
+    # 2-byte weights + the 1-byte FP8 copy cached for the step
+    assert memory_breakdown(fp8, cluster.gpu, one).weights[0] == approx(3 * params / 2**30, rel=REL)
     assert memory_breakdown(bf16, cluster.gpu, one).weights[0] == approx(2 * params / 2**30, rel=REL)
     s = score(fp8, cluster, one)
     assert s.mfu[0] == approx(2 * s.mfu_fp8_peak[0], rel=REL)  # the FP8 peak is twice the BF16 one
+    # --fp8-param-gather: the parameters are the FP8 copy, 1 byte each, and ZeRO gathers them in 1 byte
+    gathered = make_model(training=dict(precision="fp8", fp8_param_gather=True))
+    assert memory_breakdown(gathered, cluster.gpu, one).weights[0] == approx(1 * params / 2**30, rel=REL)
+    assert gathered.training.numerics.weight_bytes == 1 and fp8.training.numerics.weight_bytes == 2
 
 
 # --- context parallelism ---------------------------------------------------------------------------
