@@ -32,9 +32,21 @@ def test_korthikanti_figure1_memory_within_5_percent(rows):
     assert e.size == 16 and e.max() <= 0.05
 
 
+def _dgxc_bf16(rows):
+    return [r for r in rows if "fp8" not in r[0].id and "llama31" not in r[0].id]
+
+
 def test_h100_within_3_percent_mean(rows):
-    e = _errs(rows, "dgxc_", "iteration_s")
+    e = _errs(_dgxc_bf16(rows), "dgxc_", "iteration_s")
     assert e.size == 13 and e.mean() <= 0.03
+
+
+def test_h100_fp8_and_context_parallel_runs(rows):
+    # GPT-3 175B FP8 on 128-2048 H100s; Llama 3.1 8B with cp 2 in BF16 and FP8 on 8-128 H100s
+    fp8 = _errs(rows, "dgxc_v24111_gpt3_175b_fp8")
+    cp = _errs(rows, "dgxc_v24111_llama31_8b")
+    assert fp8.size == 5 and cp.size == 10
+    assert fp8.mean() <= 0.05 and cp.mean() <= 0.05
 
 
 def test_other_stacks_and_vtrain(rows):
@@ -48,7 +60,8 @@ def test_other_stacks_and_vtrain(rows):
 def test_every_iteration_case_is_replayed(rows):
     ids = {r[0].id for r in rows}
     assert "korthikanti2022_530B_dp8_2240gpu_selective_seqpar" in ids
-    assert sum(i.startswith("dgxc_") for i in ids) == 13  # BF16 only: FP8 and cp runs wait for issue 12
+    assert sum(i.startswith("dgxc_") for i in ids) == 28  # 13 BF16, 5 FP8, 10 with context parallelism
+    assert sum(i.startswith(("megatron_bridge_", "nemo_25")) for i in ids) == 17  # MoE and Blackwell
     assert sum(i.startswith("narayanan2021") for i in ids) == 10
     assert sum(i.startswith("vocabpar_") for i in ids) == 24
     assert sum(i.startswith("mpt_llmfoundry") for i in ids) == 7
@@ -67,3 +80,10 @@ def test_model_flops_reproduce_the_published_mfu():
     # (rel=0.5 % covers the rounding of the printed constants)
     assert flops == pytest.approx(1.41103e17, rel=5e-3)
     assert flops / (13.75 * 64 * 312e12) == pytest.approx(0.514, abs=0.003)
+
+
+def test_moe_and_blackwell_runs_regression_bound(rows):
+    # Megatron-Bridge and NeMo MoE/Blackwell runs: 21.7 % and 31.7 % mean with the shipped fit (README,
+    # Fidelity: the issue's 5 % is not met; a missing MoE mechanism). A bound against regressions.
+    assert _errs(rows, "megatron_bridge_").mean() <= 0.25
+    assert _errs(rows, "nemo_25").mean() <= 0.35

@@ -38,7 +38,7 @@ def test_search_with_no_arguments_runs_the_default(default_search):
     assert {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble"} <= set(best["time_breakdown_s"])
     assert {"weights", "gradients", "optimizer", "activations", "other", "total"} <= set(best["memory_gib"])
     lay = best["layout"]
-    assert lay["dp"] * lay["tp"] * lay["pp"] == 1024
+    assert lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"] == 1024
     assert lay["dp"] * lay["micro_batch"] * lay["num_microbatches"] == 1536
     assert sum(best["time_breakdown_s"].values()) == pytest.approx(best["step_time_s"], rel=1e-9)
     assert best["memory_gib"]["total"] <= 80

@@ -41,3 +41,18 @@ def test_model_loads_and_searches(name):
     except InfeasibleError:  # a batch no dp of 512 GPUs divides is a real answer, not a crash
         return
     assert result.chosen.size <= 1
+
+
+MOE = [m for m in MODELS if load_model(m).moe is not None]
+
+
+@pytest.mark.parametrize("name", MOE)
+def test_moe_model_plans_on_an_nvl72_rack(name):
+    # 72 GPUs of one NVLink domain: expert parallelism may span the whole rack
+    model = load_model(name)
+    assert model.moe is not None and model.active_params() < model.total_params()
+    try:
+        result = search(model, load_cluster("dgx-gb200-nvl72-1152"), gpus=64, top_k=1)
+    except InfeasibleError:  # a batch no dp of 64 GPUs divides is a real answer, not a crash
+        return
+    assert result.chosen.size <= 1

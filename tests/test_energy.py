@@ -89,7 +89,7 @@ def test_lower_caps_never_beat_higher_caps_in_speed(cluster_name):
     assert len(levels) >= 4 and levels[0] == uncapped(cluster.gpu)
     s = score_with_caps(model, cluster, lay)
     steps = s.step_time_s.reshape(len(levels), len(lay))  # rows of level j follow each other
-    assert np.all(np.diff(steps, axis=0) >= 0)
+    assert np.all(np.diff(steps, axis=0) >= -1e-12 * steps[:-1])  # (rounding only)
     # the compute part stretches by at most 1/speed (memory-bound kernels do not slow down)
     comp = (s.time_s.compute + s.time_s.recompute).reshape(len(levels), len(lay))
     for j, c in enumerate(levels):

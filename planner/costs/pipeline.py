@@ -199,11 +199,16 @@ def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, redu
     per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + np.maximum(gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))
     # Not overlapped, every unit's gathers and reduce-scatter wait in turn.
     zero3_raw = m * first * (2 * gather + reduce + hooks_s)
-    zero3 = np.minimum(m * first * (per_layer + hooks_s), zero3_raw)
+    # Counted over the rank with the fewest layers (as ZeRO-2's window below): an uneven pipeline's
+    # pace is not the first rank's, and a slower GPU must not hide more than it adds.
+    zero3 = np.minimum(m * (model.layers // layouts.pp) * (per_layer + hooks_s), zero3_raw)
     if not model.training.dp_comm_overlap:
         return np.where(layouts.zero >= 3, zero3_raw, raw)
     work_layer = lc.fwd_s + lc.bwd_s
     stage_fb = first * work_layer
-    window = np.select([layouts.zero == 0, layouts.zero == 1], [first * lc.bwd_s, stage_fb], m * stage_fb)
+    # ZeRO-2 hides each micro-batch's reduce-scatter behind the stage's compute; the rank with the
+    # fewest layers (L // p) bounds it, so that a slower GPU never hides more than it adds.
+    fewest = model.layers // layouts.pp
+    window = np.select([layouts.zero == 0, layouts.zero == 1], [first * lc.bwd_s, stage_fb], m * fewest * work_layer)
     hidden = np.maximum(raw - window, st.dp_overlap_exposed * raw)
     return np.where(layouts.zero >= 3, np.maximum(zero3, st.dp_overlap_exposed * zero3_raw), hidden)
