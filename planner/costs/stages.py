@@ -29,12 +29,25 @@ from ..specs import ModelSpec
 
 def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
     """(2, n): the first and the last pipeline rank of each layout (both 0 when pp = 1). With MoE
-    layers also the second rank: the first may hold the dense layers, and the second is then the
-    one with the most MoE layers (it takes an extra layer of an uneven split when the first does)."""
+    layers (3, n): also the first rank after the first whose layers are all MoE, which holds the
+    most MoE layers when the first ranks hold the dense ones (checked against every rank for the shipped
+    MoE models in tests/costs/test_stages.py)."""
     first, last = np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1
     if model is not None and model.moe is not None:
-        return np.stack([first, np.minimum(1, last), last])
+        return np.stack([first, np.maximum(np.minimum(1, last), _first_all_moe_rank(model, layouts)), last])
     return np.stack([first, last])
+
+
+def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
+    """The first rank whose layers all come after the dense prefix (it holds the most MoE layers of
+    an uneven split: DeepSeek-V3's 61 layers with 3 dense on 32 ranks put them on rank 2)."""
+    L, k = model.layers, model.moe.dense_layers
+    degrees, inverse = np.unique(layouts.pp, return_inverse=True)  # a few pp values: one pass each
+    rank = np.empty(degrees.size, dtype=np.int64)
+    for i, p in enumerate(degrees.tolist()):
+        start = [r * (L // p) + min(r, L % p) for r in range(p)]
+        rank[i] = next((r for r in range(p) if start[r] >= k), p - 1)
+    return rank[inverse.reshape(-1)]
 
 
 def all_ranks(layouts) -> np.ndarray:

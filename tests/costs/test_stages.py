@@ -82,3 +82,22 @@ def test_a_middle_rank_can_be_the_heaviest(make_model, make_cluster):
     assert int(np.argmax(per_rank.total[:, 0])) == 1
     assert layers_in_flight(model, layout, rank, ranks.layers)[:, 0].tolist() == [4, 12, 2, 1]
     assert memory_breakdown(model, cluster.gpu, layout, ranks).activations[0] == per_rank.activations[1, 0]
+
+
+def test_bounding_ranks_bound_every_rank_of_the_shipped_moe_models():
+    # Dense layers first (DeepSeek-V3: 3 of 61), MoE every second layer (Llama 4 Maverick): the four
+    # bounding ranks give the same heaviest memory and step time as every rank (a sample of each space).
+    from planner.loading import load_cluster, load_model
+    from planner.search import space_for
+    from planner.space import SpaceLimits
+
+    cluster = load_cluster("dgx-h100-1024")
+    for name, gpus in (("deepseek-v3", 256), ("llama4-maverick", 128)):
+        model = load_model(name)
+        space = space_for(model, gpus, SpaceLimits(zero=1, recompute="none"))
+        space = space.take(np.arange(0, len(space), max(1, len(space) // 500)))
+        every = pipeline_ranks(model, space, all_ranks(space))
+        assert np.array_equal(memory_breakdown(model, cluster.gpu, space, every).total,
+                              memory_breakdown(model, cluster.gpu, space).total), name
+        assert np.allclose(step_time(model, cluster, space, every).total, step_time(model, cluster, space).total,
+                           rtol=1e-12), name
