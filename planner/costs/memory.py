@@ -107,11 +107,11 @@ def rank_param_split(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | N
     kinds = {k.name: k for k in layer_kinds(model)}
     dense, moe = kinds.get("dense"), kinds.get("moe")
     tp_held = (ranks.layers - ranks.moe_layers) * (dense.tp_params if dense else 0) + ranks.first * word + ranks.last * output
-    experts = 0.0
+    experts = np.zeros(np.shape(tp_held))
     if moe is not None:
         tp_held = tp_held + ranks.moe_layers * moe.tp_params
         experts = ranks.moe_layers * moe.expert_params / (layouts.ep * layouts.etp).astype(float)
-    return tp_held / layouts.tp.astype(float) + ranks.first * position, experts + 0.0 * tp_held
+    return tp_held / layouts.tp.astype(float) + ranks.first * position, np.broadcast_to(experts, np.shape(tp_held))
 
 
 def rank_params(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> np.ndarray:
