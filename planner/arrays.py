@@ -66,3 +66,21 @@ def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     else:
         _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+def replace_rows(rows: T, index: np.ndarray, new: T) -> T:
+    """A copy of `rows` with rows `index` taken from `new` (one row of `new` per index, in order)."""
+    out = {}
+    for f in fields(rows):
+        value, other = getattr(rows, f.name), getattr(new, f.name)
+        if value is None:
+            out[f.name] = None
+        elif is_dataclass(value):
+            out[f.name] = replace_rows(value, index, other)
+        elif isinstance(value, np.ndarray):
+            arr = value.astype(np.result_type(value, other), copy=True)
+            arr[index] = other
+            out[f.name] = arr
+        else:
+            out[f.name] = value
+    return replace(rows, **out)

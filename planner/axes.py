@@ -131,10 +131,21 @@ def _micro_batches(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
 
 
 def _virtual_stages(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
+    """Even splits into pp*vpp virtual stages, and splits one or two layers short of even: the
+    embedding and the loss each take a layer's place on the first and the last virtual stage
+    (Megatron-LM --account-for-embedding/loss-in-pipeline-split; Llama 3 405B: 126 layers on 16
+    ranks x 8 chunks, Dubey et al. 2024 Sec. 3.3.2). The stage split (planner/stage_split.py)
+    rebalances them."""
     pp = chosen["pp"]
-    if ctx.layers % pp:
-        return [1]  # an uneven split: no interleaving
-    return [v for v in divisors(ctx.layers // pp) if v <= ctx.max_vpp and (v == 1 or pp >= 2)]
+    if pp < 2:
+        return [1]
+    sizes = divisors(ctx.layers // pp) + divisors(-(-ctx.layers // pp))
+    return sorted({v for v in sizes if v <= ctx.max_vpp and bool(_short_of_even(ctx.layers, pp * v))} | {1})
+
+
+def _short_of_even(layers, stages):
+    """Whether `stages` virtual stages take `layers` evenly or with at most two layers missing."""
+    return (stages <= layers + 2) & (-(-layers // stages) * stages - layers <= 2)
 
 
 def _expert_parallel(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
@@ -256,7 +267,7 @@ class Rule:
 def _interleaving_ok(v, ctx):
     m = ctx.global_batch // (v["dp"] * v["micro_batch"])
     unsplit = ctx.global_batch % (v["dp"] * v["micro_batch"]) != 0  # reported by batch_divides instead
-    return (v["vpp"] == 1) | unsplit | ((v["pp"] >= 2) & (m % v["pp"] == 0) & (ctx.layers % (v["pp"] * v["vpp"]) == 0))
+    return (v["vpp"] == 1) | unsplit | ((v["pp"] >= 2) & (m % v["pp"] == 0) & _short_of_even(ctx.layers, v["pp"] * v["vpp"]))
 
 
 RULES: tuple[Rule, ...] = (
@@ -289,10 +300,13 @@ RULES: tuple[Rule, ...] = (
     Rule("batch_divides", ("dp", "micro_batch"), lambda v, ctx: ctx.global_batch % (v["dp"] * v["micro_batch"]) == 0,
          lambda r, ctx: f"global batch {ctx.global_batch} is not a multiple of dp*micro_batch = {r['dp']}*{r['micro_batch']}"),
     # The interleaved schedule (Narayanan et al. 2021 Sec. 2.2) needs pp >= 2, micro-batches in
-    # multiples of pp and an even split of the layers into pp*vpp chunks.
+    # multiples of pp (Megatron-LM's default group of pp micro-batches per chunk) and pp*vpp virtual
+    # stages that take the layers evenly, or with the embedding and the loss each in a layer's place
+    # (_virtual_stages; Llama 3 405B, Dubey et al. 2024 Sec. 3.3.2).
     Rule("interleaving", ("dp", "pp", "micro_batch", "vpp"), _interleaving_ok,
          lambda r, ctx: f"vpp={r['vpp']} needs pp >= 2, num_microbatches ({ctx.global_batch // (r['dp'] * r['micro_batch'])}) "
-         f"divisible by pp ({r['pp']}) and layers ({ctx.layers}) divisible by pp*vpp ({r['pp'] * r['vpp']})"),
+         f"divisible by pp ({r['pp']}) and pp*vpp ({r['pp'] * r['vpp']}) virtual stages that take the {ctx.layers} layers "
+         "evenly or with at most two missing (the embedding's and the loss's place)"),
     Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),

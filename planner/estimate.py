@@ -11,6 +11,8 @@ from .options import check_axis
 from .results import ScoredLayout, Violation, scored_layout
 from .score import score
 from .space import derive_dp, rule_violations, single_layout
+from .costs.stages import default_split, split_ranks
+from .errors import SpecError
 from .specs import ClusterSpec, ModelSpec
 
 
@@ -34,15 +36,30 @@ def _context(model: ModelSpec, gpus: int) -> SpaceContext:
 
 
 def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None = None, limits: Limits = Limits(),
-                    gpus_said: str | None = None, in_file: bool = False, **given) -> ScoredLayout:
+                    gpus_said: str | None = None, in_file: bool = False, stage_layers: list[int] | None = None,
+                    **given) -> ScoredLayout:
     """`given`: axis values by name (tp, pp and micro_batch at least); dp defaults to
     gpus / (the other degrees), gpus to the product of the degrees when all are given, else to
-    the cluster's."""
+    the cluster's. `stage_layers`: transformer layers per virtual stage in schedule order
+    (default: the default split, planner/costs/stages.py)."""
     implied = given_gpus({a.name: given.get(a.name, a.default) for a in AXES if a.role == "degree"})
     total = gpus or implied or cluster.total_gpus
     lay = layout_of(model, total, given, gpus_said=gpus_said or f"--gpus is {total}", in_file=in_file)
     structural = [Violation(name, message) for name, message in rule_violations(lay, _context(model, total))]
-    scores = score(model, cluster, lay)
+    p, v = int(lay.pp[0]), int(lay.vpp[0])
+    ranks = None
+    if stage_layers is not None:
+        check_split(model, p, v, stage_layers)
+        ranks = split_ranks(model, lay, stage_layers)
+    scores = score(model, cluster, lay, ranks=ranks)
     masks = evaluate(model, cluster, scores, limits)
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
-    return scored_layout(scores, 0, tuple(violations))
+    return scored_layout(scores, 0, tuple(violations), stage_layers or default_split(model, p, v))
+
+
+def check_split(model: ModelSpec, pp: int, vpp: int, stage_layers: list[int]) -> None:
+    """An explicit split names pp*vpp virtual stages that hold every layer once."""
+    if len(stage_layers) != pp * vpp or any(k < 0 for k in stage_layers) or sum(stage_layers) != model.layers:
+        raise SpecError(f"{len(stage_layers)} stages holding {sum(stage_layers)} layers",
+                        path="--stage-layers", expected=f"pp*vpp = {pp * vpp} counts >= 0 that sum to the "
+                        f"{model.layers} layers, in schedule order (chunk j of rank r at j*pp + r)")

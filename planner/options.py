@@ -23,7 +23,10 @@ MAX_MICRO_BATCH = Option("max_micro_batch", "--max-micro-batch", int, "largest m
                          default=32, bounds=dict(gt=0, le=65536), where=SEARCHES)
 TIME_LIMIT = Option("time_limit_s", "--time-limit", float, "CP-SAT deterministic time limit per search [s]",
                     default=10.0, bounds=dict(gt=0, le=3600), where=SEARCHES)
-SETTINGS: tuple[Option, ...] = (CRITICAL_BATCH, MAX_MICRO_BATCH, TIME_LIMIT)
+SPLIT_TOP = Option("split_top", "--split-top", int,
+                   "best feasible rows (and as many failing only memory) given an uneven stage split by CP-SAT; 0: none",
+                   default=2, bounds=dict(ge=0, le=64), where=frozenset({"search"}))
+SETTINGS: tuple[Option, ...] = (CRITICAL_BATCH, MAX_MICRO_BATCH, TIME_LIMIT, SPLIT_TOP)
 OPTIONS: tuple[Option, ...] = LIMIT_OPTIONS + SETTINGS
 
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .axes import AXES, layout_cell, layout_summary
+from .export import is_even, megatron_pipeline_args, runs
 from .results import ScoredLayout
 from .search import GpuCountResult, SearchResult
 
@@ -48,7 +49,21 @@ def scored_json(s: ScoredLayout) -> dict:
         out.update(asdict(s.training))
     if s.power_cap is not None:
         out.update(asdict(s.power_cap))
+    args = _split_args(s)
+    if args:
+        out["megatron_pipeline_args"] = args
     return out
+
+
+def _split_args(s: ScoredLayout) -> list[str]:
+    split = s.layout.get("stage_layers")
+    return [] if split is None else megatron_pipeline_args(split, s.layout["pp"], s.layout.get("vpp", 1))
+
+
+def _cell(layout: dict) -> str:
+    """The layout cell, with an uneven split's layers per virtual stage: `dp4 tp8 pp16 [7 8x14 7]`."""
+    split = layout.get("stage_layers")
+    return layout_cell(layout) + ("" if split is None or is_even(split) else f" [{runs(split)}]")
 
 
 def search_json(result: SearchResult) -> dict:
@@ -128,7 +143,7 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False)
         # A layout reads as one token ("dp32 tp4 pp8 mb1 vpp6"): never wrap it, shrink the rest first.
         table.add_column(col, justify=just, no_wrap=col == "layout")
     for rank, r in enumerate(rows, 1):
-        cells = [str(rank), layout_cell(r.layout)] + [a.cell(_axis_value(r, a)) for a in axes]
+        cells = [str(rank), _cell(r.layout)] + [a.cell(_axis_value(r, a)) for a in axes]
         cells += [step_cell(r), _si(r.tokens_per_s), f"{r.mfu:.1%}", f"{r.memory_gib.total:.1f}",
                   f"{r.energy_j_per_step / 1e6:,.2f}", f"{r.avg_power_kw:,.1f}"]
         cells += [f"{r.energy_j_per_token:.4g}"] if per_token else []
@@ -142,6 +157,7 @@ def render_search(result: SearchResult, console: Console) -> None:
     best = result.best
     console.print(_layout_table(title, result.results))
     if best is not None:
+        _render_split(best, console)
         render_breakdown(best, result.cluster.gpu.memory_gib, console)
         render_reliability(best, console)
         console.print(f"[dim]step time ±: expected error from {escape(best.error_band.basis)}[/dim]")
@@ -155,6 +171,12 @@ def render_search(result: SearchResult, console: Console) -> None:
         render_frontier(result.frontier_results, console)
     console.print(f"candidates: {len(result.scores):,} scored, {int(result.feasible.sum()):,} feasible; "
                   f"solver {result.solver.status} in {result.solver.wall_s * 1e3:.0f} ms")
+    tried = result.split_solves
+    if tried:
+        statuses = sorted({r.status for r in tried.values()})
+        console.print(f"stage split (CP-SAT): {len(tried)} layouts tried ({', '.join(statuses)}), "
+                      f"{len(result.splits)} made faster or feasible; "
+                      f"{sum(r.wall_s for r in tried.values()) * 1e3:.0f} ms")
     rejected = {k: v for k, v in result.rejected.items() if v}
     if rejected:
         console.print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in rejected.items()))
@@ -212,9 +234,17 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console) -> No
     console.print(t)
 
 
+def _render_split(r: ScoredLayout, console: Console) -> None:
+    split = r.layout.get("stage_layers")
+    if split is not None and not is_even(split):
+        console.print(f"uneven stages, layers per virtual stage in schedule order: {runs(split)}; "
+                      f"Megatron-LM: {' '.join(_split_args(r))}")
+
+
 def render_estimate(r: ScoredLayout, console: Console, memory_gib: float) -> None:
     status = "[green]feasible[/green]" if r.feasible else "[red]infeasible[/red]"
     console.print(f"{layout_summary(r.layout)}: {status}")
+    _render_split(r, console)
     console.print(f"step {r.step_time_s:.3f} s ±{r.error_band.pct:.0f}%, {r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, "
                   f"{r.model_tflops_per_gpu:.1f} TFLOP/s per GPU, {r.avg_power_kw:,.1f} kW")
     console.print(f"[dim]expected error: {escape(r.error_band.basis)}[/dim]")

@@ -68,16 +68,20 @@ class ScoredLayout:
         return self.reliability.goodput_tokens_per_s
 
 
-def scored_layout(scores, i: int, violations: tuple[Violation, ...] = ()) -> ScoredLayout:
-    """Row i of `scores` (planner.score.Scores) as a ScoredLayout."""
+def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_layers=None) -> ScoredLayout:
+    """Row i of `scores` (planner.score.Scores) as a ScoredLayout. `stage_layers`: transformer
+    layers per virtual stage in schedule order (JSON `layout.stage_layers`)."""
     i = int(i)
+    layout = scores.layouts.row(i)
+    if stage_layers is not None:
+        layout["stage_layers"] = [int(x) for x in stage_layers]
     cap = None
     if scores.power_caps is not None:
         level = scores.power_caps[int(scores.layouts.power_cap[i])]
         cap = PowerCapLevel(float(level.cap_w), float(level.speed))
     stat = scores.statistical_efficiency
     return ScoredLayout(
-        layout=scores.layouts.row(i),
+        layout=layout,
         violations=tuple(violations),
         step_time_s=float(scores.step_time_s[i]),
         time_breakdown_s=row(scores.time_s, i),

@@ -16,7 +16,7 @@ from .costs.flops import model_flops_per_step
 from .costs.memory import MemoryBreakdown, memory_breakdown
 from .costs.pipeline import TimeBreakdown, step_time
 from .costs.power_caps import cap_levels, capped_cluster, uncapped
-from .costs.stages import pipeline_ranks
+from .costs.stages import PipelineRanks, pipeline_ranks
 from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
 from .error_bands import ErrorBand, error_band
 from .specs import ClusterSpec, ModelSpec, PowerCap
@@ -59,18 +59,21 @@ class Scores:
 
 
 def score(model: ModelSpec, cluster: ClusterSpec, layouts, *, cap: PowerCap | None = None,
-          caps: list[PowerCap] | None = None, critical_batch_tokens: float | None = None) -> Scores:
+          caps: list[PowerCap] | None = None, critical_batch_tokens: float | None = None,
+          ranks: PipelineRanks | None = None) -> Scores:
     """`caps`: the power-cap levels the rows' `power_cap` axis indexes (planner/costs/power_caps.py;
     None: every row uncapped); `cap`: score every row under that one cap instead.
-    `critical_batch_tokens`: McCandlish et al. 2018 B_crit for the statistical-efficiency factor."""
+    `critical_batch_tokens`: McCandlish et al. 2018 B_crit for the statistical-efficiency factor.
+    `ranks`: the pipeline ranks to evaluate (default: the bounding ranks of the default split; an
+    explicit split gives every rank, planner/costs/stages.py split_ranks)."""
     if caps is None:
-        return _score_under(model, cluster, layouts, cap, critical_batch_tokens)
+        return _score_under(model, cluster, layouts, cap, critical_batch_tokens, ranks)
     levels = np.unique(layouts.power_cap)
     parts = []
     for level in levels:
         rows = np.flatnonzero(layouts.power_cap == level) if levels.size > 1 else np.arange(len(layouts))
         sub = layouts if levels.size == 1 else layouts.take(rows)
-        parts.append((rows, _score_under(model, cluster, sub, caps[int(level)], critical_batch_tokens)))
+        parts.append((rows, _score_under(model, cluster, sub, caps[int(level)], critical_batch_tokens, ranks)))
     scores = parts[0][1] if len(parts) == 1 else scatter(len(layouts), parts)
     return Scores(**{**scores.__dict__, "layouts": layouts, "power_caps": tuple(caps)})
 
@@ -86,10 +89,10 @@ def score_with_caps(model: ModelSpec, cluster: ClusterSpec, layouts, caps: list[
 
 
 def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap | None,
-                 critical_batch_tokens: float | None) -> Scores:
+                 critical_batch_tokens: float | None, ranks: PipelineRanks | None = None) -> Scores:
     run = cluster if cap is None or cap == uncapped(cluster.gpu) else capped_cluster(cluster, cap)
     prec = model.training.numerics
-    ranks = pipeline_ranks(model, layouts)  # first and last: they bound the others (costs/stages.py)
+    ranks = ranks or pipeline_ranks(model, layouts)  # first and last bound the others (costs/stages.py)
     times = step_time(model, run, layouts, ranks)
     step = times.total
     gpus = layouts.gpus

@@ -1,13 +1,15 @@
 """The search: enumerate the layout space, score it, apply the constraints, let CP-SAT choose."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .axes import AXES, RULES, SpaceContext
 from .constraints import Limits, Mask, evaluate
 from .costs.power_caps import cap_levels
+from .costs.stages import default_split
+from .refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
 from .errors import InfeasibleError, SpecError
 from .frontier import pareto_front
 from .results import ScoredLayout, Violation, scored_layout
@@ -37,6 +39,19 @@ class SearchResult:
     frontier: np.ndarray | None = None  # rows on the time vs energy-per-token Pareto frontier (--frontier)
     power_caps: bool = False  # whether rows include capped variants (the power_cap axis)
     stage_caps: StageCapResult | None = None  # per-stage caps of the best row, when caps were searched
+    splits: dict[int, tuple[int, ...]] = field(default_factory=dict)  # row -> uneven split (planner/refine.py)
+    split_solves: dict = field(default_factory=dict)  # row -> the stage-split CP-SAT answer, rows tried
+
+    def stage_layers(self, i: int) -> tuple[int, ...]:
+        """Transformer layers per virtual stage of row i, in schedule order."""
+        i = int(i)
+        if i in self.splits:
+            return self.splits[i]
+        lay = self.scores.layouts
+        return tuple(default_split(self.model, int(lay.pp[i]), int(lay.vpp[i])))
+
+    def _scored(self, i: int, violations: tuple = ()) -> ScoredLayout:
+        return scored_layout(self.scores, int(i), violations, self.stage_layers(i))
 
     @property
     def rejected(self) -> dict[str, int]:
@@ -59,16 +74,16 @@ class SearchResult:
 
     def scored(self, i: int) -> ScoredLayout:
         """Row i as a typed result, with its violations."""
-        return scored_layout(self.scores, int(i), tuple(self.violations(int(i))))
+        return self._scored(i, tuple(self.violations(int(i))))
 
     @property
     def results(self) -> list[ScoredLayout]:
         """The chosen layouts, best first."""
-        return [scored_layout(self.scores, int(i)) for i in self.chosen]
+        return [self._scored(i) for i in self.chosen]
 
     @property
     def best(self) -> ScoredLayout | None:
-        return scored_layout(self.scores, int(self.chosen[0])) if self.chosen.size else None
+        return self._scored(self.chosen[0]) if self.chosen.size else None
 
     @property
     def nearest(self) -> ScoredLayout | None:
@@ -80,7 +95,7 @@ class SearchResult:
 
     @property
     def frontier_results(self) -> list[ScoredLayout] | None:
-        return None if self.frontier is None else [scored_layout(self.scores, int(i)) for i in self.frontier]
+        return None if self.frontier is None else [self._scored(i) for i in self.frontier]
 
 
 def with_global_batch(model: ModelSpec, global_batch: int | None) -> ModelSpec:
@@ -176,10 +191,12 @@ def search(
     power_caps: bool | None = None,
     frontier: bool = False,
     critical_batch_tokens: float | None = None,
+    split_top: int = SPLIT_TOP,
 ) -> SearchResult:
     """`power_caps`: also try the GPU preset's power-cap levels (None: when the objective is not
     time, with --frontier, or with an energy limit); `frontier`: also return the Pareto frontier;
-    `critical_batch_tokens`: McCandlish et al. 2018 B_crit for time to train."""
+    `critical_batch_tokens`: McCandlish et al. 2018 B_crit for time to train; `split_top`: rows
+    of the vectorised pass given an uneven stage split by CP-SAT (planner/refine.py; 0: none)."""
     gpus = gpus or cluster.total_gpus
     if gpus <= 0:
         raise SpecError("GPU count must be positive", path="--gpus", expected="an integer > 0")
@@ -197,7 +214,9 @@ def search(
     if limits.min_scaling_efficiency is not None and gpus >= 2:
         reference = _reference_rate(model, cluster, gpus // 2, limits, space)
     scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
-    masks = evaluate(model, cluster, scores, limits, reference)
+    refined, masks = _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens,
+                              split_top, time_limit_s)
+    scores = refined.scores
     feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
         feasible &= m.ok
@@ -215,7 +234,20 @@ def search(
         i = int(chosen[0])
         stages = stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
-                        frontier=front, power_caps=caps, stage_caps=stages)
+                        frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
+                        split_solves=refined.solves)
+
+
+def _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens, split_top,
+             time_limit_s):
+    """The vectorised pass's constraints, then uneven stage splits for its best rows (planner/refine.py)."""
+    masks = evaluate(model, cluster, scores, limits, reference)
+    refined = refine(model, cluster, scores, masks, lambda s: objective_cost(cluster, s, objective), limits,
+                     top=split_top, reference=reference, levels=levels, critical_batch_tokens=critical_batch_tokens,
+                     time_limit_s=min(time_limit_s, SPLIT_TIME_LIMIT))
+    if refined.splits:
+        masks = evaluate(model, cluster, refined.scores, limits, reference)
+    return refined, masks
 
 
 def caps_searched(cluster: ClusterSpec, objective: str, frontier: bool, limits: Limits, power_caps: bool | None) -> bool:

@@ -172,16 +172,20 @@ def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
 
     acts = 0.0
     rebuilt_max = 0.0
-    in_flight = layers_in_flight(model, layouts, ranks.rank, ranks.layers)
+    explicit = ranks.in_flight is not None  # an explicit split counts its peak chunk by chunk
+    in_flight = ranks.in_flight if explicit else layers_in_flight(model, layouts, ranks.rank, ranks.layers)
     kinds = layer_kinds(model)
     for kind in kinds:
         stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
         if len(kinds) == 1:
             acts, rebuilt_max = stored * in_flight, rebuilt
             break
-        # in-flight layer-activations of a rank, shared out over its kinds of layer
         held = ranks.moe_layers if kind.is_moe else ranks.layers - ranks.moe_layers
-        acts = acts + stored * in_flight * held / np.maximum(ranks.layers, 1)
+        if explicit:
+            flying = ranks.in_flight_moe if kind.is_moe else in_flight - ranks.in_flight_moe
+        else:  # in-flight layer-activations of a rank, shared out over its kinds of layer
+            flying = in_flight * held / np.maximum(ranks.layers, 1)
+        acts = acts + stored * flying
         rebuilt_max = np.maximum(rebuilt_max, np.where(held > 0, rebuilt, 0.0))
     # Full recomputation rebuilds one layer's activations at a time during backward.
     acts = acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt_max, 0.0)

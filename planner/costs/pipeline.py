@@ -19,7 +19,7 @@ from .compute import LayerCompute, layer_compute
 from ..arrays import take, unique_rows
 from ..layers import layer_kinds
 from .memory import rank_param_split
-from .stages import PipelineRanks, pipeline_ranks, rank_layers
+from .stages import PipelineRanks, pipeline_ranks
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,10 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
 
     dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*rank_param_split(model, layouts, ranks=ranks)))
     raw_dense, raw_experts, gather, reduce = _dp_traffic(model, cluster, layouts, dense, experts)
-    dp_comm = _dp_exposed_s(model, layouts, mean_layer(kinds), raw_dense, gather, reduce, st)
+    most, fewest = ranks.layers.max(axis=0), ranks.layers.min(axis=0)
+    dp_comm = _dp_exposed_s(model, layouts, mean_layer(kinds), raw_dense, gather, reduce, st, most, fewest)
     if model.moe is not None:
-        dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean_layer(kinds), raw_experts, 0.0, 0.0, st)
+        dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean_layer(kinds), raw_experts, 0.0, 0.0, st, most, fewest)
 
     sharded = np.where(layouts.zero >= 1, layouts.dp * layouts.cp, 1)
     expert_sharded = np.where(layouts.zero >= 1, comm.expert_data_group(layouts)[0], 1)
@@ -182,17 +183,17 @@ def _dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, dense, experts)
     return raw_dense[inverse], raw_experts[inverse], gather[inverse], reduce[inverse]
 
 
-def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, reduce, st) -> np.ndarray:
+def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, reduce, st, most, fewest) -> np.ndarray:
     """Data-parallel communication left on the critical path [s].
     Overlapped: gradient buckets reduce during the last micro-batch's backward, parameters gather
     during the first forward (Megatron overlap_grad_reduce / overlap_param_gather); a plain
-    all-reduce of gradients can only hide behind backward. The first rank's stage (the one holding
-    the most layers) bounds the window. ZeRO-2 moves gradients every micro-batch and overlaps them
+    all-reduce of gradients can only hide behind backward. The stage holding the most layers
+    (`most`; `fewest`: the least, over the ranks evaluated) bounds the window. ZeRO-2 moves gradients every micro-batch and overlaps them
     with all of compute. ZeRO-3 overlaps layer by layer: the next unit's gather runs while this
     layer computes, so a layer whose gather outlasts its compute exposes the difference
     (Zhao et al. 2023 Sec. 3.3, FSDP prefetching), and every unit pays the stack's hook cost."""
     m = layouts.num_microbatches.astype(float)
-    first = rank_layers(model, layouts, 0)
+    first = most
     stack = model.training.stack
     units = comm.zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     hooks_s = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
@@ -201,14 +202,13 @@ def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, redu
     zero3_raw = m * first * (2 * gather + reduce + hooks_s)
     # Counted over the rank with the fewest layers (as ZeRO-2's window below): an uneven pipeline's
     # pace is not the first rank's, and a slower GPU must not hide more than it adds.
-    zero3 = np.minimum(m * (model.layers // layouts.pp) * (per_layer + hooks_s), zero3_raw)
+    zero3 = np.minimum(m * fewest * (per_layer + hooks_s), zero3_raw)
     if not model.training.dp_comm_overlap:
         return np.where(layouts.zero >= 3, zero3_raw, raw)
     work_layer = lc.fwd_s + lc.bwd_s
     stage_fb = first * work_layer
     # ZeRO-2 hides each micro-batch's reduce-scatter behind the stage's compute; the rank with the
     # fewest layers (L // p) bounds it, so that a slower GPU never hides more than it adds.
-    fewest = model.layers // layouts.pp
     window = np.select([layouts.zero == 0, layouts.zero == 1], [first * lc.bwd_s, stage_fb], m * fewest * work_layer)
     hidden = np.maximum(raw - window, st.dp_overlap_exposed * raw)
     return np.where(layouts.zero >= 3, np.maximum(zero3, st.dp_overlap_exposed * zero3_raw), hidden)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import unique_rows
 from ..specs import ModelSpec
 
 
@@ -39,15 +40,22 @@ def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
 
 
 def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
-    """The first rank whose layers all come after the dense prefix (it holds the most MoE layers of
-    an uneven split: DeepSeek-V3's 61 layers with 3 dense on 32 ranks put them on rank 2)."""
-    L, k = model.layers, model.moe.dense_layers
-    degrees, inverse = np.unique(layouts.pp, return_inverse=True)  # a few pp values: one pass each
-    rank = np.empty(degrees.size, dtype=np.int64)
-    for i, p in enumerate(degrees.tolist()):
-        start = [r * (L // p) + min(r, L % p) for r in range(p)]
-        rank[i] = next((r for r in range(p) if start[r] >= k), p - 1)
-    return rank[inverse.reshape(-1)]
+    """The rank holding the most MoE layers (then the most layers) under the default split, once
+    per distinct (pp, vpp): DeepSeek-V3's 61 layers with 3 dense on 32 ranks put it at rank 2."""
+    first, inverse = unique_rows([layouts.pp, layouts.vpp])  # a few values: one pass each
+    rank = np.empty(len(first), dtype=np.int64)
+    for i, (p, v) in enumerate(zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist())):
+        one = _OnePipeline(np.array([p]), np.array([v]))
+        ranks = np.arange(p)[:, None]
+        moe, layers = rank_moe_layers(model, one, ranks)[:, 0], rank_layers(model, one, ranks)[:, 0]
+        rank[i] = int(np.lexsort((-np.arange(p), layers, moe))[-1])
+    return rank[inverse]
+
+
+@dataclass(frozen=True)
+class _OnePipeline:
+    pp: np.ndarray
+    vpp: np.ndarray
 
 
 def all_ranks(layouts) -> np.ndarray:
@@ -63,29 +71,39 @@ def valid_ranks(layouts) -> np.ndarray:
     return np.arange(width)[:, None] < layouts.pp
 
 
+def stage_starts(model: ModelSpec, p, v, stage) -> tuple[np.ndarray, np.ndarray]:
+    """(first layer, layers) of virtual stage `stage` (= chunk * p + rank) under the default split
+    of L layers into S = p v virtual stages: L // S each, one more on the first L % S (Megatron-LM
+    puts an uneven split's extra layers first; an explicit split comes from planner/stage_split.py)."""
+    S = p * v
+    q, e = model.layers // S, model.layers % S
+    return stage * q + np.minimum(stage, e), q + (stage < e)
+
+
 def rank_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
-    """Transformer layers held by rank r (all its virtual stages): L // p, one more on the first L % p."""
-    p = layouts.pp
-    return model.layers // p + (rank < model.layers % p)
+    """Transformer layers held by rank r (all its virtual stages) under the default split: its v
+    chunks of L // (p v), plus one for each of its chunks among the first L % (p v) virtual stages."""
+    p, v = layouts.pp, layouts.vpp
+    S = p * v
+    extra = np.clip((model.layers % S - rank + p - 1) // p, 0, v)
+    return (model.layers // S) * v + extra
 
 
 def rank_moe_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
-    """MoE layers held by rank r: those among its layers (ModelSpec.moe_layers_before). Without
-    interleaving rank r holds one run of layers; with v chunks, chunk j holds the (j p + r)-th
-    L / (p v) layers (Megatron's interleaved assignment)."""
+    """MoE layers held by rank r: those among its layers (ModelSpec.moe_layers_before). Chunk j of
+    rank r is virtual stage j p + r (Megatron's interleaved assignment; j = 0 only without
+    interleaving). Computed once per distinct (pp, vpp, rank)."""
+    shape = np.broadcast(np.asarray(rank), layouts.pp).shape
     if model.moe is None:
-        return np.zeros(np.broadcast(np.asarray(rank), layouts.pp).shape)
-    p, v, L = layouts.pp, layouts.vpp, model.layers
-    start = rank * (L // p) + np.minimum(rank, L % p)
-    plain = model.moe_layers_before(start + rank_layers(model, layouts, rank)) - model.moe_layers_before(start)
-    if np.all(v == 1):
-        return plain
-    size = L // (p * v)
-    chunked = np.zeros(np.broadcast(np.asarray(rank), p).shape, dtype=np.int64)
-    for j in range(int(v.max())):
-        first = (j * p + rank) * size
-        chunked = chunked + np.where(j < v, model.moe_layers_before(first + size) - model.moe_layers_before(first), 0)
-    return np.where(v > 1, chunked, plain)
+        return np.zeros(shape)
+    p, v, r = (np.broadcast_to(x, shape).reshape(-1) for x in (layouts.pp, layouts.vpp, np.asarray(rank)))
+    first, inverse = unique_rows([p, v, r])
+    p, v, r = p[first], v[first], r[first]
+    held = np.zeros(first.size, dtype=np.int64)
+    for j in range(int(v.max(initial=1))):
+        start, size = stage_starts(model, p, v, j * p + r)
+        held = held + np.where(j < v, model.moe_layers_before(start + size) - model.moe_layers_before(start), 0)
+    return held[inverse].reshape(shape)
 
 
 def holds_embedding(rank=0) -> np.ndarray:
@@ -99,13 +117,39 @@ def holds_logits(layouts, rank=0) -> np.ndarray:
 def layers_in_flight(model: ModelSpec, layouts, rank=0, layers: np.ndarray | None = None) -> np.ndarray:
     """Layer-activations rank r holds at its peak (module docstring): 1F1B keeps min(m, p - r)
     micro-batches of its layers; interleaving keeps min(m v, 2 (p - r - 1) + (v - 1) p + 1)
-    chunks of L / (p v) layers. `layers`: `rank_layers` of the same ranks, when already known."""
+    chunks of its layers / v (exact for an even split; `inflight_chunks` counts them per chunk
+    for an uneven one). `layers`: `rank_layers` of the same ranks, when already known."""
     p, v, m = layouts.pp, layouts.vpp, layouts.num_microbatches
     layers = rank_layers(model, layouts, rank) if layers is None else layers
     one_f_one_b = layers * np.minimum(m, p - rank)
-    chunk_layers = model.layers / (p * v)
-    interleaved = chunk_layers * np.minimum(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
+    interleaved = layers / v * np.minimum(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
     return np.where(v > 1, interleaved, one_f_one_b)
+
+
+def warmup_units(p: int, v: int, m: int, rank: int) -> int:
+    """Forward (micro-batch, chunk) units rank r runs before its first backward: p - r - 1 under
+    1F1B, 2 (p - r - 1) + (v - 1) p interleaved (Megatron-LM schedules.py), never more than m v."""
+    w = p - rank - 1 if v == 1 else 2 * (p - rank - 1) + (v - 1) * p
+    return min(w, m * v)
+
+
+def inflight_chunks(p: int, v: int, m: int, rank: int) -> np.ndarray:
+    """(k, v): micro-batches in flight per model chunk of rank r at each of its memory peaks (right
+    after a forward). Forward unit u runs chunk (u // p) % v, backward unit u chunk v - 1 - (u // p) % v
+    (Megatron-LM's get_model_chunk_id); after forward k, k - w backwards are done (w warm-up units).
+    In steady state the counts repeat with period p v, so one period holds every peak."""
+    units = m * v
+    w = warmup_units(p, v, m, rank)
+    last = min(units, w + p * v + 1)
+    u = np.arange(last)
+    fwd = np.zeros((last + 1, v), dtype=np.int64)
+    bwd = np.zeros((last + 1, v), dtype=np.int64)
+    np.add.at(fwd, (u + 1, (u // p) % v), 1)
+    np.add.at(bwd, (u + 1, v - 1 - (u // p) % v), 1)
+    fwd, bwd = np.cumsum(fwd, axis=0), np.cumsum(bwd, axis=0)
+    k = np.arange(min(w, units - 1), last)  # peaks: after forward k, for k >= w (w - 1 < w is dominated)
+    counts = fwd[k + 1] - bwd[np.maximum(k - w, 0)]
+    return np.unique(counts, axis=0)
 
 
 @dataclass(frozen=True)
@@ -117,6 +161,8 @@ class PipelineRanks:
     moe_layers: np.ndarray  # of which mixture-of-experts layers
     first: np.ndarray  # holds the embedding
     last: np.ndarray  # holds the output layer and the loss
+    in_flight: np.ndarray | None = None  # layer-activations at the peak (None: layers_in_flight)
+    in_flight_moe: np.ndarray | None = None  # of which of MoE layers (with in_flight)
 
 
 def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
@@ -124,6 +170,34 @@ def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) ->
     rank = bounding_ranks(layouts, model) if rank is None else rank
     return PipelineRanks(rank, rank_layers(model, layouts, rank), rank_moe_layers(model, layouts, rank),
                          holds_embedding(rank), holds_logits(layouts, rank))
+
+
+def default_split(model: ModelSpec, p: int, v: int) -> list[int]:
+    """Transformer layers per virtual stage in schedule order (stage j p + r is chunk j of rank r)
+    under the default split (stage_starts)."""
+    return [int(x) for x in stage_starts(model, p, v, np.arange(p * v))[1]]
+
+
+def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float, float] = (1.0, 1.0)) -> PipelineRanks:
+    """Every rank of a one-row layout under an explicit split (layers per virtual stage in schedule
+    order): (p, 1) arrays, with the layer-activations in flight at each rank's peak counted chunk by
+    chunk (`inflight_chunks`). `act_weights`: stored bytes of a dense and of a MoE layer, to tell
+    which peak is highest when the chunks hold different kinds."""
+    p, v, m = int(layout.pp[0]), int(layout.vpp[0]), int(layout.num_microbatches[0])
+    n = np.asarray(stage_layers, dtype=np.int64)
+    assert n.size == p * v and int(n.sum()) == model.layers, (n, p, v)
+    ends = np.cumsum(n)
+    moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=np.int64)
+    by_rank, moe_by_rank = n.reshape(v, p).T, moe.reshape(v, p).T  # [rank, chunk]
+    flight, flight_moe = np.zeros(p), np.zeros(p)
+    for r in range(p):
+        counts = inflight_chunks(p, v, m, r)
+        held, held_moe = counts @ by_rank[r], counts @ moe_by_rank[r]
+        peak = int(np.argmax((held - held_moe) * act_weights[0] + held_moe * act_weights[1]))
+        flight[r], flight_moe[r] = held[peak], held_moe[peak]
+    rank = np.arange(p)[:, None]
+    return PipelineRanks(rank, by_rank.sum(axis=1)[:, None], moe_by_rank.sum(axis=1)[:, None], rank == 0,
+                         rank == p - 1, flight[:, None], flight_moe[:, None])
 
 
 def heaviest(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,83 @@
+"""Second pass of a search: uneven pipeline stages for the best rows of the vectorised pass.
+
+The vectorised pass scores every layout under the default split (planner/costs/stages.py). For the
+best `top` pipelined rows that meet every constraint, and the best `top` that fail only memory
+(a lighter first or last stage may make them fit), the stage split (planner/stage_split.py, CP-SAT)
+chooses layers per virtual stage; each chosen split is re-scored with every rank by the same cost
+models and constraints, and replaces its row when it is feasible and at least as good.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arrays import replace_rows, scatter
+from .constraints import Limits, evaluate
+from .costs.stages import default_split, split_ranks
+from .stage_split import SplitResult, instance, solve
+from .specs import ClusterSpec, ModelSpec
+
+SPLIT_TOP = 2  # rows of each kind (feasible; failing only memory) given a stage split by default
+# Deterministic seconds per split solve in a search: MoE splits (a max per stage for the dense
+# prefix) can take 0.4 s to prove optimal, and a search stays under a second; the answer is then
+# FEASIBLE (reported per row), still validated and never slower than the default split.
+SPLIT_TIME_LIMIT = 0.05
+
+
+@dataclass(frozen=True)
+class Refined:
+    scores: object  # planner.score.Scores with the refined rows replaced
+    splits: dict[int, tuple[int, ...]]  # row -> layers per virtual stage, where the split changed
+    solves: dict[int, SplitResult]  # row -> the CP-SAT answer, for every row tried
+
+
+def candidates(scores, masks, cost: np.ndarray, top: int) -> np.ndarray:
+    """The best `top` pipelined rows meeting every constraint, then the best `top` failing only memory."""
+    pipelined = scores.layouts.pp > 1
+    ok = np.ones(len(scores), dtype=bool)
+    others_ok = np.ones(len(scores), dtype=bool)
+    for m in masks:
+        ok &= m.ok
+        if m.name != "memory":
+            others_ok &= m.ok
+    rows = []
+    for pool in (ok & pipelined, others_ok & ~ok & pipelined):
+        index = np.flatnonzero(pool)
+        rows.extend(index[np.argsort(cost[index], kind="stable")[:top]].tolist())
+    return np.array(rows, dtype=np.int64)
+
+
+def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limits: Limits, *, top: int = SPLIT_TOP,
+           reference: float | None = None, levels=None, critical_batch_tokens: float | None = None,
+           time_limit_s: float = 1.0) -> Refined:
+    """`cost_of(scores) -> array`: the search objective; `levels`: the power-cap levels the rows index."""
+    from .score import score  # score imports the cost models; keep this module light to import
+
+    if top <= 0:
+        return Refined(scores, {}, {})
+    cost = cost_of(scores)
+    usable_gib = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)
+    parts, splits, solves = [], {}, {}
+    for i in candidates(scores, masks, cost, top).tolist():
+        row = scores.layouts.take(np.array([i]))
+        inst = instance(model, cluster, row, usable_gib)
+        default = default_split(model, inst.pp, inst.vpp)
+        # the fastest split (no memory tie-break: a search keeps only splits that are faster)
+        result = solve(inst, default=default, time_limit_s=time_limit_s, memory_tiebreak=False)
+        solves[i] = result
+        if result.stage_layers is None or list(result.stage_layers) == default:
+            continue
+        ranks = split_ranks(model, row, result.stage_layers, inst.act_bytes)
+        new = score(model, cluster, row, caps=levels, ranks=ranks, critical_batch_tokens=critical_batch_tokens)
+        fits = all(bool(m.ok[0]) for m in evaluate(model, cluster, new, limits, reference))
+        was_ok = all(bool(m.ok[i]) for m in masks)
+        # An equally fast split that only lowers memory stays Megatron's default (no flags to set).
+        if fits and (not was_ok or cost_of(new)[0] < cost[i] * (1 - 1e-9)):
+            parts.append(new)
+            splits[i] = tuple(result.stage_layers)
+    if not parts:
+        return Refined(scores, splits, solves)
+    changed = np.array(list(splits), dtype=np.int64)
+    new = parts[0] if len(parts) == 1 else scatter(len(parts), [(np.array([k]), p) for k, p in enumerate(parts)])
+    return Refined(replace_rows(scores, changed, new), splits, solves)
