@@ -11,10 +11,11 @@ from typing import Annotated, Optional
 import typer
 
 from . import cli_check, cli_sweep
+from . import cli_allocate
 from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, positive,
                          read_axes, read_limits, read_options, run, setting, with_params)
 from .errors import SpecError
-from .options import CRITICAL_BATCH, MAX_MICRO_BATCH, TIME_LIMIT
+from .options import CRITICAL_BATCH, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Plan the parallel layout of a large-model training run.",
                   pretty_exceptions_enable=False)
@@ -91,7 +92,7 @@ def search(
             if counts.recommended is None:
                 raise typer.Exit(1)
             return
-        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier, **common)
+        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier, split_top=setting(options, SPLIT_TOP), **common)
         if json_out:
             _print_json(report.search_json(result))
         elif result.chosen.size:
@@ -104,6 +105,20 @@ def search(
     run(go)
 
 
+def parse_split(text: str | None) -> list[int] | None:
+    """`7,8x14,7` -> [7, 8, ..., 8, 7] (at most 100,000 stages)."""
+    if text is None:
+        return None
+    out: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        count, _, times = part.partition("x")
+        if not count.isdigit() or (times and not times.isdigit()) or len(out) + int(times or 1) > 100_000:
+            raise SpecError(f"cannot read '{part[:40]}'", path="--stage-layers",
+                            expected="comma-separated layer counts or runs COUNTxTIMES, e.g. 7,8x14,7")
+        out.extend([int(count)] * int(times or 1))
+    return out
+
+
 def parse_range(text: str) -> tuple[int, int]:
     lo, sep, hi = text.partition(":")
     if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
@@ -114,7 +129,10 @@ def parse_range(text: str) -> tuple[int, int]:
 @app.command()
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
-             stack: Stack = None, json_out: AsJson = False, **options) -> None:
+             stack: Stack = None, json_out: AsJson = False,
+             stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
+                 "layers per virtual stage in schedule order, comma-separated or runs like 7,8x14,7 "
+                 "(default: Megatron's even split, extra layers first)"))] = None, **options) -> None:
     """Score one layout and say whether and why it is infeasible."""
 
     def go():
@@ -126,7 +144,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         m, c = _load(model, cluster, global_batch, None, stack)
         limits = read_limits(options, "estimate", fix=False)
         given = {a.name: options[a.name] for a in AXES if a.given is not None}
-        result = estimate_layout(m, c, gpus=gpus, limits=limits, **given)
+        result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=parse_split(stage_layers), **given)
         if json_out:
             _print_json(report.scored_json(result))
         else:
@@ -164,6 +182,7 @@ def validate(json_out: AsJson = False) -> None:
 
 cli_check.register(app)
 cli_sweep.register(app)
+cli_allocate.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,217 @@
+"""`plan allocate`: several training jobs on one cluster (README, "Several jobs on one cluster").
+
+The jobs file is validated strictly, as the specs are (planner/loading.py). For each job, a sparse
+ladder of GPU counts in its range, each a whole number of granules (nodes, or NVLink domains where
+a domain spans several nodes, so that no job splits one); at each count the fastest layout of
+`plan search` is a candidate. CP-SAT then picks one candidate per job (planner/allocate_cpsat.py).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .allocate_cpsat import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
+from .errors import InfeasibleError, SpecError
+from .loading import model_from_loaded, resolve, strip_kind, validate
+from .search import check_precision, search
+from .specs import ClusterSpec, ModelSpec
+from .yamlio import LoadedYaml, load_yaml_file
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+class JobSpec(BaseModel):
+    """One training job of a jobs file."""
+
+    model_config = _STRICT
+    name: str = Field(min_length=1, max_length=128)
+    model: str = Field(min_length=1, max_length=4096, description="a shipped model name or a path relative to the jobs file")
+    weight: float = Field(default=1.0, gt=0, le=1e6, description="weight of this job's useful work (throughput objective)")
+    min_gpus: int = Field(gt=0, le=10_000_000)
+    max_gpus: int = Field(gt=0, le=10_000_000)
+    tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget (default: the model's training.tokens)")
+    deadline_days: float | None = Field(default=None, gt=0, le=1e5, description="time to train the tokens must not exceed this [days]")
+
+    @model_validator(mode="after")
+    def _range(self) -> "JobSpec":
+        if self.min_gpus > self.max_gpus:
+            raise ValueError(f"min_gpus ({self.min_gpus}) must be at most max_gpus ({self.max_gpus})")
+        return self
+
+
+class JobsSpec(BaseModel):
+    """A jobs file: the jobs to place on one cluster and an optional power budget."""
+
+    model_config = _STRICT
+    kind: Literal["jobs"] | None = Field(default=None, description="`kind: jobs` marks the file for `plan check`")
+    jobs: list[JobSpec] = Field(min_length=1, max_length=64)
+    power_budget_kw: float | None = Field(default=None, gt=0, le=1e7, description="sum of the jobs' average power [kW]")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "JobsSpec":
+        names = [j.name for j in self.jobs]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"jobs must have distinct names; repeated: {', '.join(twice)}")
+        return self
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """A loaded jobs file: the spec, each job's model (its token budget applied), where things are."""
+
+    spec: JobsSpec
+    models: tuple[ModelSpec, ...]
+    loaded: LoadedYaml  # the file's name and the line of each key, for messages
+
+    @property
+    def file(self) -> str:
+        return self.loaded.file
+
+    def line_of(self, *path) -> int | None:
+        return self.loaded.line_of(path)
+
+
+def with_tokens(model: ModelSpec, tokens: float | None) -> ModelSpec:
+    if tokens is None:
+        return model
+    return model.model_copy(update={"training": model.training.model_copy(update={"tokens": tokens})})
+
+
+def _job_model(loaded: LoadedYaml, i: int, job: JobSpec) -> ModelSpec:
+    """Job i's model: a path beside the jobs file or a shipped name; a bad name points at the job."""
+    try:
+        model = model_from_loaded(load_yaml_file(resolve(job.model, "model", base=Path(loaded.file).parent)))
+    except SpecError as exc:
+        if exc.path is not None or exc.line is not None:  # the model file itself is broken
+            raise
+        message = exc.message if exc.file is None or exc.file in exc.message else f"{exc.message}: {exc.file}"
+        raise SpecError(message, file=loaded.file, line=loaded.line_of(("jobs", i, "model")),
+                        path=f"jobs.{i}.model", expected=exc.expected) from None
+    return with_tokens(model, job.tokens)
+
+
+def jobs_from_loaded(loaded: LoadedYaml) -> Jobs:
+    spec = validate(JobsSpec, strip_kind(loaded.data, loaded, "jobs"), loaded)
+    models = tuple(_job_model(loaded, i, job) for i, job in enumerate(spec.jobs))
+    jobs = Jobs(spec, models, loaded)
+    for i, (job, model) in enumerate(zip(spec.jobs, models)):
+        if job.deadline_days is not None and model.training.tokens is None:
+            raise SpecError(f"job '{job.name}' has a deadline but no token budget", file=jobs.file,
+                            line=jobs.line_of("jobs", i, "deadline_days"), path=f"jobs.{i}.tokens",
+                            expected="tokens: the tokens to train, e.g. 1.0e12")
+    return jobs
+
+
+def load_jobs(path: str | os.PathLike) -> Jobs:
+    return jobs_from_loaded(load_yaml_file(path))
+
+
+def check_jobs(jobs: Jobs, cluster: ClusterSpec, objective: str) -> None:
+    """What needs the cluster and the objective too: each model's precision runs on the cluster's
+    GPU, and makespan needs every job's time to train."""
+    if objective not in OBJECTIVES:
+        raise SpecError(f"unknown objective '{objective}'", path="--objective", expected=" | ".join(OBJECTIVES))
+    for i, (job, model) in enumerate(zip(jobs.spec.jobs, jobs.models)):
+        check_precision(model, cluster, jobs.file, jobs.line_of("jobs", i, "model"))
+        if objective == "makespan" and model.training.tokens is None:
+            raise SpecError(f"job '{job.name}' has no token budget; --objective makespan needs every job's time to train",
+                            file=jobs.file, line=jobs.line_of("jobs", i), path=f"jobs.{i}.tokens",
+                            expected="tokens: the tokens to train, e.g. 1.0e12")
+
+
+def granule_gpus(cluster: ClusterSpec) -> int:
+    """GPUs a job gets at a time: whole nodes, or whole NVLink domains where one spans several
+    nodes (a job never splits a domain)."""
+    domain = cluster.node.nvlink_domain
+    return domain if cluster.node.gpus < domain <= cluster.total_gpus else cluster.node.gpus
+
+
+def candidate_counts(min_gpus: int, max_gpus: int, granule: int, cluster_gpus: int) -> list[int]:
+    """A sparse ladder of GPU counts in [min_gpus, max_gpus]: granule x (1, 2, 3, 4, 6, 8, 12, ...),
+    i.e. powers of two and 1.5 x powers of two, plus the range's first and last whole granule."""
+    lo = -(-min_gpus // granule)
+    hi = min(max_gpus, cluster_gpus) // granule
+    if lo > hi:
+        return []
+    ladder = {m for k in range(0, 40) for m in (1 << k, 3 << k) if lo <= m <= hi}
+    return [m * granule for m in sorted(ladder | {lo, hi})]
+
+
+def no_candidate_reason(job: JobSpec, granule: int, cluster: ClusterSpec, counts: list[int]) -> str:
+    if job.min_gpus > cluster.total_gpus:
+        return f"min_gpus {job.min_gpus:,} is more than the {cluster.total_gpus:,} GPUs of {cluster.name}"
+    if not counts:
+        return (f"no whole number of {granule}-GPU {'NVLink domains' if granule > cluster.node.gpus else 'nodes'} "
+                f"lies in {job.min_gpus:,}..{job.max_gpus:,} GPUs")
+    return f"no feasible layout at {', '.join(f'{n:,}' for n in counts)} GPUs"
+
+
+def job_instance(job: JobSpec, model: ModelSpec, cluster: ClusterSpec, cache: dict | None = None) -> JobInstance:
+    """The job's candidates: the fastest layout of `plan search` at each count of its ladder."""
+    granule = granule_gpus(cluster)
+    counts = candidate_counts(job.min_gpus, job.max_gpus, granule, cluster.total_gpus)
+    cache = {} if cache is None else cache
+    candidates = []
+    for n in counts:
+        key = (job.model, model.training.tokens, n)
+        if key not in cache:
+            try:
+                cache[key] = search(model, cluster, gpus=n, top_k=1).best
+            except InfeasibleError:
+                cache[key] = None
+        best = cache[key]
+        if best is not None:
+            days = None if best.training is None else best.training.train_days
+            candidates.append(Candidate(n, n * best.model_tflops_per_gpu, best.avg_power_kw, days, best))
+    why = None if candidates else no_candidate_reason(job, granule, cluster, counts)
+    return JobInstance(job.name, tuple(candidates), job.weight, job.deadline_days, why)
+
+
+def instance(jobs: Jobs, cluster: ClusterSpec, objective: str = "throughput") -> AllocationInstance:
+    cache: dict = {}
+    per_job = tuple(job_instance(j, m, cluster, cache) for j, m in zip(jobs.spec.jobs, jobs.models))
+    return AllocationInstance(per_job, cluster.total_gpus, granule_gpus(cluster), objective, jobs.spec.power_budget_kw)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What `plan allocate` found: the instance it solved and the solver's answer."""
+
+    jobs: Jobs
+    cluster: ClusterSpec
+    instance: AllocationInstance
+    solve: AllocationSolve
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.solve.choice)
+
+    @property
+    def chosen(self) -> list[tuple[JobSpec, ModelSpec, Candidate]]:
+        """(job, model, chosen candidate) per job, in the file's order; empty when infeasible."""
+        return [(job, model, inst.candidates[k]) for job, model, inst, k
+                in zip(self.jobs.spec.jobs, self.jobs.models, self.instance.jobs, self.solve.choice)]
+
+    @property
+    def gpus_used(self) -> int:
+        return sum(c.gpus for _, _, c in self.chosen)
+
+    @property
+    def power_kw(self) -> float:
+        return sum(c.power_kw for _, _, c in self.chosen)
+
+    @property
+    def candidates(self) -> int:
+        return sum(len(j.candidates) for j in self.instance.jobs)
+
+
+def allocate(jobs: Jobs, cluster: ClusterSpec, objective: str = "throughput", *, time_limit_s: float = 10.0) -> Allocation:
+    """One candidate per job under the cluster's GPUs, the power budget and the deadlines."""
+    check_jobs(jobs, cluster, objective)
+    inst = instance(jobs, cluster, objective)
+    return Allocation(jobs, cluster, inst, solve(inst, time_limit_s=time_limit_s))

@@ -1,0 +1,269 @@
+"""`plan allocate` (planner/allocate.py, planner/allocate_cpsat.py): the CP-SAT model equals brute
+force on small synthetic instances, hand-worked examples, which job cannot be served, the jobs
+file's errors, and the JSON contract."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from planner.allocate import JobSpec, candidate_counts, granule_gpus, job_instance
+from planner.allocate_cpsat import (SCALE, AllocationInstance, Candidate, JobInstance, integer_objective,
+                                    objective_value, solve, validate)
+from planner.cli import app
+from planner.loading import load_cluster, load_model
+
+SCORED_KEYS = {"layout", "feasible", "violations", "step_time_s", "time_breakdown_s", "memory_gib", "tokens_per_s",
+               "model_tflops_per_gpu", "mfu", "energy_j_per_step", "avg_power_kw"}
+
+
+def cand(gpus, tflops_per_gpu=100.0, power_kw=10.0, days=None) -> Candidate:
+    return Candidate(gpus, gpus * tflops_per_gpu, power_kw, days)
+
+
+# --- candidates ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lo, hi, granule, cluster, expected", [
+    # 64..512 in 8-GPU nodes: 8 x (8, 12, 16, 24, 32, 48, 64)
+    (64, 512, 8, 1024, [64, 96, 128, 192, 256, 384, 512]),
+    # 100..300: first whole node 13 x 8 = 104, last 37 x 8 = 296; between them 8 x (16, 24, 32)
+    (100, 300, 8, 1024, [104, 128, 192, 256, 296]),
+    # NVL72: whole 72-GPU domains, 72 x (1, 2, 3, 4); max_gpus 1,000 is capped at the cluster's 288
+    (1, 1000, 72, 288, [72, 144, 216, 288]),
+    (2048, 4096, 8, 1024, []),  # more than the cluster
+    (9, 15, 8, 1024, []),  # no whole node in range
+])
+def test_candidate_counts(lo, hi, granule, cluster, expected):
+    assert candidate_counts(lo, hi, granule, cluster) == expected
+
+
+def test_granule_is_a_node_or_an_nvlink_domain():
+    assert granule_gpus(load_cluster("dgx-h100-1024")) == 8  # 8 GPUs per node, NVLink within the node
+    assert granule_gpus(load_cluster("dgx-gb200-nvl72-1152")) == 72  # 4-GPU trays in 72-GPU NVLink racks
+
+
+# --- hand-worked examples ------------------------------------------------------------------------
+
+def two_jobs(cluster_gpus=24, budget=None, objective="throughput"):
+    a = JobInstance("a", (cand(8, 100, 10, 40.0), cand(16, 90, 20, 22.0)), weight=1.0)
+    b = JobInstance("b", (cand(8, 200, 10, 30.0), cand(16, 150, 25, 16.0)), weight=2.0)
+    return AllocationInstance((a, b), cluster_gpus, 8, objective, budget)
+
+
+def test_throughput_by_hand():
+    # weighted work: a8 = 8*100 = 800, a16 = 16*90 = 1440, b8 = 2*8*200 = 3200, b16 = 2*16*150 = 4800.
+    # 24 GPUs: (a8, b8) 4000, (a16, b8) 4640, (a8, b16) 5600; (a16, b16) needs 32 GPUs.
+    inst = two_jobs()
+    r = solve(inst)
+    assert r.status == "OPTIMAL" and r.choice == (0, 1)
+    assert validate(inst, r.choice) == pytest.approx(5600.0)
+    # integers: parts per 100,000 of the largest (4800): a8 16,667 (16,666.7 rounded), b16 100,000;
+    # tie weight 24/8 + 1 = 4 granules; tie-break 1 + 2 granules: -(16,667 + 100,000) * 4 + 3
+    assert r.objective == -466_665 == r.bound
+
+
+def test_throughput_under_a_power_budget_by_hand():
+    # powers: a8 10, a16 20, b8 10, b16 25 kW. Budget 30: (a8, b16) draws 35, out; (a16, b8) 30 -> 4640.
+    inst = two_jobs(budget=30.0)
+    r = solve(inst)
+    assert r.choice == (1, 0) and validate(inst, r.choice) == pytest.approx(4640.0)
+
+
+def test_makespan_by_hand_and_fewer_gpus_on_ties():
+    # 24 GPUs: (a8, b8) max(40, 30) = 40, (a16, b8) max(22, 30) = 30, (a8, b16) max(40, 16) = 40.
+    inst = two_jobs(objective="makespan")
+    r = solve(inst)
+    assert r.choice == (1, 0) and validate(inst, r.choice) == pytest.approx(30.0)
+    # A third job c (8 GPUs: 10 days, 16 GPUs: 5 days) on 48 GPUs: a16 + b16 = 22 days either way,
+    # so c gets 8 GPUs (40 in total, not 48).
+    c = JobInstance("c", (cand(8, days=10.0), cand(16, days=5.0)))
+    inst = AllocationInstance(inst.jobs + (c,), 48, 8, "makespan")
+    r = solve(inst)
+    assert r.choice == (1, 1, 0) and validate(inst, r.choice) == pytest.approx(22.0)
+
+
+def test_deadlines_forbid_candidates():
+    # b's deadline of 20 days leaves only b16 (16 days); on 24 GPUs a then gets 8 (a16 + b16 = 32).
+    a, b = two_jobs().jobs
+    b = JobInstance("b", b.candidates, weight=2.0, deadline_days=20.0)
+    r = solve(AllocationInstance((a, b), 24, 8))
+    assert r.choice == (0, 1)
+
+
+# --- why a job cannot be served --------------------------------------------------------------------
+
+def test_job_larger_than_the_cluster_is_named():
+    cluster = load_cluster("dgx-h100-1024")
+    big = job_instance(JobSpec(name="big", model="llama3.1-70b", min_gpus=2048, max_gpus=4096),
+                       load_model("llama3.1-70b"), cluster)  # no count fits, so no search runs
+    assert big.candidates == ()
+    small = JobInstance("small", (cand(8), cand(16)))
+    r = solve(AllocationInstance((small, big), 1024, 8))
+    assert r.status == "INFEASIBLE" and r.unserved.jobs == ("big",)
+    assert "min_gpus 2,048 is more than the 1,024 GPUs of dgx-h100-1024" in r.unserved.reason
+
+
+def test_deadline_nobody_can_meet_is_named():
+    a, b = two_jobs().jobs
+    late = JobInstance("b", b.candidates, deadline_days=10.0)  # b16 takes 16 days, b8 30
+    r = solve(AllocationInstance((a, late), 1024, 8))
+    assert r.unserved.jobs == ("b",)
+    assert "fastest candidate (16 GPUs) takes 16.0 days" in r.unserved.reason and "deadline of 10 days" in r.unserved.reason
+
+
+def test_jobs_that_do_not_fit_together_are_named_not_the_others():
+    # a and b each need 16 of 24 GPUs (16 + 16 = 32 > 24); c fits beside either.
+    a = JobInstance("a", (cand(16),))
+    b = JobInstance("b", (cand(16),))
+    c = JobInstance("c", (cand(8),))
+    r = solve(AllocationInstance((a, c, b), 24, 8))
+    assert r.unserved.jobs == ("a", "b")
+    assert "add up to 32 GPUs, more than the cluster's 24" in r.unserved.reason
+
+
+def test_power_budget_conflict_is_named():
+    # 60 + 50 kW > a 100 kW budget; the GPUs (16 of 64) would fit.
+    a = JobInstance("a", (cand(8, power_kw=60.0),))
+    b = JobInstance("b", (cand(8, power_kw=50.0),))
+    r = solve(AllocationInstance((a, b), 64, 8, power_budget_kw=100.0))
+    assert r.unserved.jobs == ("a", "b") and "draw 110.0 kW, over the power budget of 100 kW" in r.unserved.reason
+
+
+# --- CP-SAT against brute force ------------------------------------------------------------------
+
+def random_instance(seed: int, objective: str, budget: bool, deadlines: bool) -> AllocationInstance:
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for j in range(int(rng.integers(2, 4))):
+        counts = sorted(rng.choice([1, 2, 3, 4, 6], size=int(rng.integers(2, 5)), replace=False))
+        cands = tuple(Candidate(8 * int(m), 8 * int(m) * float(rng.uniform(300, 600)),
+                                round(8 * int(m) * float(rng.uniform(1.2, 1.5)), 1),  # 0.1 kW: whole watts
+                                float(rng.uniform(20, 80)) / int(m)) for m in counts)
+        deadline = float(rng.uniform(8, 40)) if deadlines and rng.random() < 0.7 else None
+        jobs.append(JobInstance(f"job{j}", cands, float(rng.choice([1.0, 2.0])), deadline))
+    cluster = 8 * int(rng.integers(6, 15))
+    power = round(float(rng.uniform(0.5, 1.0)) * cluster * 1.35, 1) if budget else None
+    return AllocationInstance(tuple(jobs), cluster, 8, objective, power)
+
+
+def feasible_in_floats(inst: AllocationInstance, choice) -> bool:
+    picked = [job.candidates[k] for job, k in zip(inst.jobs, choice)]
+    return (sum(c.gpus for c in picked) <= inst.cluster_gpus
+            and (inst.power_budget_kw is None or sum(c.power_kw for c in picked) <= inst.power_budget_kw)
+            and all(job.deadline_days is None or c.train_days <= job.deadline_days for job, c in zip(inst.jobs, picked)))
+
+
+def brute_force(inst: AllocationInstance):
+    """Every combination of candidates: the least integer objective and the best float value."""
+    combos = [c for c in itertools.product(*(range(len(j.candidates)) for j in inst.jobs)) if feasible_in_floats(inst, c)]
+    if not combos:
+        return None
+    values = [objective_value(inst, c) for c in combos]
+    best_value = min(values) if inst.objective == "makespan" else max(values)
+    return min(integer_objective(inst, c) for c in combos), best_value
+
+
+def servable(inst: AllocationInstance, names) -> bool:
+    sub = AllocationInstance(tuple(j for j in inst.jobs if j.name in names), inst.cluster_gpus, inst.granule_gpus,
+                             inst.objective, inst.power_budget_kw)
+    return brute_force(sub) is not None
+
+
+@pytest.mark.parametrize("seed, objective, budget, deadlines", [
+    (s, o, b, d) for s in range(4) for o in ("throughput", "makespan") for b in (False, True) for d in (False, True)])
+def test_cp_sat_equals_brute_force(seed, objective, budget, deadlines):
+    inst = random_instance(seed, objective, budget, deadlines)
+    expected = brute_force(inst)
+    r = solve(inst)
+    if expected is None:
+        assert r.status == "INFEASIBLE"
+        core = r.unserved.jobs  # cannot all be served, and each of them is needed for that
+        assert not servable(inst, core)
+        assert all(servable(inst, set(core) - {name}) for name in core)
+        return
+    assert r.status == "OPTIMAL"
+    assert r.objective == expected[0] == integer_objective(inst, r.choice)
+    assert validate(inst, r.choice) == pytest.approx(expected[1], rel=2 / SCALE)
+
+
+def test_brute_force_cases_cover_both_outcomes():
+    """The random instances include feasible ones and ones where no allocation exists."""
+    outcomes = [brute_force(random_instance(s, o, b, d)) is None for s in range(4) for o in ("throughput", "makespan")
+                for b in (False, True) for d in (False, True)]
+    assert 4 <= sum(outcomes) <= len(outcomes) - 8
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output and result.exit_code != 3, result.output
+    return result
+
+
+@pytest.mark.parametrize("job_line, line, message", [
+    ("{name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 64, tokenz: 1.0e12}", 3,
+     "jobs.0.tokenz: unknown key 'tokenz'; did you mean 'tokens'?"),
+    ("{name: a, model: llama3.1-8b, min_gpus: -8, max_gpus: 64}", 3,
+     "jobs.0.min_gpus: Input should be greater than 0, got -8 (expected a value > 0)"),
+    ("{name: a, model: llama3.1-8b, min_gpus: 128, max_gpus: 64}", 3,
+     "jobs.0.min_gpus: min_gpus (128) must be at most max_gpus (64)"),
+    ("{name: a, model: llama3.1-8bb, min_gpus: 8, max_gpus: 64}", 3,
+     "jobs.0.model: no model file or shipped model named 'llama3.1-8bb'; did you mean 'llama3.1-8b'?"),
+    ("{name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 64, deadline_days: 9}", 3,
+     "jobs.0.tokens: job 'a' has a deadline but no token budget"),
+])
+def test_bad_jobs_file_exits_2_with_file_line_and_field(tmp_path, job_line, line, message):
+    path = tmp_path / "jobs.yaml"
+    path.write_text(f"# two lines before the job\njobs:\n  - {job_line}\n")
+    r = invoke("allocate", path, "dgx-h100-1024")
+    assert r.exit_code == 2
+    assert f"{path}:{line}: {message}" in " ".join(r.output.split())
+
+
+def test_makespan_needs_every_job_tokens(tmp_path):
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - {name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 64, tokens: 1.0e9}\n"
+                    "  - {name: b, model: llama3.1-8b, min_gpus: 8, max_gpus: 64}\n")
+    r = invoke("allocate", path, "dgx-h100-1024", "--objective", "makespan")
+    assert r.exit_code == 2 and f"{path}:3: jobs.1.tokens: job 'b' has no token budget" in " ".join(r.output.split())
+
+
+def test_infeasible_exits_1_and_names_the_job(tmp_path):
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - {name: huge, model: llama3.1-70b, min_gpus: 2048, max_gpus: 4096}\n")
+    r = invoke("allocate", path, "dgx-h100-1024", "--json")
+    assert r.exit_code == 1
+    data = json.loads(r.stdout)
+    assert data["unserved"]["jobs"] == ["huge"] and data["jobs"] == [] and data["solver"]["status"] == "INFEASIBLE"
+
+
+def test_json_contract_and_table_of_a_small_allocation(tmp_path):
+    # Two llama3.1-8b jobs on 24 of dgx-h100-1024's GPUs: 8 or 16 GPUs each (whole 8-GPU nodes).
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - {name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 16, tokens: 1.0e9}\n"
+                    "  - {name: b, model: llama3.1-8b, weight: 2, min_gpus: 8, max_gpus: 16}\n"
+                    "power_budget_kw: 1000\n")
+    r = invoke("allocate", path, "dgx-h100-1024", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert {"jobs", "gpus_used", "solver"} <= set(data)
+    assert set(data["solver"]) == {"status", "objective", "bound", "wall_s"} and data["solver"]["status"] == "OPTIMAL"
+    assert [j["name"] for j in data["jobs"]] == ["a", "b"]
+    for job in data["jobs"]:
+        assert SCORED_KEYS | {"name", "model", "gpus"} <= set(job) and job["model"] == "llama3.1-8b"
+        lay = job["layout"]
+        assert lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"] == job["gpus"] and job["gpus"] % 8 == 0
+    assert data["gpus_used"] == sum(j["gpus"] for j in data["jobs"]) <= 1024
+    # a trains 1e9 tokens: days = 1e9 / goodput / 86,400
+    a = data["jobs"][0]
+    assert a["train_days"] == pytest.approx(1e9 / a["goodput_tokens_per_s"] / 86_400)
+    assert "train_days" not in data["jobs"][1]
+    text = invoke("allocate", path, "dgx-h100-1024").output
+    assert "TFLOP/s/GPU" in text and "total:" in text and "solver OPTIMAL" in text
