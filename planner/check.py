@@ -112,7 +112,7 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
         return from_errors(exc, UNREADABLE)
     kind = detect_kind(loaded.data)
     checks = {"gpu": _check_gpu, "cluster": _check_cluster, "model": _check_model, "layout": _check_layout,
-              "sweep": _check_sweep, "stack": _check_stack}
+              "sweep": _check_sweep, "stack": _check_stack, "jobs": _check_jobs}
     try:
         if kind == "plan":
             return check_plan(loaded, headroom=headroom, against_best=against_best)
@@ -123,6 +123,14 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
             f"a `kind:` key ({', '.join(FILE_KINDS[:-1])} or {FILE_KINDS[-1]}) or the keys of one of them"))
     except (SpecError, SpecErrors) as exc:
         return from_errors(exc, INVALID)
+
+
+def _check_jobs(loaded: LoadedYaml) -> list[Finding]:
+    """A jobs file of `plan allocate`: its keys and every model it names (no search)."""
+    from .allocate import jobs_from_loaded
+
+    jobs_from_loaded(loaded)
+    return []
 
 
 def _check_stack(loaded: LoadedYaml) -> list[Finding]:

@@ -23,7 +23,7 @@ T = TypeVar("T", bound=BaseModel)
 # Software constants that GPU presets held before stack profiles existed.
 MOVED_TO_STACK = ("layer_overhead_us", "step_overhead_s", "tp_overlap_exposed", "dp_overlap_exposed",
                   "elementwise_backward_factor")
-FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep")
+FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep", "jobs")
 
 
 def _unknown_name(what: str, name: str, names: list[str], file: str | None, or_what: str) -> SpecError:
@@ -94,6 +94,8 @@ def _submodel(model: Any, loc: tuple) -> type[BaseModel] | None:
     """The (sub-)spec class at `loc`, or None where `loc` leaves the typed specs."""
     current = model
     for part in loc:
+        if isinstance(part, int):  # an item of a list of specs (`jobs.0`): the item's class is the list's
+            continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None
         field = current.model_fields.get(str(part))
@@ -203,10 +205,10 @@ def validate(model: type[T], data: Any, loaded: LoadedYaml, prefix: tuple = ()) 
 
 
 # Keys that only a file of that kind has, in the order they are tried.
-SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node"}, "model": {"layers", "hidden"},
+SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node", "pools"}, "model": {"layers", "hidden"},
               "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"},
               "sweep": {"models", "scale_model", "batch_tokens"},
-              "stack": {"tp_comm_overlap", "layer_overhead_us", "zero3_gather"}}
+              "stack": {"tp_comm_overlap", "layer_overhead_us", "zero3_gather"}, "jobs": {"jobs"}}
 
 
 def detect_kind(data: dict) -> str | None:
@@ -260,23 +262,35 @@ def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()
     data = strip_kind(loaded.data if data is None else data, loaded, "cluster", prefix)
     if not isinstance(data, dict):
         return validate(ClusterSpec, data, loaded, prefix)
-    data, errors = dict(data), []
-    gpu = data.get("gpu")
-    if isinstance(gpu, str):
+    data, errors, failed = dict(data), [], set()
+
+    def preset(holder: dict, loc: tuple) -> None:  # a GPU preset name becomes the preset's mapping
+        if not isinstance(holder.get("gpu"), str):
+            return
         try:
-            data["gpu"] = load_gpu_data(gpu)
+            holder["gpu"] = load_gpu_data(holder["gpu"])
         except SpecError as exc:
             if exc.file is not None:  # the preset file itself is broken
                 raise
-            errors.append(SpecError(exc.message, file=loaded.file, line=loaded.line_of(prefix + ("gpu",)),
-                                    path=".".join(prefix + ("gpu",)), expected=exc.expected))
-            data.pop("gpu")
+            errors.append(SpecError(exc.message, file=loaded.file, line=loaded.line_of(prefix + loc + ("gpu",)),
+                                    path=".".join(map(str, prefix + loc + ("gpu",))), expected=exc.expected))
+            failed.add(".".join(map(str, prefix + loc + ("gpu",))))
+            holder.pop("gpu")
+
+    preset(data, ())
+    if isinstance(data.get("pools"), list):
+        data["pools"] = [dict(p) if isinstance(p, dict) else p for p in data["pools"]]
+        for i, pool in enumerate(data["pools"]):
+            if isinstance(pool, dict):
+                preset(pool, ("pools", i))
+        if ".".join(map(str, prefix + ("pools", 0, "gpu"))) in failed and "gpu" not in data:
+            failed.add(".".join(prefix + ("gpu",)))  # the cluster's gpu is the first pool's
     try:
         cluster = validate(ClusterSpec, data, loaded, prefix)
     except SpecErrors as exc:
-        errors += [e for e in exc.errors if not (errors and e.path == ".".join(prefix + ("gpu",)))]
+        errors += [e for e in exc.errors if e.path not in failed]
     except SpecError as exc:
-        errors += [exc] if not (errors and exc.path == ".".join(prefix + ("gpu",))) else []
+        errors += [exc] if exc.path not in failed else []
     raise_all(errors)
     return cluster
 

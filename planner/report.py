@@ -76,7 +76,7 @@ def search_json(result: SearchResult) -> dict:
         "objective": result.objective,
         "best": results[0] if results else None,
         "results": results,
-        "solver": {"status": result.solver.status, "wall_s": result.solver.wall_s,
+        "solver": {"status": result.solver.status, "method": result.solver.method, "wall_s": result.solver.wall_s,
                    "objective": result.solver.objective, "bound": result.solver.bound},
         "candidates": {"total": len(result.scores), "feasible": int(result.feasible.sum())},
         "rejected": result.rejected,
@@ -170,7 +170,7 @@ def render_search(result: SearchResult, console: Console) -> None:
     if result.frontier is not None:
         render_frontier(result.frontier_results, console)
     console.print(f"candidates: {len(result.scores):,} scored, {int(result.feasible.sum()):,} feasible; "
-                  f"solver {result.solver.status} in {result.solver.wall_s * 1e3:.0f} ms")
+                  f"chosen by {result.solver.method} in {result.solver.wall_s * 1e3:.0f} ms")
     tried = result.split_solves
     if tried:
         statuses = sorted({r.status for r in tried.values()})

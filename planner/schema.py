@@ -28,11 +28,16 @@ def _gpu_preset() -> dict:
 
 
 def _patch(schema: dict) -> dict:
-    """Let `gpu:` name a preset wherever a ClusterSpec appears (top level or in $defs)."""
+    """Let `gpu:` name a preset wherever a ClusterSpec or a PoolSpec appears (top level or in $defs);
+    a cluster with `pools:` may leave out `gpu`, `nodes` and `node` (the first pool's)."""
     for node in [schema, *schema.get("$defs", {}).values()]:
         props = node.get("properties", {})
-        if node.get("title") == "ClusterSpec" and "gpu" in props:
+        if node.get("title") in ("ClusterSpec", "PoolSpec") and "gpu" in props:
             props["gpu"] = {"anyOf": [props["gpu"], _gpu_preset()], "description": "a GPU mapping or preset name"}
+        if node.get("title") == "ClusterSpec" and "pools" in props:
+            derived = ["gpu", "nodes", "node"]
+            node["required"] = [k for k in node.get("required", []) if k not in derived]
+            node["anyOf"] = [{"required": derived}, {"required": ["pools"]}]
     return schema
 
 

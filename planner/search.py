@@ -14,7 +14,7 @@ from .errors import InfeasibleError, SpecError
 from .frontier import pareto_front
 from .results import ScoredLayout, Violation, scored_layout
 from .score import Scores, score
-from .solver import SolveResult, objective_terms, solve
+from .solver import SolveResult, choose
 from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
 from .shipped import shipped_names, stack_data, unknown_stack_message
 from .precision import PRECISIONS
@@ -133,15 +133,12 @@ def objective_cost(cluster: ClusterSpec, scores: Scores, objective: str) -> np.n
     raise SpecError(f"unknown objective '{objective}'", path="--objective", expected=" | ".join(OBJECTIVES))
 
 
-def pool_rows(cost: np.ndarray, rows: np.ndarray, top_k: int) -> np.ndarray:
-    """The feasible rows that can be in the top K. Only the best rows can: keeping a pool of them
-    keeps the CP-SAT model small and the answer exact (at least K rows are at least as good as
-    anything left out). Rows tied with the pool's worst stay in, so the tie-break sees them all."""
-    pool = max(32 * top_k, 256)
-    if rows.size <= pool:
-        return rows
-    threshold = np.partition(cost[rows], pool - 1)[pool - 1]
-    return rows[cost[rows] <= threshold * (1 + 1e-6)]
+def choice_keys(cluster: ClusterSpec, scores: Scores, objective: str, rows: np.ndarray) -> list[np.ndarray]:
+    """The order of layouts (planner/solver.py): the objective, then step time (or, for time, the
+    energy per step), then fewest GPUs, then the tie-break rank."""
+    second = scores.energy.energy_j_per_step if objective == "time" else scores.step_time_s
+    return [objective_cost(cluster, scores, objective)[rows], second[rows], scores.layouts.gpus[rows],
+            tiebreak_rank(scores.layouts.take(rows))]
 
 
 def check_precision(model: ModelSpec, cluster: ClusterSpec, file: str | None = None, line: int | None = None) -> None:
@@ -220,10 +217,8 @@ def search(
     feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
         feasible &= m.ok
-    cost = objective_cost(cluster, scores, objective)
-    rows = pool_rows(cost, np.flatnonzero(feasible), top_k)
-    terms = objective_terms(cost[rows], tiebreak_rank(scores.layouts.take(rows)))
-    result = solve(terms, top_k, time_limit_s=time_limit_s)
+    rows = np.flatnonzero(feasible)
+    result = choose(choice_keys(cluster, scores, objective, rows), top_k)
     chosen = rows[result.chosen]
     front = None
     if frontier:

@@ -1,10 +1,13 @@
-"""Choose the best K layouts among the feasible candidates with a CP-SAT model.
+"""Choosing among independent scored rows is a sort; CP-SAT is for coupled choices.
 
-One Boolean per candidate row, exactly K of them true; the objective is the integer-scaled cost
-plus a tie-break rank (prefer smaller tp, then pp, then micro-batch, ...), so the optimum is
-unique and the run deterministic: one worker, a fixed seed and a deterministic time limit
-(OR-Tools notes on reproducibility; see shared CP-SAT notes). The K chosen rows come back ordered by
-their objective term.
+A search scores every layout as an independent row: no constraint ties two rows together, so the
+best K under an ordered objective are a lexicographic sort of the feasible rows (the objective,
+then a second figure, then fewest GPUs, then the tie-break rank: smaller tp, then pp, micro-batch,
+...; all distinct, so the order is total and the same every run). A CP-SAT model that picked K
+Booleans with a weighted sum returned exactly this order and nothing more. CP-SAT models live
+where choices are coupled: uneven stage splits (planner/stage_split.py), per-stage power caps
+(planner/stage_caps.py), mixed GPU pools (planner/pools.py) and jobs sharing a cluster
+(planner/allocate_cpsat.py); `deterministic_solver` is their common setting.
 """
 from __future__ import annotations
 
@@ -14,36 +17,28 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-COST_SCALE = 1_000_000  # costs become parts-per-million of the best candidate's cost
+METHOD = "lexicographic sort"
 
 
 @dataclass(frozen=True)
 class SolveResult:
-    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | MODEL_INVALID | UNKNOWN
+    status: str  # OPTIMAL (the sort is exact) | INFEASIBLE (no row)
     chosen: np.ndarray  # indices into the rows given, best first
-    objective: int | None
-    bound: float | None
+    objective: float | None  # the best row's objective figure
+    bound: float | None  # equal to it: a sort leaves no gap
     wall_s: float
+    method: str = METHOD
 
 
-def integer_costs(cost: np.ndarray) -> np.ndarray:
-    """Scale positive float costs to integers: ppm of the smallest, so magnitudes stay moderate."""
-    base = float(np.min(cost)) if cost.size else 1.0
-    return np.rint(cost / base * COST_SCALE).astype(np.int64)
-
-
-def objective_terms(cost: np.ndarray, tiebreak_rank: np.ndarray) -> np.ndarray:
-    """cost_int * n + rank: strictly ordered by cost, then by the tie-break rank (all distinct)."""
-    n = max(int(tiebreak_rank.max()) + 1, 1) if tiebreak_rank.size else 1
-    return integer_costs(cost) * n + tiebreak_rank.astype(np.int64)
-
-
-def build_model(terms: np.ndarray, k: int) -> tuple[cp_model.CpModel, list[cp_model.IntVar]]:
-    model = cp_model.CpModel()
-    pick = [model.new_bool_var(f"pick_row_{i}") for i in range(terms.size)]
-    model.add(cp_model.LinearExpr.sum(pick) == min(k, terms.size))
-    model.minimize(cp_model.LinearExpr.weighted_sum(pick, terms.tolist()))
-    return model, pick
+def choose(keys: list[np.ndarray], k: int) -> SolveResult:
+    """The best `k` rows in lexicographic order of `keys` (most significant first; all smaller-is-better)."""
+    started = time.perf_counter()
+    n = keys[0].size if keys else 0
+    if n == 0:
+        return SolveResult("INFEASIBLE", np.zeros(0, dtype=np.int64), None, None, time.perf_counter() - started)
+    order = np.lexsort(tuple(reversed([np.asarray(x) for x in keys])))[:k]
+    best = float(keys[0][order[0]])
+    return SolveResult("OPTIMAL", order.astype(np.int64), best, best, time.perf_counter() - started)
 
 
 def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolver:
@@ -53,20 +48,3 @@ def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolve
     solver.parameters.random_seed = seed
     solver.parameters.max_deterministic_time = time_limit_s
     return solver
-
-
-def solve(terms: np.ndarray, k: int, *, time_limit_s: float = 10.0, seed: int = 0) -> SolveResult:
-    started = time.perf_counter()
-    if terms.size == 0:
-        return SolveResult("INFEASIBLE", np.zeros(0, dtype=np.int64), None, None, 0.0)
-    model, pick = build_model(terms, k)
-    solver = deterministic_solver(time_limit_s, seed)
-    status = solver.solve(model)
-    name = solver.status_name(status)
-    chosen = np.zeros(0, dtype=np.int64)
-    objective = bound = None
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        chosen = np.array([i for i, var in enumerate(pick) if solver.value(var)], dtype=np.int64)
-        chosen = chosen[np.argsort(terms[chosen], kind="stable")]
-        objective, bound = int(solver.objective_value), float(solver.best_objective_bound)
-    return SolveResult(name, chosen, objective, bound, time.perf_counter() - started)

@@ -195,19 +195,103 @@ class PricingSpec(_Spec):
     electricity_usd_per_kwh: float = Field(default=0.10, ge=0, le=100)
 
 
-class ClusterSpec(_Spec):
-    name: str = Field(min_length=1, max_length=128)
-    gpu: GpuSpec
+class PoolSpec(_Spec):
+    """One pool of identical nodes in a mixed cluster (planner/pools.py places pipeline stages on pools)."""
+
+    name: str = Field(min_length=1, max_length=128, description="unique among the cluster's pools")
+    gpu: GpuSpec = Field(description="a shipped GPU preset name (resolved by the loader), or a mapping with the preset's fields")
     nodes: int = Field(gt=0, le=1_000_000)
     node: NodeSpec
+
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.node.gpus
+
+
+_POOL_DERIVED = ("gpu", "nodes", "node")
+
+
+class ClusterSpec(_Spec):
+    name: str = Field(min_length=1, max_length=128)
+    gpu: GpuSpec = Field(description="with `pools:`: the first pool's (omit it, or give the same)")
+    nodes: int = Field(gt=0, le=1_000_000, description="with `pools:`: the first pool's (omit it, or give the same)")
+    node: NodeSpec = Field(description="with `pools:`: the first pool's (omit it, or give the same)")
+    pools: tuple[PoolSpec, ...] | None = Field(default=None, strict=False, min_length=1, max_length=64, description=(
+        "mixed GPU pools (planner/pools.py): a job runs in one pool or places its pipeline stages on "
+        "several. `gpu`, `nodes` and `node` then describe the first pool, which every single-pool "
+        "command (search, estimate) plans for"))
+    inter_pool_gbps: float | None = Field(default=None, gt=0, le=1e5, description=(
+        "GB/s per GPU per direction between two pools (default: the slowest pool's network_gbps: a "
+        "send between pools leaves through one NIC and enters through another, and the slower bounds it)"))
     network: NetworkSpec = NetworkSpec()
     power: PowerSpec = PowerSpec()
     pricing: PricingSpec = PricingSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _first_pool_fills_in(cls, data):
+        """With `pools:`, an omitted `gpu`, `nodes` or `node` is the first pool's."""
+        if not isinstance(data, dict) or not isinstance(data.get("pools"), (list, tuple)) or not data["pools"]:
+            return data
+        first = data["pools"][0]
+        data = dict(data)
+        for key in _POOL_DERIVED:
+            if key in data:
+                continue
+            if isinstance(first, PoolSpec):
+                data[key] = getattr(first, key)
+            elif isinstance(first, dict) and key in first:
+                data[key] = first[key]
+        return data
+
+    @model_validator(mode="after")
+    def _pools_consistent(self) -> "ClusterSpec":
+        if self.pools is None:
+            if self.inter_pool_gbps is not None:
+                raise ValueError("inter_pool_gbps needs pools: (a cluster of one pool has no link between pools)")
+            return self
+        names = [p.name for p in self.pools]
+        seen = sorted({n for n in names if names.count(n) > 1})
+        if seen:
+            raise ValueError(f"pools has the name {seen[0]!r} more than once (each pool needs its own name)")
+        first = self.pools[0]
+        for key in _POOL_DERIVED:
+            if getattr(self, key) != getattr(first, key):
+                raise ValueError(f"{key} differs from the first pool's ({first.name!r}): with pools:, omit "
+                                 f"{key} or give the first pool's")
+        return self
+
     @property
     def total_gpus(self) -> int:
+        """GPUs of the first pool (of the cluster when it has one pool): what single-pool commands use."""
         return self.nodes * self.node.gpus
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        """The pools' names; a cluster without `pools:` is one pool named after the cluster."""
+        return tuple(p.name for p in self.pools) if self.pools else (self.name,)
+
+    @property
+    def inter_pool_bandwidth_gbps(self) -> float:
+        """GB/s per GPU per direction between pools (`inter_pool_gbps`, or its default)."""
+        if self.inter_pool_gbps is not None:
+            return self.inter_pool_gbps
+        return min(p.node.network_gbps for p in self.pools) if self.pools else self.node.network_gbps
+
+    def pool_cluster(self, name: str) -> "ClusterSpec":
+        """A single-pool view: this cluster's network, power, pricing and reliability with pool `name`'s
+        GPU, nodes and node."""
+        if not self.pools:
+            if name != self.name:
+                raise ValueError(f"unknown pool {name!r}: the cluster has one pool, {self.name!r}")
+            return self
+        pool = next((p for p in self.pools if p.name == name), None)
+        if pool is None:
+            raise ValueError(f"unknown pool {name!r}; the pools are: {', '.join(self.pool_names)}")
+        return self.model_copy(update=dict(name=f"{self.name}/{pool.name}", gpu=pool.gpu, nodes=pool.nodes,
+                                           node=pool.node, pools=None, inter_pool_gbps=None))
 
 
 class StackConstants(_Spec):
