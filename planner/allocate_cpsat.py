@@ -21,7 +21,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from .solver import deterministic_solver
+from .solver import deterministic_solver, solve_model
 from .units import W_PER_KW
 
 OBJECTIVES = ("throughput", "makespan")
@@ -165,9 +165,7 @@ def solve(inst: AllocationInstance, *, time_limit_s: float = 10.0, seed: int = 0
     """The best allocation; when none exists, which jobs cannot all be served and why."""
     started = time.perf_counter()
     model, v = build_model(inst)
-    solver = deterministic_solver(time_limit_s, seed)
-    status = solver.solve(model)
-    name = solver.status_name(status)
+    solver, status, name = solve_model(model, time_limit_s, seed)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         choice = v.chosen(solver, len(inst.jobs))
         validate(inst, choice)

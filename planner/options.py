@@ -21,7 +21,7 @@ CRITICAL_BATCH = Option("critical_batch_tokens", "--critical-batch-tokens", floa
                         bounds=dict(gt=0, le=1e15), where=SEARCHES)
 MAX_MICRO_BATCH = Option("max_micro_batch", "--max-micro-batch", int, "largest micro-batch to enumerate",
                          default=32, bounds=dict(gt=0, le=65536), where=SEARCHES)
-TIME_LIMIT = Option("time_limit_s", "--time-limit", float, "CP-SAT deterministic time limit per search [s]",
+TIME_LIMIT = Option("time_limit_s", "--time-limit", float, "CP-SAT deterministic time limit per model [s] (a search's stage splits take at most 0.05 each)",
                     default=10.0, bounds=dict(gt=0, le=3600), where=SEARCHES)
 SPLIT_TOP = Option("split_top", "--split-top", int,
                    "best feasible rows (and as many failing only memory) given an uneven stage split by CP-SAT; 0: none",

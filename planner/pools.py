@@ -37,7 +37,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from .costs import comm
-from .solver import deterministic_solver
+from .solver import solve_model
 from .specs import ClusterSpec, ModelSpec
 from .stage_split import instance as split_instance
 from .units import GB
@@ -219,9 +219,7 @@ def solve(inst: PoolInstance, *, time_limit_s: float = 5.0, seed: int = 0) -> Po
     started = time.perf_counter()
     m = build_model(inst)
     m.model.minimize(m.step)
-    solver = deterministic_solver(time_limit_s, seed)
-    status = solver.solve(m.model)
-    name = solver.status_name(status)
+    solver, status, name = solve_model(m.model, time_limit_s, seed)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return PoolResult(name, None, None, None, None, None, None, time.perf_counter() - started)
     objective, bound = int(solver.objective_value), float(solver.best_objective_bound)
@@ -230,8 +228,8 @@ def solve(inst: PoolInstance, *, time_limit_s: float = 5.0, seed: int = 0) -> Po
     for row in m.x:
         for var in row:
             m.model.add_hint(var, solver.value(var))
-    second = deterministic_solver(time_limit_s, seed)
-    if second.solve(m.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    second, status, _ = solve_model(m.model, time_limit_s, seed)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         solver = second
     Q = len(inst.pools)
     placement = [next(q for q in range(Q) if solver.boolean_value(m.x[r][q])) for r in range(inst.pp)]

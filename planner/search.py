@@ -1,4 +1,5 @@
-"""The search: enumerate the layout space, score it, apply the constraints, let CP-SAT choose."""
+"""The search: enumerate the layout space, score it, apply the constraints, give the best rows an
+uneven stage split (CP-SAT, planner/refine.py), sort the feasible rows (planner/solver.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace

@@ -48,3 +48,10 @@ def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolve
     solver.parameters.random_seed = seed
     solver.parameters.max_deterministic_time = time_limit_s
     return solver
+
+
+def solve_model(model: cp_model.CpModel, time_limit_s: float, seed: int = 0) -> tuple[cp_model.CpSolver, int, str]:
+    """Solve with `deterministic_solver`: (the solver, to read values from; its status; the status name)."""
+    solver = deterministic_solver(time_limit_s, seed)
+    status = solver.solve(model)
+    return solver, status, solver.status_name(status)

@@ -25,7 +25,7 @@ from .costs.comm import tp_time_per_layer_s
 from .costs.compute import layer_compute
 from .costs.power_caps import cap_levels, capped_gpu
 from .costs.stages import all_ranks, holds_logits, rank_layers
-from .solver import deterministic_solver
+from .solver import solve_model
 from .specs import ClusterSpec, ModelSpec, PowerCap
 
 ENERGY_SCALE = 1_000_000  # energies become parts-per-million of the largest option
@@ -140,9 +140,7 @@ def energy_saved_j(inst: StageCapInstance, choice: np.ndarray) -> float:
 def solve(inst: StageCapInstance, *, time_limit_s: float = 5.0, seed: int = 0) -> StageCapResult:
     started = time.perf_counter()
     model, pick = build_model(inst)
-    solver = deterministic_solver(time_limit_s, seed)
-    status = solver.solve(model)
-    name = solver.status_name(status)
+    solver, status, name = solve_model(model, time_limit_s, seed)
     base_choice = np.full(inst.stage_time_s.shape[0], inst.base)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return StageCapResult(name, base_choice, [], 0.0, pipeline_s(inst, base_choice), pipeline_s(inst, base_choice),

@@ -39,8 +39,8 @@ from ortools.sat.python import cp_model
 
 from .costs.memory import memory_per_rank
 from .costs.pipeline import kind_times
-from .costs.stages import PipelineRanks, default_split, inflight_chunks
-from .solver import deterministic_solver
+from .costs.stages import PipelineRanks, default_split, inflight_chunks, split_counts
+from .solver import solve_model
 from .specs import ClusterSpec, ModelSpec
 from .units import GIB
 
@@ -83,29 +83,20 @@ class SplitInstance:
 
         return before(ends) - before(ends - split)
 
+    def coefficients(self) -> dict:
+        """The float coefficients under the names integer_coefficients gives their integers."""
+        return dict(t_dense=self.t_dense_s, t_moe=self.t_moe_s, t_logits=self.t_logits_s, held=self.held_bytes,
+                    act=self.act_bytes, const=self.const_bytes, first=self.first_bytes, last=self.last_bytes,
+                    usable=self.usable_bytes)
+
     def rank_time_s(self, split) -> np.ndarray:
         """T_r per micro-batch of each rank (module docstring)."""
-        n = np.asarray(split)
-        moe = self.moe_of(n)
-        per_stage = (n - moe) * self.t_dense_s + moe * self.t_moe_s
-        out = per_stage.reshape(self.vpp, self.pp).sum(axis=0)
-        out[-1] += self.t_logits_s
-        return out
+        return _rank_times(self, self.coefficients(), split)
 
     def rank_memory_bytes(self, split) -> np.ndarray:
         """max_k M_r,k of each rank (module docstring)."""
-        n = np.asarray(split)
-        moe = self.moe_of(n)
-        dense = (n - moe).reshape(self.vpp, self.pp)
-        moe = moe.reshape(self.vpp, self.pp)
-        out = np.empty(self.pp)
-        for r in range(self.pp):
-            held = self.held_bytes[0] * dense[:, r].sum() + self.held_bytes[1] * moe[:, r].sum()
-            flying = self.peaks[r] @ (self.act_bytes[0] * dense[:, r] + self.act_bytes[1] * moe[:, r])
-            out[r] = self.const_bytes + held + flying.max()
-        out[0] += self.first_bytes
-        out[-1] += self.last_bytes
-        return out
+        c = self.coefficients()
+        return np.array([_peak_memory(self, c, split, r).max() for r in range(self.pp)])
 
 
 @dataclass(frozen=True)
@@ -237,7 +228,7 @@ def build_model(inst: SplitInstance, peaks: list[np.ndarray] | None = None) -> _
 
 
 def _peak_memory(inst: SplitInstance, c: dict, split, r: int) -> np.ndarray:
-    """Integer memory of rank r at each of its peaks under `split` [KiB]."""
+    """Memory of rank r at each of its peaks under `split`, in the units of `c` (bytes or KiB)."""
     n = np.asarray(split)
     moe = inst.moe_of(n)
     dense, moe = (n - moe).reshape(inst.vpp, inst.pp)[:, r], moe.reshape(inst.vpp, inst.pp)[:, r]
@@ -246,14 +237,18 @@ def _peak_memory(inst: SplitInstance, c: dict, split, r: int) -> np.ndarray:
             + (c["held"][1] + inst.peaks[r] * c["act"][1]) @ moe)
 
 
-def integer_times(inst: SplitInstance, split) -> np.ndarray:
-    """Integer T_r of each rank under `split` (validation and tests)."""
-    c = integer_coefficients(inst)
+def _rank_times(inst: SplitInstance, c: dict, split) -> np.ndarray:
+    """T_r of each rank under `split`, in the units of `c` (seconds or integer steps)."""
     n = np.asarray(split)
     moe = inst.moe_of(n)
     ranks = ((n - moe) * c["t_dense"] + moe * c["t_moe"]).reshape(inst.vpp, inst.pp).sum(axis=0)
     ranks[-1] += c["t_logits"]
     return ranks
+
+
+def integer_times(inst: SplitInstance, split) -> np.ndarray:
+    """Integer T_r of each rank under `split` (validation and tests)."""
+    return _rank_times(inst, integer_coefficients(inst), split)
 
 
 def integer_peak_kib(inst: SplitInstance, split) -> int:
@@ -283,6 +278,46 @@ def fits_integer(inst: SplitInstance, split) -> bool:
 MAX_ROUNDS = 8  # lazy peak constraints: rounds of solve, check every peak, add the violated ones
 
 
+@dataclass
+class _Lazy:
+    """What the rounds of one solve share: the peaks constrained so far, the hint, the time left."""
+
+    active: list  # per rank, the rows of inst.peaks in the model
+    hint: list[int]
+    budget_s: float
+
+
+def _solve_stage(inst: SplitInstance, c: dict, lazy: _Lazy, t_cap: int | None, seed: int):
+    """Minimise the slowest rank (t_cap None), or the memory peak with the slowest rank <= t_cap,
+    adding violated peaks round by round: (status, split, objective, bound)."""
+    for _ in range(MAX_ROUNDS):
+        m = build_model(inst, peaks=lazy.active)
+        for var, value in zip(m.n, lazy.hint):
+            m.model.add_hint(var, int(value))
+        if t_cap is None:
+            m.model.minimize(m.t_max)
+        else:
+            m.model.add(m.t_max <= t_cap)
+            peak = m.model.new_int_var(0, c["usable"], "peak_memory_kib")
+            for exprs in m.rank_memory:
+                for e in exprs.values():
+                    m.model.add(e <= peak)
+            m.model.minimize(peak)
+        solver, status, name = solve_model(m.model, max(lazy.budget_s, 1e-3), seed)
+        lazy.budget_s -= solver.deterministic_time
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return name, None, None, None
+        split = [int(solver.value(x)) for x in m.n]
+        value = int(solver.objective_value)
+        limit = c["usable"] if t_cap is None else value
+        over = [np.flatnonzero(_peak_memory(inst, c, split, r) > limit) for r in range(inst.pp)]
+        lazy.hint = split
+        if not any(o.size for o in over):
+            return name, split, value, float(solver.best_objective_bound)
+        lazy.active = [np.union1d(a, o) for a, o in zip(lazy.active, over)]
+    return "UNKNOWN", None, None, None
+
+
 def solve(inst: SplitInstance, *, time_limit_s: float = 2.0, seed: int = 0, default: list[int] | None = None,
           memory_tiebreak: bool = True) -> SplitResult:
     """Lexicographic: the fastest slowest rank, then (`memory_tiebreak`) the lowest memory peak
@@ -291,64 +326,30 @@ def solve(inst: SplitInstance, *, time_limit_s: float = 2.0, seed: int = 0, defa
     (or, in the second stage, that exceed its memory objective) are added and the stage solved
     again. Every added constraint is one of the full model's, so the last answer is its optimum."""
     started = time.perf_counter()
-    default = default or [int(x) for x in _even(inst)]
+    default = default or split_counts(inst.layers, inst.stages)
     default_t = float(inst.rank_time_s(default).max())
     c = integer_coefficients(inst)
-    active = [np.array([int(np.argmax(_peak_memory(inst, c, default, r)))]) for r in range(inst.pp)]
-    budget = [time_limit_s]
-    hint = list(default)
-
-    def run(objective: str, t_cap: int | None):
-        nonlocal active, hint
-        for _ in range(MAX_ROUNDS):
-            m = build_model(inst, peaks=active)
-            for var, value in zip(m.n, hint):
-                m.model.add_hint(var, int(value))
-            if t_cap is None:
-                m.model.minimize(m.t_max)
-            else:
-                m.model.add(m.t_max <= t_cap)
-                peak = m.model.new_int_var(0, c["usable"], "peak_memory_kib")
-                for exprs in m.rank_memory:
-                    for e in exprs.values():
-                        m.model.add(e <= peak)
-                m.model.minimize(peak)
-            solver = deterministic_solver(max(budget[0], 1e-3), seed)
-            status = solver.solve(m.model)
-            budget[0] -= solver.deterministic_time
-            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                return solver.status_name(status), None, None, None
-            split = [int(solver.value(x)) for x in m.n]
-            value = int(solver.objective_value)
-            limit = c["usable"] if t_cap is None else value
-            over = [np.flatnonzero(_peak_memory(inst, c, split, r) > limit) for r in range(inst.pp)]
-            hint = split
-            if not any(o.size for o in over):
-                return solver.status_name(status), split, value, float(solver.best_objective_bound)
-            active = [np.union1d(a, o) for a, o in zip(active, over)]
-        return "UNKNOWN", None, None, None
-
-    name, split, objective, bound = run("time", None)
+    lazy = _Lazy([np.array([int(np.argmax(_peak_memory(inst, c, default, r)))]) for r in range(inst.pp)],
+                 list(default), time_limit_s)
+    name, split, objective, bound = _solve_stage(inst, c, lazy, None, seed)
     if split is None:
         return SplitResult(name, None, None, default_t, None, None, time.perf_counter() - started)
     if memory_tiebreak:
-        _, better, _, _ = run("memory", objective)
-        split = better or split
-    # validate: the split sums to L, keeps the chunk rule, meets every memory peak in the integer
-    # model and in floats, and its slowest rank is the objective the solver reported
-    assert sum(split) == inst.layers and balanced_chunks(inst, split) and fits_integer(inst, split), split
-    # (a FEASIBLE answer under the time limit may leave t_max above the slowest rank: report the rank)
-    assert int(integer_times(inst, split).max()) <= objective, (integer_times(inst, split), objective)
-    objective = int(integer_times(inst, split).max())
-    assert np.all(inst.rank_memory_bytes(split) <= inst.usable_bytes * (1 + 1e-9)), split
+        split = _solve_stage(inst, c, lazy, objective, seed)[1] or split
+    objective = _validate(inst, split, objective)
     return SplitResult(name, tuple(split), float(inst.rank_time_s(split).max()), default_t,
                        objective, bound, time.perf_counter() - started, integer_peak_kib(inst, split) * KIB / GIB)
 
 
-def _even(inst: SplitInstance) -> np.ndarray:
-    S = inst.stages
-    q, e = inst.layers // S, inst.layers % S
-    return q + (np.arange(S) < e)
+def _validate(inst: SplitInstance, split, objective: int) -> int:
+    """The split sums to L, keeps the chunk rule, meets every memory peak in the integer model and
+    in floats, and its slowest rank is no slower than the solver reported; returns that rank's time
+    (a FEASIBLE answer under the time limit may leave t_max above it)."""
+    assert sum(split) == inst.layers and balanced_chunks(inst, split) and fits_integer(inst, split), split
+    slowest = int(integer_times(inst, split).max())
+    assert slowest <= objective, (integer_times(inst, split), objective)
+    assert np.all(inst.rank_memory_bytes(split) <= inst.usable_bytes * (1 + 1e-9)), split
+    return slowest
 
 
 def split_layout(model: ModelSpec, cluster: ClusterSpec, layout, usable_gib: float, **kwargs) -> SplitResult:

@@ -172,10 +172,15 @@ def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) ->
                          holds_embedding(rank), holds_logits(layouts, rank))
 
 
+def split_counts(layers: int, stages: int) -> list[int]:
+    """`layers` over `stages` as stage_starts splits them: layers // stages each, one more first."""
+    return [layers // stages + (s < layers % stages) for s in range(stages)]
+
+
 def default_split(model: ModelSpec, p: int, v: int) -> list[int]:
     """Transformer layers per virtual stage in schedule order (stage j p + r is chunk j of rank r)
     under the default split (stage_starts)."""
-    return [int(x) for x in stage_starts(model, p, v, np.arange(p * v))[1]]
+    return split_counts(model.layers, p * v)
 
 
 def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float, float] = (1.0, 1.0)) -> PipelineRanks:
