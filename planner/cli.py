@@ -42,9 +42,10 @@ def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, 
     m = with_stack(with_global_batch(load_model(model), global_batch), stack)
     c = load_cluster(cluster)
     check_precision(m, c, *precision_line(model))
-    if gpus is not None and gpus > c.total_gpus:
-        raise SpecError(f"--gpus {gpus} is more than the {c.total_gpus} GPUs of {c.name}", path="--gpus",
-                        expected=f"at most {c.total_gpus}")
+    total = sum(c.pool_cluster(n).total_gpus for n in c.pool_names)  # every pool's (planner/mixed.py)
+    if gpus is not None and gpus > total:
+        raise SpecError(f"--gpus {gpus} is more than the {total} GPUs of {c.name}", path="--gpus",
+                        expected=f"at most {total}")
     return m, c
 
 
@@ -91,6 +92,15 @@ def search(
                 report.render_gpus_range(counts, out)
             if counts.recommended is None:
                 raise typer.Exit(1)
+            return
+        if len(c.pool_names) > 1 and not frontier:
+            from .mixed import search_pools
+
+            pools = search_pools(m, c, gpus=gpus, top_k=top, split_top=setting(options, SPLIT_TOP), **common)
+            if json_out:
+                _print_json(report.pool_search_json(pools))
+            else:
+                report.render_pool_search(pools, out)
             return
         result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier, split_top=setting(options, SPLIT_TOP), **common)
         if json_out:

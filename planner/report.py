@@ -14,6 +14,7 @@ from rich.table import Table
 from .axes import AXES, layout_cell, layout_summary
 from .export import is_even, megatron_pipeline_args, runs
 from .results import ScoredLayout
+from .mixed import MixedLayout, PoolSearch
 from .search import GpuCountResult, SearchResult
 
 COLUMN_AXES = tuple(a for a in AXES if a.column)
@@ -260,3 +261,44 @@ def render_infeasible(result: SearchResult, console: Console) -> None:
         console.print(f"nearest candidate: {layout_summary(near.layout)}")
         for v in near.violations:
             console.print(f"  {v.constraint}: {escape(v.message)}")
+
+
+# --- clusters of several pools (planner/mixed.py) ----------------------------------------------------
+
+def mixed_json(m: MixedLayout) -> dict:
+    p = m.placement
+    return {"layout": m.layout, "gpus": m.gpus, "step_time_s": m.step_time_s, "pipeline_s": m.pipeline_s,
+            "outside_pipeline_s": m.outside_pipeline_s, "tokens_per_s": m.tokens_per_s,
+            "solver": {"status": p.status, "objective": p.objective, "bound": p.bound, "wall_s": p.wall_s}}
+
+
+def pool_search_json(ps: PoolSearch) -> dict:
+    """`search --json` on a cluster with pools: the best single pool's search, each pool's best,
+    the best pipeline across pools and which is fastest."""
+    out = search_json(ps.best) if ps.best is not None else {"best": None, "results": []}
+    out["pools"] = {name: None if r is None else {"gpus": r.gpus, "best": scored_json(r.best)}
+                    for name, r in ps.per_pool.items()}
+    out["mixed"] = None if ps.mixed is None else mixed_json(ps.mixed)
+    out["placements_tried"] = [{"status": p.status, "step_s": p.step_s, "wall_s": p.wall_s} for p in ps.tried]
+    out["fastest"] = ps.fastest
+    return out
+
+
+def render_pool_search(ps: PoolSearch, console: Console) -> None:
+    if ps.best is not None:
+        render_search(ps.best, console)
+    for name, r in ps.per_pool.items():
+        text = "no feasible layout" if r is None else (
+            f"{layout_cell(r.best.layout)} on {r.gpus:,} x {r.cluster.gpu.name}: {r.best.step_time_s:.3f} s/step, "
+            f"{r.best.tokens_per_s:,.0f} tokens/s")
+        console.print(f"pool {escape(name)} alone: {text}")
+    m = ps.mixed
+    if m is None:
+        console.print(f"across pools: no pipeline that spans pools ({len(ps.tried)} layouts placed; "
+                      "a placement in one pool is that pool's own search)")
+    else:
+        ranks = " ".join(f"{escape(q)}:{k}" for q, k in zip(m.layout["stage_pools"], m.layout["stage_layers"]))
+        console.print(f"across pools (CP-SAT {m.placement.status}): {layout_cell(m.layout)} on {m.gpus:,} GPUs, "
+                      f"{m.step_time_s:.3f} s/step ({m.pipeline_s:.3f} pipeline + {m.outside_pipeline_s:.3f} outside), "
+                      f"{m.tokens_per_s:,.0f} tokens/s; rank pool:layers {ranks}")
+    console.print(f"fastest: {'the pipeline across pools' if ps.fastest == 'mixed' else 'pool ' + escape(ps.fastest)}")

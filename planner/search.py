@@ -42,6 +42,7 @@ class SearchResult:
     stage_caps: StageCapResult | None = None  # per-stage caps of the best row, when caps were searched
     splits: dict[int, tuple[int, ...]] = field(default_factory=dict)  # row -> uneven split (planner/refine.py)
     split_solves: dict = field(default_factory=dict)  # row -> the stage-split CP-SAT answer, rows tried
+    pool: str | None = None  # the pool searched, on a cluster of several (planner/mixed.py)
 
     def stage_layers(self, i: int) -> tuple[int, ...]:
         """Transformer layers per virtual stage of row i, in schedule order."""
@@ -52,7 +53,10 @@ class SearchResult:
         return tuple(default_split(self.model, int(lay.pp[i]), int(lay.vpp[i])))
 
     def _scored(self, i: int, violations: tuple = ()) -> ScoredLayout:
-        return scored_layout(self.scores, int(i), violations, self.stage_layers(i))
+        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i))
+        if self.pool is not None:  # every pipeline rank in the one pool searched
+            s.layout["stage_pools"] = [self.pool] * int(self.scores.layouts.pp[int(i)])
+        return s
 
     @property
     def rejected(self) -> dict[str, int]:
