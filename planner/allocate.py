@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .allocate_cpsat import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
+from .constraints import Limits, constraint_of_option
 from .errors import InfeasibleError, SpecError
 from .loading import model_from_loaded, resolve, strip_kind, validate
 from .search import check_precision, search
@@ -151,6 +152,14 @@ def no_candidate_reason(job: JobSpec, granule: int, cluster: ClusterSpec, counts
     return f"no feasible layout at {', '.join(f'{n:,}' for n in counts)} GPUs"
 
 
+# The limits `plan search` applies by default (its --memory-headroom), so that a job's candidate is
+# the layout `plan search` would print for it.
+SEARCH_LIMITS = Limits(memory_headroom=constraint_of_option("memory_headroom").option.default)
+# Candidates keep the default pipeline split: the stage split of 14 searches would add about 0.8 s
+# to an allocation meant to take under 2 s; `plan search` at a job's count shows a faster split.
+ALLOCATE_SPLIT_TOP = 0
+
+
 def job_instance(job: JobSpec, model: ModelSpec, cluster: ClusterSpec, cache: dict | None = None) -> JobInstance:
     """The job's candidates: the fastest layout of `plan search` at each count of its ladder."""
     granule = granule_gpus(cluster)
@@ -161,7 +170,7 @@ def job_instance(job: JobSpec, model: ModelSpec, cluster: ClusterSpec, cache: di
         key = (job.model, model.training.tokens, n)
         if key not in cache:
             try:
-                cache[key] = search(model, cluster, gpus=n, top_k=1).best
+                cache[key] = search(model, cluster, gpus=n, top_k=1, limits=SEARCH_LIMITS, split_top=ALLOCATE_SPLIT_TOP).best
             except InfeasibleError:
                 cache[key] = None
         best = cache[key]
