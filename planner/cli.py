@@ -94,14 +94,7 @@ def search(
                 raise typer.Exit(1)
             return
         if len(c.pool_names) > 1 and not frontier:
-            from .mixed import search_pools
-
-            pools = search_pools(m, c, gpus=gpus, top_k=top, split_top=setting(options, SPLIT_TOP), **common)
-            if json_out:
-                _print_json(report.pool_search_json(pools))
-            else:
-                report.render_pool_search(pools, out)
-            return
+            return _search_pools(m, c, gpus, top, json_out, split_top=setting(options, SPLIT_TOP), **common)
         result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier, split_top=setting(options, SPLIT_TOP), **common)
         if json_out:
             _print_json(report.search_json(result))
@@ -113,6 +106,18 @@ def search(
             raise typer.Exit(1)
 
     run(go)
+
+
+def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
+    """`plan search` on a cluster of several pools (planner/mixed.py)."""
+    from . import report
+    from .mixed import search_pools
+
+    pools = search_pools(m, c, gpus=gpus, top_k=top, **kwargs)
+    if json_out:
+        _print_json(report.pool_search_json(pools))
+    else:
+        report.render_pool_search(pools, out)
 
 
 def parse_split(text: str | None) -> list[int] | None:
