@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
@@ -64,16 +65,28 @@ def _fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 
 
+def _priced(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """(header, column, format) of what the cost and carbon objectives minimise, when swept."""
+    objectives = {r["objective"] for r in rows}
+    return ([("$/Mtok", "cost_usd_per_m_tokens", ",.3f")] if "cost" in objectives else []) + \
+        ([("kgCO2e/Mtok", "co2e_kg_per_m_tokens", ",.3f")] if "carbon" in objectives else [])
+
+
 def render_rows(rows: list[dict], console: Console, title: str) -> None:
     objectives = len({r["objective"] for r in rows}) > 1
     clusters = len({r["cluster"] for r in rows}) > 1
     budget = any(r["time_to_train_days"] is not None for r in rows)
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     cols = ["model", "params"] + (["cluster"] if clusters else []) + ["GPUs"] + (["objective"] if objectives else [])
-    cols += ["layout", "step s", "tokens/s", "MFU", "mem GiB", "J/token", "kW"] + (["days", "MWh"] if budget else [])
+    # The table names everything a layout is: its degrees, and recompute and ZeRO stage beside them.
+    cols += ["layout", "recompute", "zero", "step s", "tokens/s", "MFU", "mem GiB", "J/token", "kW"]
+    cols = [c for c in cols if c != "kW" or not budget]  # room for days and MWh (avg power stays in --out)
+    cols += (["days", "MWh"] if budget else []) + [name for name, _, _ in _priced(rows)]
     for col in cols:
-        t.add_column(col, justify="left" if col in ("model", "cluster", "objective", "layout") else "right")
+        t.add_column(col, justify="left" if col in ("model", "cluster", "objective", "layout", "recompute") else "right",
+                     no_wrap=col in ("model", "layout"), min_width=len(col))
     from .axes import layout_cell
+    from .report import _si
     from .sweep import params_label
 
     for r in rows:
@@ -83,9 +96,11 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
             cells += [f"[red]{r['status']}[/red]"] + [""] * (len(cols) - len(cells) - 1)
         else:
             layout = layout_cell(r)
-            cells += [layout, f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
-                      f"{r['memory_gib']:.1f}", f"{r['energy_j_per_token']:.4g}", f"{r['avg_power_kw']:,.1f}"]
+            cells += [layout, r["recompute"], str(r["zero"]), f"{r['step_time_s']:.3f}", _si(r['tokens_per_s']), f"{r['mfu']:.1%}",
+                      f"{r['memory_gib']:.1f}", f"{r['energy_j_per_token']:.3g}"]
+            cells += [] if budget else [f"{r['avg_power_kw']:,.1f}"]
             cells += [_fmt(r["time_to_train_days"], ".1f"), _fmt(r["energy_to_train_mwh"], ",.0f")] if budget else []
+            cells += [_fmt(r[key], spec) for _, key, spec in _priced(rows)]
         t.add_row(*cells)
     console.print(t)
     bad = [r for r in rows if r["status"] != "ok"]
@@ -169,7 +184,8 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     points = expand(spec, base_dir)
     result = _run_points(points, out_file, n, force, quiet, err)
     title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
-    render_rows(result.rows, out, title)
+    # Piped: 170 columns, the sweep table's width with days, MWh and $/Mtok (search tables fit 150).
+    render_rows(result.rows, out if out.is_terminal else type(out)(width=170), title)
     paths = []
     if plot is not None:
         from .plots import write_plots

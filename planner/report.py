@@ -42,6 +42,9 @@ def scored_json(s: ScoredLayout) -> dict:
         "energy_j_per_step": s.energy.energy_j_per_step,
         "energy_j_per_token": s.energy_j_per_token,
         "avg_power_kw": s.energy.avg_power_kw,
+        **({} if s.cost_usd_per_step is None else {
+            "cost_usd_per_step": s.cost_usd_per_step, "cost_usd_per_m_tokens": s.cost_usd_per_m_tokens,
+            "co2e_g_per_step": s.co2e_g_per_step}),
         **asdict(s.reliability),
     }
     if s.statistical_efficiency is not None:
@@ -132,7 +135,14 @@ def step_cell(r: ScoredLayout) -> str:
     return f"{r.step_time_s:.3f} ±{r.error_band.pct:.0f}%"
 
 
-def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False) -> Table:
+# Columns an objective adds to the table: what it minimises, shown (header, cell of a layout).
+OBJECTIVE_COLUMNS = {
+    "cost": (("$/step", lambda r: f"{r.cost_usd_per_step:,.2f}"), ("$/Mtok", lambda r: f"{r.cost_usd_per_m_tokens:,.3f}")),
+    "carbon": (("kgCO2e/step", lambda r: f"{r.co2e_g_per_step / 1e3:,.3f}"),),
+}
+
+
+def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False, objective: str = "time") -> Table:
     # No vertical rules: the table stays on one line per layout in a 100-column terminal.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     axes = [a for a in COLUMN_AXES if rows and all(_axis_value(r, a) is not None for r in rows)]
@@ -140,6 +150,8 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False)
     cols += [("step s", "right"), ("tokens/s", "right"), ("MFU", "right"), ("mem GiB", "right"),
              ("MJ/step", "right"), ("kW", "right")]
     cols += [("J/token", "right")] if per_token else []
+    extra = OBJECTIVE_COLUMNS.get(objective, ()) if all(r.cost_usd_per_step is not None for r in rows) else ()
+    cols += [(name, "right") for name, _ in extra]
     for col, just in cols:
         # A layout reads as one token ("dp32 tp4 pp8 mb1 vpp6"): never wrap it, shrink the rest first.
         table.add_column(col, justify=just, no_wrap=col == "layout")
@@ -148,6 +160,7 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False)
         cells += [step_cell(r), _si(r.tokens_per_s), f"{r.mfu:.1%}", f"{r.memory_gib.total:.1f}",
                   f"{r.energy_j_per_step / 1e6:,.2f}", f"{r.avg_power_kw:,.1f}"]
         cells += [f"{r.energy_j_per_token:.4g}"] if per_token else []
+        cells += [cell(r) for _, cell in extra]
         table.add_row(*cells)
     return table
 
@@ -156,7 +169,9 @@ def render_search(result: SearchResult, console: Console) -> None:
     title = (f"{result.model.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), "
              f"stack: {result.model.training.stack.name}, objective: {result.objective}")
     best = result.best
-    console.print(_layout_table(title, result.results))
+    console.print(_layout_table(title, result.results, objective=result.objective))
+    if best is not None and result.objective in OBJECTIVE_COLUMNS:
+        _render_price(best, result.cluster, console)
     if best is not None:
         _render_split(best, console)
         render_breakdown(best, result.cluster.gpu.memory_gib, console)
@@ -181,6 +196,13 @@ def render_search(result: SearchResult, console: Console) -> None:
     rejected = {k: v for k, v in result.rejected.items() if v}
     if rejected:
         console.print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in rejected.items()))
+
+
+def _render_price(r: ScoredLayout, cluster, console: Console) -> None:
+    p, g = cluster.pricing, cluster.power.grid_gco2_per_kwh
+    console.print(f"cost: ${r.cost_usd_per_step:,.2f} per step, ${r.cost_usd_per_m_tokens:,.3f} per million tokens "
+                  f"(GPU ${p.gpu_hour_usd:g}/h, electricity ${p.electricity_usd_per_kwh:g}/kWh); carbon "
+                  f"{r.co2e_g_per_step / 1e3:,.2f} kgCO2e per step ({g:g} gCO2e/kWh)", highlight=False)
 
 
 def render_reliability(r: ScoredLayout, console: Console) -> None:

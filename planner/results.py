@@ -46,6 +46,15 @@ class ScoredLayout:
     training: TrainingTotals | None = None
     power_cap: PowerCapLevel | None = None  # when power caps were searched
     mfu_fp8_peak: float | None = None  # FP8/MXFP8 runs: MFU against the FP8 peak (`mfu` is against BF16)
+    cost_usd_per_step: float | None = None  # GPU-hours plus electricity (planner/costs/price.py)
+    co2e_g_per_step: float | None = None
+
+    @property
+    def cost_usd_per_m_tokens(self) -> float | None:
+        """[$ per million tokens trained]"""
+        if self.cost_usd_per_step is None:
+            return None
+        return self.cost_usd_per_step / (self.tokens_per_s * self.step_time_s) * 1e6
 
     @property
     def feasible(self) -> bool:
@@ -97,4 +106,6 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_
         statistical_efficiency=None if stat is None else float(stat[i]),
         training=None if scores.training is None else row(scores.training, i),
         power_cap=cap,
+        cost_usd_per_step=None if scores.cost_usd_per_step is None else float(scores.cost_usd_per_step[i]),
+        co2e_g_per_step=None if scores.co2e_g_per_step is None else float(scores.co2e_g_per_step[i]),
     )

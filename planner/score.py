@@ -15,6 +15,7 @@ from .costs.energy import Energy, step_energy
 from .costs.flops import model_flops_per_step
 from .costs.memory import MemoryBreakdown, memory_breakdown
 from .costs.pipeline import TimeBreakdown, step_time
+from .costs.price import step_co2e_g, step_cost_usd
 from .costs.power_caps import cap_levels, capped_cluster, uncapped
 from .costs.stages import PipelineRanks, pipeline_ranks
 from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
@@ -41,6 +42,8 @@ class Scores:
     training: TrainingTotals | None = None  # with a token budget (`training.tokens`)
     power_caps: tuple[PowerCap, ...] | None = None  # the levels `layouts.power_cap` indexes, when caps were searched
     mfu_fp8_peak: np.ndarray | None = None  # FP8/MXFP8 runs: against the peak their GEMMs run at
+    cost_usd_per_step: np.ndarray | None = None  # GPU-hours and electricity (planner/costs/price.py)
+    co2e_g_per_step: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.layouts)
@@ -126,4 +129,6 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
         error_band=error_band(model, cluster.gpu.name, gpus),
         statistical_efficiency=stat,
         training=totals,
+        cost_usd_per_step=step_cost_usd(cluster, gpus, step, energy.energy_j_per_step),
+        co2e_g_per_step=step_co2e_g(cluster, energy.energy_j_per_step),
     )

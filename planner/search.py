@@ -21,7 +21,7 @@ from .shipped import shipped_names, stack_data, unknown_stack_message
 from .precision import PRECISIONS
 from .specs import TrainingSpec, ClusterSpec, ModelSpec
 from .stage_caps import StageCapResult, stage_caps
-from .units import J_PER_KWH, S_PER_H
+from .costs.price import step_co2e_g, step_cost_usd
 
 OBJECTIVES = ("time", "energy", "cost", "carbon")
 
@@ -130,11 +130,9 @@ def objective_cost(cluster: ClusterSpec, scores: Scores, objective: str) -> np.n
     if objective == "energy":
         return scores.energy.energy_j_per_step
     if objective == "cost":
-        gpu_usd = scores.layouts.gpus * scores.step_time_s / S_PER_H * cluster.pricing.gpu_hour_usd
-        power_usd = scores.energy.energy_j_per_step / J_PER_KWH * cluster.pricing.electricity_usd_per_kwh
-        return gpu_usd + power_usd
+        return step_cost_usd(cluster, scores.layouts.gpus, scores.step_time_s, scores.energy.energy_j_per_step)
     if objective == "carbon":
-        return scores.energy.energy_j_per_step / J_PER_KWH * cluster.power.grid_gco2_per_kwh  # gCO2e per step
+        return step_co2e_g(cluster, scores.energy.energy_j_per_step)
     raise SpecError(f"unknown objective '{objective}'", path="--objective", expected=" | ".join(OBJECTIVES))
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADER = ("point_id,model,params,layers,hidden,heads,kv_heads,cluster,gpu,nodes,gpus,global_batch,seq_len,tokens,"
           "objective,status,reason,dp,tp,pp,cp,micro_batch,vpp,recompute,sequence_parallel,zero,ep,etp,step_time_s,tokens_per_s,"
           "goodput_tokens_per_s,mfu,model_tflops_per_gpu,memory_gib,energy_j_per_token,avg_power_kw,"
-          "time_to_train_days,energy_to_train_mwh").split(",")
+          "time_to_train_days,energy_to_train_mwh,cost_usd_per_m_tokens,co2e_kg_per_m_tokens").split(",")
 
 
 def invoke(*args):
@@ -206,6 +206,16 @@ def test_time_and_energy_to_train_follow_the_token_budget():
     assert row["energy_to_train_mwh"] == pytest.approx(row["avg_power_kw"] * days * 24 / 1000, rel=1e-12)
     [plain] = [sw.run_point(p) for p in sw.expand(small_spec(gpus=[8], objective="time"))]
     assert plain["time_to_train_days"] is None and plain["energy_to_train_mwh"] is None
+
+
+def test_cost_and_carbon_per_million_tokens_follow_the_prices():
+    # Shipped defaults (planner/specs.py PricingSpec, PowerSpec): $2 per GPU-hour, $0.10 per kWh, 429 gCO2e/kWh.
+    # A million tokens take 1e6 / tokens_per_s seconds on `gpus` GPUs and 1e6 x energy_j_per_token joules.
+    [row] = [sw.run_point(p) for p in sw.expand(small_spec(gpus=[8], objective="cost"))]
+    seconds = 1e6 / row["tokens_per_s"]
+    kwh = 1e6 * row["energy_j_per_token"] / 3.6e6
+    assert row["cost_usd_per_m_tokens"] == pytest.approx(8 * seconds / 3600 * 2.0 + kwh * 0.10, rel=1e-9)
+    assert row["co2e_kg_per_m_tokens"] == pytest.approx(kwh * 429 / 1000, rel=1e-9)
 
 
 def test_a_count_above_the_cluster_enlarges_it():

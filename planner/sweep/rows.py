@@ -47,6 +47,8 @@ RESULT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("avg_power_kw", float, "average power of the job [kW]"),
     ("time_to_train_days", float, "tokens / goodput (else tokens/s) [days] (empty without a token budget)"),
     ("energy_to_train_mwh", float, "average power x time to train [MWh] (empty without a token budget)"),
+    ("cost_usd_per_m_tokens", float, "GPU-hours and electricity per million tokens at the cluster's prices [$]"),
+    ("co2e_kg_per_m_tokens", float, "carbon per million tokens at the grid's intensity [kgCO2e]"),
 )
 COLUMNS: tuple[tuple[str, type, str], ...] = INPUT_COLUMNS + LAYOUT_COLUMNS + RESULT_COLUMNS
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
@@ -67,7 +69,8 @@ def layout_columns(best: ScoredLayout) -> dict:
     row.update(step_time_s=best.step_time_s, tokens_per_s=best.tokens_per_s, mfu=best.mfu,
                model_tflops_per_gpu=best.model_tflops_per_gpu, energy_j_per_token=best.energy_j_per_token,
                avg_power_kw=best.avg_power_kw, goodput_tokens_per_s=best.goodput_tokens_per_s,
-               memory_gib=round(best.memory_gib.total, 4))
+               memory_gib=round(best.memory_gib.total, 4), cost_usd_per_m_tokens=best.cost_usd_per_m_tokens,
+               co2e_kg_per_m_tokens=best.co2e_g_per_step / 1e3 / (best.tokens_per_s * best.step_time_s) * 1e6)
     if best.training is not None:  # the token budget: planner/costs/reliability.py, training_totals
         row["time_to_train_days"] = best.training.train_days
         row["energy_to_train_mwh"] = best.training.train_mwh
