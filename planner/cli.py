@@ -12,7 +12,7 @@ import typer
 
 from . import cli_check, cli_sweep
 from . import cli_allocate
-from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, positive,
+from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, option_params, out, positive,
                          read_axes, read_limits, read_options, run, setting, with_params)
 from .errors import SpecError
 from .options import CRITICAL_BATCH, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT
@@ -28,6 +28,20 @@ Stack = Annotated[Optional[str], typer.Option("--stack", help=(
     "software stack: megatron-core, megatron-lm-2022, megatron-deepspeed, deepspeed-zero3, pytorch-fsdp "
     "or a shipped profile in configs/stacks (overrides the model's training.stack)"))]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import DISTRIBUTION, version
+
+        print(f"plan {version()} ({DISTRIBUTION})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
+                                                help="print the version and exit")] = False) -> None:
+    """Plan the parallel layout of a large-model training run."""
 
 
 def _print_json(data: dict) -> None:
@@ -100,8 +114,8 @@ def search(
             _print_json(report.search_json(result))
         elif result.chosen.size:
             report.render_search(result, out)
-        else:
-            report.render_infeasible(result, err)
+        else:  # the explanation is the result of this search: stdout, with exit 1
+            report.render_infeasible(result, out)
         if not result.chosen.size:
             raise typer.Exit(1)
 

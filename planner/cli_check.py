@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from .check import INVALID, UNREADABLE, Finding
-from .cli_common import err, out, run
+from .cli_common import out, run
 
 FORMATS = ("text", "json", "github", "junit")
 
@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
                 elif fmt == "junit":
                     print(render_junit(files, findings, strict))
                 else:
-                    render_text(files, findings, out if code == 0 else err, strict)
+                    render_text(files, findings, out, strict)  # the report is the result: stdout, pass or fail
                 sys.stdout.flush()
             except BrokenPipeError:  # `plan check ... | head`: the reader left; the verdict is the exit status
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -19,9 +19,20 @@ from .constraints.base import Option
 from .errors import InfeasibleError, PlannerError, SpecError, SpecErrors
 from .options import check_axis, check_option, limits_from, options_for
 
+
+class _Console(Console):
+    """rich exits 1 when the reader of a pipe leaves (`plan search | head`); for us that is not an
+    error: stop writing and exit 0, as `run` does for print()."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
+        raise typer.Exit(0)
+
+
 # Piped output gets a fixed width that fits the tables instead of rich's 80-column default.
-out = Console(width=None if Console().is_terminal else 150)
-err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150)
+out = _Console(width=None if Console().is_terminal else 150)
+err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150)
 
 DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_CLUSTER = "dgx-a100-1024"
