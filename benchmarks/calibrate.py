@@ -409,5 +409,15 @@ def _write_residuals(rows, loso) -> None:
     (ROOT / "data" / "calibration" / "residuals.csv").write_text("\n".join(out) + "\n")
 
 
+def require_scipy() -> None:
+    """Exit 2 with a one-line hint when scipy (the `calibrate` extra) is missing, not a traceback."""
+    try:
+        import scipy.optimize  # noqa: F401
+    except ImportError:
+        sys.stderr.write("error: benchmarks/calibrate.py needs scipy: pip install -e '.[calibrate]' (or pip install scipy)\n")
+        sys.exit(2)
+
+
 if __name__ == "__main__":
+    require_scipy()
     run(write="--write" in sys.argv, quick="--quick" in sys.argv)
