@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .allocate_cpsat import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
 from .constraints import Limits, constraint_of_option
 from .errors import InfeasibleError, SpecError
-from .loading import model_from_loaded, resolve, strip_kind, validate
+from .loading import load_spec_file, model_from_loaded, resolve, strip_kind, validate
 from .search import check_precision, search
 from .specs import ClusterSpec, ModelSpec
 from .yamlio import LoadedYaml, load_yaml_file
@@ -86,7 +86,7 @@ def with_tokens(model: ModelSpec, tokens: float | None) -> ModelSpec:
 def _job_model(loaded: LoadedYaml, i: int, job: JobSpec) -> ModelSpec:
     """Job i's model: a path beside the jobs file or a shipped name; a bad name points at the job."""
     try:
-        model = model_from_loaded(load_yaml_file(resolve(job.model, "model", base=Path(loaded.file).parent)))
+        model = model_from_loaded(load_spec_file(resolve(job.model, "model", base=Path(loaded.file).parent)))
     except SpecError as exc:
         if exc.path is not None or exc.line is not None:  # the model file itself is broken
             raise

@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from .axes import AXES, given_gpus, layout_assignments
 from .constraints import LIMIT_OPTIONS
 from .errors import InfeasibleError, SpecError, SpecErrors
-from .loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, resolve, strip_kind, validate
+from .loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
 from .options import axis_field, limits_from, option_field
 from .specs import ClusterSpec, GpuSpec, ModelSpec
-from .yamlio import LoadedYaml, load_yaml_file
+from .yamlio import LoadedYaml
 
 DEFAULT_HEADROOM = 0.05
 UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2, not 1
@@ -107,7 +107,7 @@ def check_paths(paths: list[str], *, headroom: float | None = None, against_best
 
 def check_file(file: str, *, headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
     try:
-        loaded = load_yaml_file(file)
+        loaded = load_spec_file(file)  # YAML, or JSON (a Hugging Face config.json)
     except (SpecError, SpecErrors) as exc:
         return from_errors(exc, UNREADABLE)
     kind = detect_kind(loaded.data)
@@ -231,7 +231,7 @@ def _part(loaded: LoadedYaml, key: str, kind: str, build: Callable) -> tuple[Any
             sub, prefix = loaded, (key,)
         else:
             path = resolve(value, kind, base=Path(loaded.file).parent)
-            sub = load_yaml_file(path)
+            sub = load_spec_file(path)
             spec, prefix = build(sub), ()
     except (SpecError, SpecErrors) as exc:
         if isinstance(exc, SpecError) and exc.path is None and exc.line is None:  # unknown shipped name, missing file

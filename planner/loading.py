@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .errors import SpecError, SpecErrors
+from .hf import Imported, is_hf_config, name_for, parse_config, spec_from_hf
 from .shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
 from .specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec
-from .yamlio import LoadedYaml, load_yaml_file
+from .yamlio import MAX_FILE_BYTES, LoadedYaml, load_yaml_file
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -43,6 +44,8 @@ def resolve(arg: str | os.PathLike, kind: str, base: Path | None = None) -> Path
     shipped = config_dir() / KINDS[kind] / f"{arg}.yaml"
     if shipped.is_file():
         return shipped
+    if kind == "model" and path.suffix == ".json" and (config_dir() / "hf" / path.name).is_file():
+        return config_dir() / "hf" / path.name  # a shipped Hugging Face config.json (configs/hf/)
     raise _unknown_name(f"no {kind} file or shipped {kind} named", str(arg), shipped_names(kind), str(arg),
                         "a path to a YAML file or")
 
@@ -215,6 +218,8 @@ def detect_kind(data: dict) -> str | None:
     """gpu, cluster, model, plan or layout: the `kind:` key, else the keys present."""
     if "kind" in data:
         return data["kind"] if isinstance(data["kind"], str) else None
+    if is_hf_config(data):
+        return "model"
     keys = set(data)
     if SIGNATURES["plan"] <= keys:
         return "plan"
@@ -249,7 +254,48 @@ def gpu_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) ->
 
 def model_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ModelSpec:
     data = loaded.data if data is None else data
+    if is_hf_config(data):
+        spec = hf_import(loaded, data, prefix)[1]
+        return validate(ModelSpec, spec.data, spec)
     return validate(ModelSpec, strip_kind(data, loaded, "model", prefix), loaded, prefix)
+
+
+def hf_import(loaded: LoadedYaml, config: dict, prefix: tuple = (), name: str | None = None,
+              **training) -> tuple[Imported, LoadedYaml]:
+    """A Hugging Face config (planner/hf.py) as a model spec whose fields keep the lines of the
+    config keys they came from; `training`: spec_from_hf's seq_len, global_batch, precision, overlay."""
+    line = lambda path: loaded.line_of(prefix + tuple(path))  # noqa: E731
+    try:
+        imported = spec_from_hf(config, name=name or name_for(config, loaded.file), **training)
+    except SpecError as exc:
+        where = tuple(exc.path.split(".")) if exc.path else ()
+        raise SpecError(exc.message, file=loaded.file, line=line(where), path=".".join(prefix + where) or None,
+                        expected=exc.expected) from None
+    lines = {(): line(())} | {spec_path: line(hf_path) for spec_path, hf_path in imported.sources.items()}
+    return imported, LoadedYaml(data=imported.spec, file=loaded.file,
+                                lines={k: v for k, v in lines.items() if v is not None})
+
+
+def load_spec_file(path: str | os.PathLike) -> LoadedYaml:
+    """A YAML spec file, or a `.json` file (a Hugging Face config.json, or a spec written as JSON)."""
+    if Path(path).suffix.lower() != ".json":
+        return load_yaml_file(path)
+    file = os.fsdecode(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"cannot read the file: {exc.strerror or exc}", file=file, expected="a readable JSON file") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(f"file too large (the limit is {MAX_FILE_BYTES} bytes)", file=file)
+    try:
+        loaded = parse_config(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"), file)
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not valid UTF-8 at offset {exc.start}", file=file, expected="a UTF-8 JSON file") from None
+    if not is_hf_config(loaded.data) and detect_kind(loaded.data) is None:
+        raise SpecError("neither a Hugging Face config.json (no model_type or architectures key) nor a spec",
+                        file=file, line=1, expected="a Hugging Face config.json or a model spec")
+    return loaded
 
 
 def stack_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> StackSpec:
@@ -310,7 +356,8 @@ def load_gpu(arg: str | os.PathLike) -> GpuSpec:
 
 
 def load_model(arg: str | os.PathLike) -> ModelSpec:
-    return model_from_loaded(load_yaml_file(resolve(arg, "model")))
+    """A model spec: a shipped name, a YAML file, or a Hugging Face config.json (default training fields)."""
+    return model_from_loaded(load_spec_file(resolve(arg, "model")))
 
 
 def load_stack(arg: str | os.PathLike) -> StackSpec:
@@ -324,7 +371,7 @@ def load_cluster(arg: str | os.PathLike) -> ClusterSpec:
 def precision_line(arg: str | os.PathLike) -> tuple[str | None, int | None]:
     """(file, line of training.precision) of a model spec, for errors that need the cluster too."""
     try:
-        loaded = load_yaml_file(resolve(arg, "model"))
+        loaded = load_spec_file(resolve(arg, "model"))
     except SpecError:
         return None, None
     return loaded.file, loaded.line_of(("training", "precision"))

@@ -66,11 +66,11 @@ def limits_of(c: ConstraintsSpec) -> tuple[Limits, SpaceLimits]:  # type: ignore
 def _load(arg: str, kind: str, base_dir: Path | None):
     """A spec by path (relative to the sweep file's folder when it is there, else to the working
     directory) or shipped name."""
-    from ..loading import cluster_from_loaded, load_yaml_file, model_from_loaded, resolve
+    from ..loading import cluster_from_loaded, load_spec_file, model_from_loaded, resolve
 
     local = base_dir is not None and not Path(arg).is_absolute() and (base_dir / arg).is_file()
     path = base_dir / arg if local else resolve(arg, kind)
-    return (model_from_loaded if kind == "model" else cluster_from_loaded)(load_yaml_file(path))
+    return (model_from_loaded if kind == "model" else cluster_from_loaded)(load_spec_file(path))
 
 
 def sweep_models(spec: SweepSpec, base_dir: Path | None = None) -> list[ModelSpec]:

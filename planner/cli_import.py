@@ -1,0 +1,59 @@
+"""`plan import` (registered on the main app): a Hugging Face config.json in, a model spec YAML out;
+planner/hf.py does the mapping."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .cli_common import err, run
+
+
+def import_config(config: Path, *, name: str | None = None, seq_len: int | None = None,
+                  global_batch: int | None = None, precision: str | None = None,
+                  overlay: Path | None = None) -> tuple[str, str]:
+    """(the YAML text, a one-line summary) for CONFIG; validated as `plan search` would load it."""
+    from .errors import SpecError
+    from .hf import is_hf_config, spec_yaml
+    from .loading import hf_import, load_spec_file, resolve, validate
+    from .specs import ModelSpec
+    from .yamlio import load_yaml_file
+
+    loaded = load_spec_file(resolve(config, "model"))
+    if not is_hf_config(loaded.data):
+        raise SpecError("not a Hugging Face config.json (no model_type or architectures key)", file=loaded.file,
+                        line=1, expected="a Hugging Face config.json")
+    extra = load_yaml_file(overlay).data if overlay is not None else None
+    training = dict(seq_len=seq_len, global_batch=global_batch, precision=precision, overlay=extra)
+    imported, as_loaded = hf_import(loaded, loaded.data, name=name, **training)
+    spec = validate(ModelSpec, as_loaded.data, as_loaded)
+    text = spec_yaml(imported, loaded.file)
+    summary = (f"{imported.family} family, {spec.total_params() / 1e9:,.2f}B parameters"
+               + (f" ({spec.active_params() / 1e9:,.2f}B active)" if spec.moe else ""))
+    return text, summary
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import")
+    def import_cmd(
+        config: Annotated[Path, typer.Argument(help="a Hugging Face config.json (or one shipped in configs/hf/)")],
+        output: Annotated[Optional[Path], typer.Option("-o", "--output", help="write the model spec YAML here (default: stdout)")] = None,
+        name: Annotated[Optional[str], typer.Option("--name", help="the spec's name (default: from the config or its folder)")] = None,
+        seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="training sequence length (default: min(max positions, 4096))")] = None,
+        global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (default: about 4M tokens)")] = None,
+        precision: Annotated[Optional[str], typer.Option("--precision", help="bf16, fp16, fp8 or mxfp8 (default: bf16)")] = None,
+        overlay: Annotated[Optional[Path], typer.Option("--overlay", help="a YAML mapping merged over the imported spec")] = None,
+    ) -> None:
+        """Turn a Hugging Face config.json into a model spec YAML (planner/hf.py's mapping table)."""
+        def go() -> None:
+            text, summary = import_config(config, name=name, seq_len=seq_len, global_batch=global_batch,
+                                          precision=precision, overlay=overlay)
+            if output is None:
+                typer.echo(text, nl=False)
+                err.print(f"{config}: {summary}", highlight=False, soft_wrap=True)
+                return
+            output.write_text(text)
+            err.print(f"wrote {output}: {summary}", highlight=False, soft_wrap=True)
+
+        run(go)
