@@ -9,10 +9,11 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from . import cli_check, cli_sweep
-from . import cli_allocate
-from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, option_params, out, positive,
+from . import cli_allocate, cli_import
+from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, positive,
                          read_axes, read_limits, read_options, run, setting, with_params)
 from .errors import SpecError
 from .options import CRITICAL_BATCH, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT
@@ -28,6 +29,8 @@ Stack = Annotated[Optional[str], typer.Option("--stack", help=(
     "software stack: megatron-core, megatron-lm-2022, megatron-deepspeed, deepspeed-zero3, pytorch-fsdp "
     "or a shipped profile in configs/stacks (overrides the model's training.stack)"))]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+Export = Annotated[Optional[str], typer.Option("--export", help=(
+    "print launch settings of the layout instead of the table: megatron | nemo | torchtitan | deepspeed"))]
 
 
 def _version(value: bool) -> None:
@@ -70,6 +73,7 @@ def search(
     global_batch: GlobalBatch = None, stack: Stack = None,
     objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
     top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
+    export: Export = None,
     frontier: Annotated[bool, typer.Option("--frontier", help="also list the Pareto frontier of step time vs energy per token")] = False,
     gpus_range: Annotated[Optional[str], typer.Option("--gpus-range", help="LO:HI: best layout per power-of-two GPU count and the recommended count")] = None,
     power_caps: Annotated[Optional[bool], typer.Option("--power-caps/--no-power-caps", help="try the GPU preset's power caps (default: unless --objective time without energy limits or --frontier)")] = None,
@@ -79,20 +83,12 @@ def search(
 
     def go():
         from . import report
-        import numpy as np
-
-        from .axes import AXES
         from .search import search as do_search, search_gpu_counts
-        from .space import SpaceLimits, derive_dp
+        from .space import SpaceLimits
 
         positive(top, "--top")
-        fixed = read_axes(options)
-        degrees = [a for a in AXES if a.role == "degree"]
-        if gpus is not None and all(a.name in fixed or a.default is not None for a in degrees):
-            # A free degree with a default (cp) could still take up GPUs the fixed ones leave.
-            product = int(np.prod([fixed[a.name] for a in degrees if a.name in fixed]))
-            if all(a.name in fixed for a in degrees) or gpus % product:
-                derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
+        check_export(export, json_out)
+        _check_fixed_degrees(gpus, read_axes(options))
         m, c = _load(model, cluster, global_batch, gpus, stack)
         limits = read_limits(options, "search")
         common = dict(objective=objective, limits=limits, space=SpaceLimits(max_micro_batch=setting(options, MAX_MICRO_BATCH)),
@@ -107,10 +103,17 @@ def search(
             if counts.recommended is None:
                 raise typer.Exit(1)
             return
+        if len(c.pool_names) > 1 and export is not None:
+            raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
+                            expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
         if len(c.pool_names) > 1 and not frontier:
             return _search_pools(m, c, gpus, top, json_out, split_top=setting(options, SPLIT_TOP), **common)
         result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier, split_top=setting(options, SPLIT_TOP), **common)
-        if json_out:
+        if export is not None and result.chosen.size:
+            print_export(export, result.best, m, c)
+        elif export is not None:
+            report.render_infeasible(result, err)  # stdout holds settings only
+        elif json_out:
             _print_json(report.search_json(result))
         elif result.chosen.size:
             report.render_search(result, out)
@@ -120,6 +123,21 @@ def search(
             raise typer.Exit(1)
 
     run(go)
+
+
+def _check_fixed_degrees(gpus: int | None, fixed: dict) -> None:
+    """--gpus against the degrees fixed on the command line (dp must come out whole)."""
+    import numpy as np
+
+    from .axes import AXES
+    from .space import derive_dp
+
+    degrees = [a for a in AXES if a.role == "degree"]
+    if gpus is not None and all(a.name in fixed or a.default is not None for a in degrees):
+        # A free degree with a default (cp) could still take up GPUs the fixed ones leave.
+        product = int(np.prod([fixed[a.name] for a in degrees if a.name in fixed]))
+        if all(a.name in fixed for a in degrees) or gpus % product:
+            derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
 
 
 def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
@@ -132,6 +150,26 @@ def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
         _print_json(report.pool_search_json(pools))
     else:
         report.render_pool_search(pools, out)
+
+
+def check_export(kind: str | None, json_out: bool) -> None:
+    from .export import EXPORTS
+
+    if kind is not None and kind not in EXPORTS:
+        raise SpecError(f"unknown framework '{kind[:40]}'", path="--export", expected=" | ".join(EXPORTS))
+    if kind is not None and json_out:
+        raise SpecError("--export and --json both choose what stdout holds", path="--export", expected="one of them")
+
+
+def print_export(kind: str, scored, model, cluster) -> None:
+    """Launch settings on stdout; notes the format cannot carry as comments (DeepSpeed JSON) on stderr."""
+    from .export import export_settings
+
+    settings = export_settings(kind, scored, model, cluster)
+    print(settings.text.rstrip("\n"))
+    if kind == "deepspeed":
+        for note in settings.notes:
+            err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
 
 
 def parse_split(text: str | None) -> list[int] | None:
@@ -158,7 +196,7 @@ def parse_range(text: str) -> tuple[int, int]:
 @app.command()
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
-             stack: Stack = None, json_out: AsJson = False,
+             stack: Stack = None, json_out: AsJson = False, export: Export = None,
              stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
                  "layers per virtual stage in schedule order, comma-separated or runs like 7,8x14,7 "
                  "(default: Megatron's even split, extra layers first)"))] = None, **options) -> None:
@@ -170,11 +208,16 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         from .estimate import estimate_layout
 
         positive(gpus, "--gpus")
+        check_export(export, json_out)
         m, c = _load(model, cluster, global_batch, None, stack)
         limits = read_limits(options, "estimate", fix=False)
         given = {a.name: options[a.name] for a in AXES if a.given is not None}
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=parse_split(stage_layers), **given)
-        if json_out:
+        if export is not None:
+            print_export(export, result, m, c)
+            for v in result.violations:  # settings of an infeasible layout: say why on stderr, exit 1
+                err.print(f"[red]infeasible:[/red] {v.constraint}: {escape(v.message)}", highlight=False, soft_wrap=True)
+        elif json_out:
             _print_json(report.scored_json(result))
         else:
             report.render_estimate(result, out, c.gpu.memory_gib)
@@ -212,6 +255,7 @@ def validate(json_out: AsJson = False) -> None:
 cli_check.register(app)
 cli_sweep.register(app)
 cli_allocate.register(app)
+cli_import.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

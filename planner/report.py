@@ -67,7 +67,10 @@ def _split_args(s: ScoredLayout) -> list[str]:
 def _cell(layout: dict) -> str:
     """The layout cell, with an uneven split's layers per virtual stage: `dp4 tp8 pp16 [7 8x14 7]`."""
     split = layout.get("stage_layers")
-    return layout_cell(layout) + ("" if split is None or is_even(split) else f" [{runs(split)}]")
+    if split is None or is_even(split):
+        return layout_cell(layout)
+    text = runs(split)  # a split of many short runs would push the table off the line: named below it
+    return layout_cell(layout) + (f" [{text}]" if len(text) <= 24 else " [uneven]")
 
 
 def search_json(result: SearchResult) -> dict:
@@ -156,7 +159,7 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False,
         # A layout reads as one token ("dp32 tp4 pp8 mb1 vpp6"): never wrap it, shrink the rest first.
         table.add_column(col, justify=just, no_wrap=col == "layout")
     for rank, r in enumerate(rows, 1):
-        cells = [str(rank), _cell(r.layout)] + [a.cell(_axis_value(r, a)) for a in axes]
+        cells = [str(rank), escape(_cell(r.layout))] + [a.cell(_axis_value(r, a)) for a in axes]
         cells += [step_cell(r), _si(r.tokens_per_s), f"{r.mfu:.1%}", f"{r.memory_gib.total:.1f}",
                   f"{r.energy_j_per_step / 1e6:,.2f}", f"{r.avg_power_kw:,.1f}"]
         cells += [f"{r.energy_j_per_token:.4g}"] if per_token else []

@@ -50,3 +50,307 @@ def test_layout_roundtrip_and_runs():
     assert [s.count("t") for s in _unroll(megatron_layout(split))] == split
     assert runs(split) == "5 3x2 4x12 2"
     assert megatron_pipeline_args([4] * 8, 8, 1) == []  # even: nothing to say
+
+
+# --- launch settings of whole layouts, names checked against each framework's own source ----------
+# tests/data/frameworks/ holds the names, extracted verbatim from (header of each file for details):
+#   megatron-lm.txt  NVIDIA/Megatron-LM core_v0.15.0 (0d7e02bd26) megatron/training/arguments.py, BSD-3-Clause
+#   nemo.txt         NVIDIA/NeMo v2.4.0 (2381f42f69) MegatronStrategy, MegatronMixedPrecision, MockDataModule,
+#                    GPTConfig, recipes/gpt3_175b.py; Megatron Core core_v0.15.0 dataclasses, Apache-2.0
+#   torchtitan.txt   pytorch/torchtitan v0.2.2 (73a0e6979d) torchtitan/config/job_config.py, BSD-3-Clause
+#   deepspeed.txt    deepspeedai/DeepSpeed v0.19.5 (cf44300453) deepspeed/runtime/{constants,precision_config,
+#                    zero/config,activation_checkpointing/config}.py, Apache-2.0
+import ast
+import json
+import shlex
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from planner.estimate import estimate_layout
+from planner.export import EXPORTS, export_settings
+from planner.export_megatron import moe_layer_pattern
+from planner.export_torchtitan import titan_counts
+from planner.loading import load_cluster, load_model
+
+FRAMEWORKS = Path(__file__).parent / "data" / "frameworks"
+
+
+def _lines(name: str) -> list[str]:
+    return [line for line in (FRAMEWORKS / name).read_text().splitlines() if not line.startswith("# ")]
+
+
+@cache
+def megatron_flags() -> dict[str, list | None]:
+    """flag -> its `choices` (None: any value), from the vendored add_argument lines."""
+    flags: dict[str, list | None] = {}
+    last, pending = None, ""
+    for line in _lines("megatron-lm.txt") + ["group.add_argument('--end-of-file'"]:
+        if line.startswith("    "):
+            pending += line.strip()
+            continue
+        found = re.search(r"choices=(\[[^\]]*\]|\([^)]*\))", pending)
+        try:  # a computed list (a comprehension) checks the name only
+            flags[last] = list(ast.literal_eval(found.group(1))) if found and last else flags.get(last)
+        except ValueError:
+            pass
+        pending = ""
+        found = re.search(r"add_argument\(\s*'(--[a-z0-9-]+)'", line)
+        if found:
+            last = found.group(1)
+            flags.setdefault(last, None)
+    return flags
+
+
+@cache
+def nemo_paths() -> dict[str, set[str]]:
+    """override prefix -> attribute names, from the vendored signatures and dataclass fields."""
+    paths: dict[str, set[str]] = {}
+    section = None
+    for line in _lines("nemo.txt"):
+        if line.startswith("## section: "):
+            section = line.removeprefix("## section: ")
+            paths.setdefault(section, set())
+        elif not line.startswith("## ") and section and re.match(r"^\w+\s*[:=]", line):
+            paths[section].add(re.match(r"^(\w+)", line).group(1))
+    return paths
+
+
+@cache
+def torchtitan_classes() -> dict[str, dict[str, str]]:
+    """job_config.py class -> field -> the field's vendored line."""
+    classes: dict[str, dict[str, str]] = {}
+    current = None
+    for line in _lines("torchtitan.txt"):
+        if line.startswith("class "):
+            current = classes.setdefault(line.removeprefix("class ").rstrip(":"), {})
+        elif line.startswith("## "):
+            current = None
+        elif current is not None and re.match(r"^    \w+:", line):
+            current[line.split(":")[0].strip()] = line
+    return classes
+
+
+@cache
+def deepspeed_names() -> tuple[set[str], set[str], set[int]]:
+    """(string constants of the runtime config files, DeepSpeedZeroConfig fields, ZeroStageEnum values)."""
+    constants, zero, stages = set(), set(), set()
+    section = ""
+    for line in _lines("deepspeed.txt"):
+        if line.startswith("## "):
+            section = line
+        elif "DeepSpeedZeroConfig" in section:
+            zero.add(line.split(":")[0])
+        elif "ZeroStageEnum" in section:
+            stages.add(int(line.split("=")[1]))
+        else:
+            constants.add(ast.literal_eval(line.split("=", 1)[1].split("#")[0].strip()))
+    return constants, zero, stages
+
+
+def _model(name: str, **training):
+    m = load_model(name)
+    return m if not training else m.model_copy(update={"training": m.training.model_copy(update=training)})
+
+
+# (model, cluster, model training overrides, layout): dense, interleaved, cp, the two uneven-split
+# spellings, MoE with ep and etp, MLA, fp8 and mxfp8, fp16, ZeRO 0-3, every recompute mode, pp = 1.
+CASES = {
+    "gpt3-cp-interleaved": ("gpt3-175b", "dgx-a100-1024", {}, dict(tp=4, pp=8, cp=2, micro_batch=3, vpp=6, sequence_parallel=True, zero=1)),
+    "llama405-layout": ("llama3.1-405b", "dgx-h100-16384", {}, dict(tp=8, pp=16, vpp=8, micro_batch=1, sequence_parallel=True, zero=1,
+                                                                    stage_layers=[0] + [1] * 126 + [0])),
+    "llama405-first-last-zero3": ("llama3.1-405b", "dgx-h100-16384", {}, dict(tp=8, pp=16, micro_batch=1, sequence_parallel=True,
+                                                                              zero=3, recompute="full", stage_layers=[7] + [8] * 14 + [7])),
+    "deepseek-moe-mla": ("deepseek-v3", "dgx-h100-16384", {}, dict(tp=2, pp=16, ep=64, micro_batch=1, sequence_parallel=True,
+                                                                    zero=1, recompute="selective", gpus=2048)),
+    "maverick-etp-zero2": ("llama4-maverick", "dgx-h100-16384", {}, dict(tp=8, pp=4, ep=16, etp=8, micro_batch=1,
+                                                                         sequence_parallel=True, zero=2, gpus=1024)),
+    "llama70-fp8": ("llama3.1-70b", "dgx-h100-1024", {"precision": "fp8", "fp8_param_gather": True},
+                    dict(tp=4, pp=4, micro_batch=1, sequence_parallel=True, zero=3, recompute="selective")),
+    "llama8-mxfp8": ("llama3.1-8b", "dgx-b200-1024", {"precision": "mxfp8"}, dict(tp=2, pp=1, micro_batch=2, zero=2)),
+    "gpt13-fp16-zero0": ("gpt3-13b", "dgx-a100-1024", {"precision": "fp16"}, dict(tp=2, pp=1, micro_batch=1, zero=0, recompute="full")),
+}
+
+
+@cache
+def exported(case: str, kind: str):
+    model, cluster, training, given = CASES[case]
+    m, c = _model(model, **training), load_cluster(cluster)
+    return export_settings(kind, estimate_layout(m, c, **given), m, c), m
+
+
+def _megatron_words(text: str) -> list[list[str]]:
+    body = [line for line in text.splitlines() if not line.startswith("#")]
+    return [shlex.split(line.removesuffix(" \\")) for line in body]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_megatron_flags_and_values_are_megatrons(case):
+    export, _ = exported(case, "megatron")
+    known = megatron_flags()
+    for words in _megatron_words(export.text):
+        flag, values = words[0], words[1:]
+        assert flag in known, flag
+        if known[flag] is not None:
+            assert all(v in known[flag] for v in values), (flag, values, known[flag])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_nemo_overrides_are_nemo_attributes(case):
+    export, _ = exported(case, "nemo")
+    paths = nemo_paths()
+    for line in export.text.splitlines():
+        if line.startswith("#"):
+            continue
+        key = line.split("=", 1)[0]
+        prefix, name = key.rsplit(".", 1)
+        assert name in paths.get(prefix, set()), key
+
+
+def _torchtitan_line(key: str) -> tuple[str, str]:
+    """The vendored field line of an override key `--a.b.c` (booleans may be `--a.b.no_c`)."""
+    classes = torchtitan_classes()
+    parts = key.removeprefix("--").split(".")
+    cls = "JobConfig"
+    for part in parts[:-1]:
+        cls = re.match(r"\s*\w+: (\w+)", classes[cls][part]).group(1)  # `model: Model = field(...)`
+    name = parts[-1]
+    if name not in classes[cls] and name.startswith("no_"):
+        name = name.removeprefix("no_")
+        assert ": bool" in classes[cls][name], key
+    return name, classes[cls][name]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_torchtitan_overrides_are_job_config_fields(case):
+    export, _ = exported(case, "torchtitan")
+    text = (FRAMEWORKS / "torchtitan.txt").read_text()
+    for line in export.text.splitlines():
+        if line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        name, source = _torchtitan_line(key)
+        literal = re.search(r"Literal\[([^\]]*)\]", source)
+        if literal and value:
+            assert value in ast.literal_eval(f"[{literal.group(1)}]"), (key, value)
+        if name == "pipeline_parallel_schedule":
+            assert f'"{value}"' in source or f"e.g. {value})" in text
+        if name == "converters":
+            assert re.search(rf'^register_model_converter\(\w+, "{re.escape(value)}"\)$', text, re.M), value
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_deepspeed_config_keys_are_deepspeeds(case):
+    export, _ = exported(case, "deepspeed")
+    constants, zero, stages = deepspeed_names()
+    cfg = json.loads(export.text)  # valid JSON: the notes are apart
+    assert set(cfg) <= constants
+    assert set(cfg["zero_optimization"]) <= zero and cfg["zero_optimization"]["stage"] in stages
+    for section in ("bf16", "fp16", "activation_checkpointing"):
+        assert set(cfg.get(section, {})) <= constants
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kind", ("megatron", "nemo", "torchtitan"))
+def test_notes_head_the_text_as_comments(case, kind):
+    export, _ = exported(case, kind)
+    assert export.text.splitlines()[:len(export.notes)] == [f"# {n}" for n in export.notes]
+
+
+def test_gpt3_best_layout_in_every_framework():
+    # dp = 1024 / (tp 4 * pp 8 * cp 2) = 16; micro-batches per step 1536 / (3 * 16) = 32
+    words = {w[0]: w[1:] for w in _megatron_words(exported("gpt3-cp-interleaved", "megatron")[0].text)}
+    assert words["--tensor-model-parallel-size"] == ["4"] and words["--pipeline-model-parallel-size"] == ["8"]
+    assert words["--context-parallel-size"] == ["2"] and words["--num-virtual-stages-per-pipeline-rank"] == ["6"]
+    assert words["--micro-batch-size"] == ["3"] and words["--global-batch-size"] == ["1536"]
+    assert "--use-distributed-optimizer" in words and "--sequence-parallel" in words and "--bf16" in words
+    assert "--num-layers-per-virtual-pipeline-stage" not in words and "--recompute-granularity" not in words
+    nemo = dict(line.split("=", 1) for line in exported("gpt3-cp-interleaved", "nemo")[0].text.splitlines())
+    assert nemo["trainer.num_nodes"] == str(1024 // 8) and nemo["trainer.devices"] == "8"
+    assert nemo["trainer.strategy.virtual_pipeline_model_parallel_size"] == "6"
+    assert nemo["optim.config.use_distributed_optimizer"] == "True" and nemo["data.micro_batch_size"] == "3"
+    titan = exported("gpt3-cp-interleaved", "torchtitan")[0]
+    lines = dict(line.split("=", 1) for line in titan.text.splitlines() if not line.startswith("#"))
+    # one pipeline pass holds the 32 micro-batches: local batch 3 * 32 = 96, accumulation 1536 / (96 * 16) = 1
+    assert lines["--training.local_batch_size"] == "96" and lines["--parallelism.pipeline_parallel_microbatch_size"] == "3"
+    assert lines["--parallelism.data_parallel_replicate_degree"] == "16" and lines["--parallelism.data_parallel_shard_degree"] == "1"
+    assert lines["--parallelism.pipeline_parallel_schedule"] == "Interleaved1F1B"
+    # 96 layers in 48 virtual stages of 2, embedding and output weighing nothing: ceil(96 / 2) = 48
+    assert lines["--parallelism.pipeline_parallel_layers_per_stage"] == "2"
+    assert any("ZeRO-1 has no torchtitan equivalent" in n for n in titan.notes)
+    ds = json.loads(exported("gpt3-cp-interleaved", "deepspeed")[0].text)
+    assert ds["gradient_accumulation_steps"] == 1536 // (3 * 16) == 32
+    assert ds["train_batch_size"] == 3 * 32 * 16 and ds["zero_optimization"] == {"stage": 1} and ds["bf16"] == {"enabled": True}
+
+
+def test_uneven_splits_per_framework():
+    words = {w[0]: w[1:] for w in _megatron_words(exported("llama405-layout", "megatron")[0].text)}
+    assert [s.count("t") for s in _unroll(words["--pipeline-model-parallel-layout"][0])] == [0] + [1] * 126 + [0]
+    assert "--num-virtual-stages-per-pipeline-rank" not in words  # the layout string sets vpp (arguments.py)
+    words = {w[0]: w[1:] for w in _megatron_words(exported("llama405-first-last-zero3", "megatron")[0].text)}
+    assert words["--decoder-first-pipeline-num-layers"] == ["7"] and words["--decoder-last-pipeline-num-layers"] == ["7"]
+    assert words["--recompute-granularity"] == ["full"] and words["--recompute-method"] == ["uniform"]
+    assert words["--recompute-num-layers"] == ["1"] and words["--data-parallel-sharding-strategy"] == ["optim_grads_params"]
+    nemo = exported("llama405-first-last-zero3", "nemo")[0].text
+    assert "trainer.strategy.num_layers_in_first_pipeline_stage=7" in nemo.splitlines()
+    titan = exported("llama405-layout", "torchtitan")[0].text.splitlines()
+    # 126 layers + embedding 1 + output 1 = 128 over 128 stages: one each, the first and last give theirs up
+    assert "--parallelism.pipeline_parallel_first_stage_less_layers=1" in titan
+    assert "--parallelism.pipeline_parallel_layers_per_stage=1" in titan
+    titan = exported("llama405-first-last-zero3", "torchtitan")[0].text.splitlines()
+    assert "--parallelism.fsdp_reshard_after_forward=always" in titan and "--activation_checkpoint.mode=full" in titan
+
+
+def test_titan_counts_follow_torchtitans_docstring_example():
+    # generate_llm_fqn_per_model_part(2, 3, input_weight=2, output_weight=2): 7 effective layers over 2
+    # stages -> 4 and 3; the first gives 2 to the embedding, the last 2 to norm + output
+    assert titan_counts(2, 3, 2, 2) == [2, 1]
+    assert titan_counts(4, 14, 1, 1) == [3, 4, 4, 3]  # 16 / 4 = 4 each, minus the weights
+    assert titan_counts(8, 3, 1, 1) is None  # 5 effective layers cannot fill 8 stages: torchtitan raises
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "llama4-maverick", "mixtral-8x7b"])
+def test_moe_layer_pattern_marks_the_planners_moe_layers(name):
+    m = load_model(name)
+    pattern = moe_layer_pattern(m)
+    moe = [int(m.moe_layers_before(i + 1) - m.moe_layers_before(i)) for i in range(m.layers)]
+    assert (moe == [1] * m.layers) if pattern is None else eval(pattern) == moe  # Megatron evaluates the string
+
+
+def test_moe_precision_and_zero_per_framework():
+    words = {w[0]: w[1:] for w in _megatron_words(exported("maverick-etp-zero2", "megatron")[0].text)}
+    assert words["--expert-model-parallel-size"] == ["16"] and words["--expert-tensor-parallel-size"] == ["8"]
+    assert words["--data-parallel-sharding-strategy"] == ["optim_grads"] and "--use-megatron-fsdp" in words
+    words = {w[0]: w[1:] for w in _megatron_words(exported("llama70-fp8", "megatron")[0].text)}
+    assert words["--fp8-format"] == ["hybrid"] and words["--fp8-recipe"] == ["delayed"] and "--fp8-param-gather" in words
+    words = {w[0]: w[1:] for w in _megatron_words(exported("llama8-mxfp8", "megatron")[0].text)}
+    assert words["--fp8-recipe"] == ["mxfp8"]
+    titan = exported("llama8-mxfp8", "torchtitan")[0].text.splitlines()
+    assert "--model.converters=quantize.linear.mx" in titan and "--parallelism.fsdp_reshard_after_forward=never" in titan
+    fp16 = exported("gpt13-fp16-zero0", "megatron")[0].text
+    assert "--fp16" in fp16 and "--use-distributed-optimizer" not in fp16
+    assert any("fp16 has no torchtitan equivalent" in n for n in exported("gpt13-fp16-zero0", "torchtitan")[0].notes)
+    ds = exported("gpt13-fp16-zero0", "deepspeed")[0]
+    cfg = json.loads(ds.text)
+    # gpt3-13b on 1024 GPUs with tp 2: dp 512, global batch 1024 (its config) / (1 * 512) = 2
+    assert cfg["fp16"] == {"enabled": True} and cfg["zero_optimization"]["stage"] == 0
+    assert cfg["gradient_accumulation_steps"] == exported("gpt13-fp16-zero0", "megatron")[1].training.global_batch // 512
+    assert "activation_checkpointing" in cfg and any("tp=2" in n for n in ds.notes)
+
+
+def test_unknown_export_is_refused():
+    m, c = load_model("gpt3-175b"), load_cluster("dgx-a100-1024")
+    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed"):
+        export_settings("colossalai", estimate_layout(m, c, tp=8, pp=8, micro_batch=1), m, c)
+    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed")
+
+
+def test_the_vendored_lists_catch_wrong_names():
+    # names a careless exporter could write: NeMo's own docs once said `sequence_parallelism`
+    assert "--num-layers-per-virtual-stage" not in megatron_flags() and megatron_flags()["--fp8-format"] == ["e4m3", "hybrid"]
+    assert "sequence_parallelism" not in nemo_paths()["trainer.strategy"]
+    assert "sequence_parallel" in nemo_paths()["trainer.strategy"]
+    with pytest.raises(KeyError):
+        _torchtitan_line("--training.batch_size")
+    assert "batch_size" not in deepspeed_names()[0] and "train_batch_size" in deepspeed_names()[0]

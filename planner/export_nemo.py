@@ -1,0 +1,79 @@
+"""NeMo 2 recipe overrides of a layout, in NeMo-Run's CLI form (`nemo llm pretrain --factory <recipe>
+key=value ...`, NVIDIA/NeMo v2.4.0 docs/source/features/parallelisms.rst). The paths are those the
+recipes build (recipes/gpt3_175b.py): trainer.strategy is MegatronStrategy's __init__, its ddp a Megatron
+Core DistributedDataParallelConfig, trainer.plugins a MegatronMixedPrecision, data the data module,
+model.config a GPTConfig (Megatron Core TransformerConfig), optim.config a Megatron Core
+OptimizerConfig; checked in tests/data/frameworks/nemo.txt. Every layout value is written even at its
+default, since recipes set their own (gpt3_175b sets virtual_pipeline_model_parallel_size=6)."""
+from __future__ import annotations
+
+from .export_common import Export, Launch, comments, is_even
+from .export_megatron import megatron_first_last, megatron_layout
+from .specs import ClusterSpec, ModelSpec
+
+Overrides = list[tuple[str, object]]
+
+
+def _value(v: object) -> str:
+    return f"'{v}'" if isinstance(v, str) and any(c in v for c in "|*()") else str(v)
+
+
+def nemo_split(lay: Launch) -> Overrides:
+    """Virtual stages and an uneven split: first/last counts, else the layout string."""
+    s = "trainer.strategy."
+    o: Overrides = [(s + "virtual_pipeline_model_parallel_size", lay.vpp if lay.vpp > 1 else None)]
+    if lay.pp < 2:
+        return o
+    first_last = None if is_even(lay.stage_layers) else megatron_first_last(lay.stage_layers, lay.pp, lay.vpp)
+    layout = megatron_layout(lay.stage_layers) if not is_even(lay.stage_layers) and first_last is None else None
+    return o + [(s + "num_layers_in_first_pipeline_stage", first_last[0] if first_last else None),
+                (s + "num_layers_in_last_pipeline_stage", first_last[1] if first_last else None),
+                (s + "pipeline_model_parallel_layout", layout)]
+
+
+def nemo_memory(lay: Launch) -> Overrides:
+    """Recompute as Megatron Core's TransformerConfig fields; ZeRO-1 the distributed optimizer, ZeRO-2/3
+    Megatron FSDP (strategy fsdp='megatron' and the DDP config's sharding strategy; the recipes say
+    average_in_collective must be False with it, recipes/llama3_8b.py)."""
+    c = "model.config."
+    full = lay.recompute == "full"
+    o: Overrides = [(c + "recompute_granularity", None if lay.recompute == "none" else lay.recompute),
+                    (c + "recompute_method", "uniform" if full else None), (c + "recompute_num_layers", 1 if full else None)]
+    o.append(("optim.config.use_distributed_optimizer", lay.zero >= 1))
+    if lay.zero >= 2:
+        o += [("trainer.strategy.fsdp", "megatron"),
+              ("trainer.strategy.ddp.data_parallel_sharding_strategy", "optim_grads" if lay.zero == 2 else "optim_grads_params"),
+              ("trainer.strategy.ddp.average_in_collective", False)]
+    return o
+
+
+def nemo_precision(model: ModelSpec) -> Overrides:
+    """MegatronMixedPrecision's fields, as recipes/precision/mixed_precision.py sets them."""
+    t = model.training
+    p = "trainer.plugins."
+    o: Overrides = [(p + "precision", "16-mixed" if t.precision == "fp16" else "bf16-mixed")]
+    if t.precision in ("fp8", "mxfp8"):
+        o += [(p + "fp8", "hybrid"), (p + "fp8_recipe", "delayed" if t.precision == "fp8" else "mxfp8"),
+              (p + "fp8_param_gather", t.fp8_param_gather)]
+    else:
+        o.append((p + "fp8", None))
+    return o
+
+
+def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export:
+    per_node = min(cluster.node.gpus, lay.gpus)
+    s = "trainer.strategy."
+    o: Overrides = [("trainer.num_nodes", lay.gpus // per_node), ("trainer.devices", per_node),
+                    (s + "tensor_model_parallel_size", lay.tp), (s + "pipeline_model_parallel_size", lay.pp)]
+    o += nemo_split(lay)
+    o += [(s + "context_parallel_size", lay.cp), (s + "sequence_parallel", lay.sequence_parallel)]
+    if model.moe is not None:
+        o += [(s + "expert_model_parallel_size", lay.ep), (s + "expert_tensor_parallel_size", lay.etp)]
+    o += nemo_memory(lay)
+    o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
+          ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]
+    o += nemo_precision(model)
+    notes = []
+    if lay.gpus % per_node:
+        notes.append(f"{lay.gpus} GPUs do not fill whole nodes of {per_node}: NeMo runs devices x num_nodes GPUs")
+    return Export(text="\n".join(comments(notes) + [f"{k}={_value(v)}" for k, v in o]), notes=notes)

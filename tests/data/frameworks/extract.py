@@ -1,0 +1,135 @@
+"""How tests/data/frameworks/*.txt were extracted (run by hand, once, with git clones of the four
+repositories under /work/.mirror/<owner>+<name>/repo; the tests read only the .txt files)."""
+import ast, re, subprocess
+
+def show(repo, rev, path):
+    return subprocess.run(["git", "-C", f"/work/.mirror/{repo}/repo", "show", f"{rev}:{path}"],
+                          capture_output=True, text=True, check=True).stdout
+
+def commit(repo, rev):
+    return subprocess.run(["git", "-C", f"/work/.mirror/{repo}/repo", "rev-parse", f"{rev}^{{commit}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+def lines_of(src, a, b):
+    return src.splitlines()[a - 1:b]
+
+# ---- Megatron-LM
+MG = "NVIDIA+Megatron-LM"; MGT = "core_v0.15.0"
+src = show(MG, MGT, "megatron/training/arguments.py")
+lines = src.splitlines()
+out = []
+for node in sorted((n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "add_argument"), key=lambda n: n.lineno):
+    first = node.args[0]
+    out.extend(l.strip() for l in lines[node.lineno - 1:first.end_lineno])
+    for kw in node.keywords:
+        if kw.arg == "choices":
+            out.extend("    " + l.strip() for l in lines[kw.lineno - 1:kw.end_lineno])
+head = f"""# Megatron-LM command-line flags, vendored to check planner/export.py's names offline.
+# repo: https://github.com/NVIDIA/Megatron-LM  tag: {MGT}  commit: {commit(MG, MGT)}
+# file: megatron/training/arguments.py   licence: BSD-3-Clause (NVIDIA), see the repository's LICENSE
+# extracted with Python's ast: for every `*.add_argument(...)` call, its source lines up to the end of
+# its first argument (the flag), verbatim but stripped of indentation, then, indented, the verbatim
+# lines of its `choices=` keyword when it has one. Nothing else of the file is kept.
+"""
+open("/work/main/tests/data/frameworks/megatron-lm.txt", "w").write(head + "\n".join(out) + "\n")
+
+# ---- Megatron Core fields used by NeMo (model.config.*, trainer.strategy.ddp.*, optim.config.*)
+def dataclass_fields(src, cls):
+    tree = ast.parse(src)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    ls = src.splitlines()
+    return [ls[s.lineno - 1].strip() for s in node.body if isinstance(s, ast.AnnAssign)]
+
+def init_params(src, cls, method="__init__"):
+    tree = ast.parse(src)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    fn = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == method)
+    ls = src.splitlines()
+    return [ls[a.lineno - 1].strip() for a in fn.args.args[1:] + fn.args.kwonlyargs]
+
+core = {
+    "model.config": ("megatron/core/transformer/transformer_config.py", "TransformerConfig"),
+    "trainer.strategy.ddp": ("megatron/core/distributed/distributed_data_parallel_config.py", "DistributedDataParallelConfig"),
+    "optim.config": ("megatron/core/optimizer/optimizer_config.py", "OptimizerConfig"),
+}
+NM = "NVIDIA+NeMo"; NMT = "v2.4.0"
+nemo = {
+    "trainer.strategy": ("nemo/lightning/pytorch/strategies/megatron_strategy.py", "MegatronStrategy", "init"),
+    "trainer.plugins": ("nemo/lightning/pytorch/plugins/mixed_precision.py", "MegatronMixedPrecision", "init"),
+    "data": ("nemo/collections/llm/gpt/data/mock.py", "MockDataModule", "init"),
+    "model.config": ("nemo/collections/llm/gpt/model/base.py", "GPTConfig", "fields"),
+}
+sec = []
+for prefix, (path, cls, how) in nemo.items():
+    s = show(NM, NMT, path)
+    got = init_params(s, cls) if how == "init" else dataclass_fields(s, cls)
+    sec.append(f"## section: {prefix}\n## from: NVIDIA/NeMo {NMT} {path}, {cls}" + (".__init__ parameters" if how == "init" else " fields"))
+    sec.extend(got)
+rec = show(NM, NMT, "nemo/collections/llm/recipes/gpt3_175b.py")
+sec.append(f"## section: trainer\n## from: NVIDIA/NeMo {NMT} nemo/collections/llm/recipes/gpt3_175b.py, the nl.Trainer config of trainer()")
+sec.extend(l.strip() for l in rec.splitlines() if re.match(r"\s+(devices|num_nodes)=", l))
+for prefix, (path, cls) in core.items():
+    s = show(MG, MGT, path)
+    sec.append(f"## section: {prefix}\n## from: NVIDIA/Megatron-LM {MGT} {path}, {cls} fields")
+    sec.extend(dataclass_fields(s, cls))
+head = f"""# NeMo 2 recipe override paths, vendored to check planner/export.py's names offline.
+# repo: https://github.com/NVIDIA/NeMo  tag: {NMT}  commit: {commit(NM, NMT)}  licence: Apache-2.0
+# NeMo {NMT} leaves megatron_core unpinned (requirements/requirements_nlp.txt); the Megatron Core
+# dataclasses below are from https://github.com/NVIDIA/Megatron-LM tag {MGT} commit {commit(MG, MGT)}
+# (BSD-3-Clause). The gpt3_175b recipe builds trainer.strategy as run.Config(nl.MegatronStrategy, ...,
+# ddp=run.Config(DistributedDataParallelConfig, ...)), trainer.plugins as bf16_mixed() (a
+# MegatronMixedPrecision config), data as run.Config(MockDataModule, ...), model as GPTModel(config=
+# GPTConfig175B) and optim's config as run.Config(OptimizerConfig, ...) (recipes/optim/adam.py).
+# Extracted with Python's ast: each section is an override prefix, then the verbatim source line of
+# each parameter of the named __init__ (or each annotated field of the named dataclass), indentation
+# stripped; the trainer section is the recipe's `devices=`/`num_nodes=` lines.
+"""
+open("/work/main/tests/data/frameworks/nemo.txt", "w").write(head + "\n".join(sec) + "\n")
+
+# ---- torchtitan
+TT = "pytorch+torchtitan"; TTT = "v0.2.2"
+s = show(TT, TTT, "torchtitan/config/job_config.py")
+tree = ast.parse(s); ls = s.splitlines(); out = []
+for n in tree.body:
+    if isinstance(n, ast.ClassDef):
+        out.append(ls[n.lineno - 1])
+        out.extend(ls[f.lineno - 1:f.end_lineno] and ls[f.lineno - 1] for f in n.body if isinstance(f, ast.AnnAssign))
+sched = [l for l in ls if "Interleaved1F1B" in l]
+conv = []
+for p in ("torchtitan/components/quantization/float8.py", "torchtitan/components/quantization/mx.py"):
+    conv += [l for l in show(TT, TTT, p).splitlines() if l.startswith("register_model_converter(")]
+head = f"""# torchtitan command-line overrides, vendored to check planner/export.py's names offline.
+# repo: https://github.com/pytorch/torchtitan  tag: {TTT}  commit: {commit(TT, TTT)}  licence: BSD-3-Clause
+# file: torchtitan/config/job_config.py: every top-level `class` line and the verbatim line of each of
+# its annotated fields (extracted with Python's ast; a CLI override is --<JobConfig field>.<field>...,
+# torchtitan/config/manager.py); then the job_config.py lines that name the Interleaved1F1B schedule;
+# then the `register_model_converter(` lines of torchtitan/components/quantization/float8.py and mx.py
+# (the names --model.converters takes).
+"""
+open("/work/main/tests/data/frameworks/torchtitan.txt", "w").write(
+    head + "\n".join(out) + "\n## schedules\n" + "\n".join(sched) + "\n## converters\n" + "\n".join(conv) + "\n")
+
+# ---- DeepSpeed
+DS = "deepspeedai+DeepSpeed"; DST = "v0.19.5"
+sec = []
+for path, prefix in (("deepspeed/runtime/constants.py", ""), ("deepspeed/runtime/precision_config.py", ""),
+                     ("deepspeed/runtime/activation_checkpointing/config.py", "activation_checkpointing"),
+                     ("deepspeed/runtime/zero/config.py", "zero_optimization")):
+    t = show(DS, DST, path)
+    sec.append(f"## file: {path}")
+    sec.extend(l for l in t.splitlines() if re.match(r"^[A-Z0-9_]+ = ['\"][a-z0-9_]+['\"]\s*(#.*)?$", l))
+    if path.endswith("zero/config.py"):
+        sec.append("## DeepSpeedZeroConfig fields")
+        sec.extend(dataclass_fields(t, "DeepSpeedZeroConfig"))
+        tree = ast.parse(t); tl = t.splitlines()
+        enum = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ZeroStageEnum")
+        sec.append("## ZeroStageEnum (the values of zero_optimization.stage)")
+        sec.extend(tl[n.lineno - 1].strip() for n in enum.body if isinstance(n, ast.Assign))
+head = f"""# DeepSpeed config keys, vendored to check planner/export.py's names offline.
+# repo: https://github.com/deepspeedai/DeepSpeed  tag: {DST}  commit: {commit(DS, DST)}  licence: Apache-2.0
+# For each file: its module-level string constants (`NAME = "key"` lines, verbatim, found with the regex
+# ^[A-Z0-9_]+ = ['"][a-z0-9_]+['"]); for deepspeed/runtime/zero/config.py also the verbatim line of each
+# annotated field of DeepSpeedZeroConfig (Python's ast), the keys of "zero_optimization".
+"""
+open("/work/main/tests/data/frameworks/deepspeed.txt", "w").write(head + "\n".join(sec) + "\n")
