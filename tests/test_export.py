@@ -354,3 +354,53 @@ def test_the_vendored_lists_catch_wrong_names():
     with pytest.raises(KeyError):
         _torchtitan_line("--training.batch_size")
     assert "batch_size" not in deepspeed_names()[0] and "train_batch_size" in deepspeed_names()[0]
+
+
+# --- the CLI: `--export` on search and estimate ------------------------------------------------
+
+from typer.testing import CliRunner  # noqa: E402
+
+from planner.cli import app  # noqa: E402
+
+ESTIMATE = ["estimate", "gpt3-175b", "dgx-a100-1024", "--gpus", "64", "--global-batch", "64", "--tp", "8", "--pp", "8",
+            "--micro-batch", "1", "--recompute", "selective", "--sequence-parallel"]
+
+
+def test_cli_estimate_exports_the_given_layout():
+    r = CliRunner().invoke(app, ESTIMATE + ["--export", "megatron"])
+    assert r.exit_code == 0, r.output
+    flags = shlex.split(r.stdout.replace("\\\n", " "))
+    # 64 GPUs / (tp 8 x pp 8) = dp 1: the whole global batch of 64 is 64 micro-batches of 1
+    assert flags[flags.index("--tensor-model-parallel-size") + 1] == "8"
+    assert flags[flags.index("--pipeline-model-parallel-size") + 1] == "8"
+    assert flags[flags.index("--global-batch-size") + 1] == "64"
+    assert "--sequence-parallel" in flags and "step" not in r.stdout  # settings in place of the table
+
+
+def test_cli_search_exports_deepspeed_json_on_stdout_notes_on_stderr():
+    r = CliRunner().invoke(app, ["search", "--export", "deepspeed"])
+    assert r.exit_code == 0, r.output
+    ds = json.loads(r.stdout)  # stdout is JSON alone
+    best = json.loads(CliRunner().invoke(app, ["search", "--json"]).stdout)["best"]["layout"]
+    # gradient accumulation = global batch 1536 / (micro-batch x dp) of the layout search --json calls best
+    assert ds["gradient_accumulation_steps"] == 1536 // (best["micro_batch"] * best["dp"])
+    assert ds["zero_optimization"]["stage"] == best["zero"]
+    assert "note:" in r.stderr and "note:" not in r.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["search", "--export", "jax"], "--export"),
+    (["search", "--export", "megatron", "--json"], "--export"),
+    (["search", "gpt3-175b", "mixed-h100-a100", "--export", "megatron"], "pools"),
+])
+def test_cli_export_bad_requests_exit_2(args, fragment):
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and fragment in r.output
+
+
+def test_cli_export_of_an_infeasible_layout_says_why_on_stderr_and_exits_1():
+    # tp 8 x pp 8 without recomputation or sequence parallelism does not fit (README's estimate example)
+    args = [a for a in ESTIMATE if a not in ("--recompute", "selective", "--sequence-parallel")]
+    r = CliRunner().invoke(app, args + ["--recompute", "none", "--export", "torchtitan"])
+    assert r.exit_code == 1
+    assert "--parallelism.tensor_parallel_degree=8" in r.stdout and "infeasible:" in r.stderr

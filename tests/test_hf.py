@@ -247,3 +247,17 @@ def test_no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
     for path in HF.glob("*.json"):
         load_model(path)
+
+
+def test_plan_import_and_search_through_the_main_app(tmp_path):
+    from planner.cli import app
+
+    out = tmp_path / "qwen.yaml"
+    r = CliRunner().invoke(app, ["import", "qwen3-30b-a3b.json", "-o", str(out)])  # shipped in configs/hf/
+    assert r.exit_code == 0, r.output
+    # Qwen3-30B-A3B model card: 48 layers, 128 experts, 8 activated
+    spec = load_model(out)
+    assert (spec.layers, spec.moe.experts, spec.moe.top_k) == (48, 128, 8)
+    r = CliRunner().invoke(app, ["search", str(HF / "llama.json"), "dgx-h100-1024", "--top", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["model"] and json.loads(r.stdout)["best"]["feasible"]
