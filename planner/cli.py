@@ -76,6 +76,8 @@ def search(
     export: Export = None,
     frontier: Annotated[bool, typer.Option("--frontier", help="also list the Pareto frontier of step time vs energy per token")] = False,
     gpus_range: Annotated[Optional[str], typer.Option("--gpus-range", help="LO:HI: best layout per power-of-two GPU count and the recommended count")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help=(
+        "draw the step time / energy per token frontier to FILE (.png or .svg; needs matplotlib)"))] = None,
     power_caps: Annotated[Optional[bool], typer.Option("--power-caps/--no-power-caps", help="try the GPU preset's power caps (default: unless --objective time without energy limits or --frontier)")] = None,
     **options,
 ) -> None:
@@ -88,6 +90,7 @@ def search(
 
         positive(top, "--top")
         check_export(export, json_out)
+        figure = _figure(plot, "--plot")
         _check_fixed_degrees(gpus, read_axes(options))
         m, c = _load(model, cluster, global_batch, gpus, stack)
         limits = read_limits(options, "search")
@@ -106,23 +109,36 @@ def search(
         if len(c.pool_names) > 1 and export is not None:
             raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
                             expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
-        if len(c.pool_names) > 1 and not frontier:
+        if len(c.pool_names) > 1 and not frontier and figure is None:
             return _search_pools(m, c, gpus, top, json_out, split_top=setting(options, SPLIT_TOP), **common)
-        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier, split_top=setting(options, SPLIT_TOP), **common)
-        if export is not None and result.chosen.size:
-            print_export(export, result.best, m, c)
-        elif export is not None:
-            report.render_infeasible(result, err)  # stdout holds settings only
-        elif json_out:
-            _print_json(report.search_json(result))
-        elif result.chosen.size:
-            report.render_search(result, out)
-        else:  # the explanation is the result of this search: stdout, with exit 1
-            report.render_infeasible(result, out)
-        if not result.chosen.size:
-            raise typer.Exit(1)
+        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier or figure is not None,
+                           split_top=setting(options, SPLIT_TOP), **common)
+        _show_search(result, figure, export, json_out)
 
     run(go)
+
+
+def _show_search(result, figure, export: str | None, json_out: bool) -> None:
+    """The frontier picture, then settings, JSON or tables on stdout; exit 1 when nothing is feasible."""
+    from . import report
+
+    if figure is not None and result.chosen.size:
+        from .plot_frontier import plot_frontier
+
+        plot_frontier(result, figure)
+        err.print(f"frontier drawn to {escape(str(figure))}", highlight=False)
+    if export is not None and result.chosen.size:
+        print_export(export, result.best, result.model, result.cluster)
+    elif export is not None:
+        report.render_infeasible(result, err)  # stdout holds settings only
+    elif json_out:
+        _print_json(report.search_json(result))
+    elif result.chosen.size:
+        report.render_search(result, out)
+    else:  # the explanation is the result of this search: stdout, with exit 1
+        report.render_infeasible(result, out)
+    if not result.chosen.size:
+        raise typer.Exit(1)
 
 
 def _check_fixed_degrees(gpus: int | None, fixed: dict) -> None:
@@ -150,6 +166,17 @@ def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
         _print_json(report.pool_search_json(pools))
     else:
         report.render_pool_search(pools, out)
+
+
+def _figure(path: str | None, flag: str):
+    """The figure's path (.png/.svg) and matplotlib checked before any work, or None."""
+    if path is None:
+        return None
+    from .plots import figure_path, require_matplotlib
+
+    figure = figure_path(path, flag)
+    require_matplotlib(flag)
+    return figure
 
 
 def check_export(kind: str | None, json_out: bool) -> None:
@@ -197,6 +224,8 @@ def parse_range(text: str) -> tuple[int, int]:
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
              stack: Stack = None, json_out: AsJson = False, export: Export = None,
+             timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
+                 "draw the pipeline schedule and memory per rank to FILE (.png or .svg; needs matplotlib)"))] = None,
              stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
                  "layers per virtual stage in schedule order, comma-separated or runs like 7,8x14,7 "
                  "(default: Megatron's even split, extra layers first)"))] = None, **options) -> None:
@@ -209,10 +238,16 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
 
         positive(gpus, "--gpus")
         check_export(export, json_out)
+        figure = _figure(timeline, "--timeline")
         m, c = _load(model, cluster, global_batch, None, stack)
         limits = read_limits(options, "estimate", fix=False)
         given = {a.name: options[a.name] for a in AXES if a.given is not None}
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=parse_split(stage_layers), **given)
+        if figure is not None:  # drawn for an infeasible layout too: the picture shows why
+            from .plot_timeline import plot_timeline
+
+            plot_timeline(m, c, result, figure)
+            err.print(f"timeline drawn to {escape(str(figure))}", highlight=False)
         if export is not None:
             print_export(export, result, m, c)
             for v in result.violations:  # settings of an infeasible layout: say why on stderr, exit 1

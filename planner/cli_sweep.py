@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
         tokens: Annotated[Optional[float], typer.Option("--tokens", help="token budget: adds time and energy to train")] = None,
         objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
         out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
-        plot: Annotated[Optional[Path], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install planner[plot])"))] = None,
+        plot: Annotated[Optional[Path], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
         force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,

@@ -71,7 +71,96 @@ def test_without_matplotlib_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     from planner.plots import require_matplotlib
 
-    with pytest.raises(SpecError, match=r"pip install planner\[plot\]"):
+    with pytest.raises(SpecError, match=r"pip install matplotlib"):
         require_matplotlib()
     res = CliRunner().invoke(app, ["sweep", "--models", "gpt3-1.3b", "--gpus", "8", "--plot", "unused"])
-    assert res.exit_code == 2 and "pip install planner[plot]" in res.output
+    assert res.exit_code == 2 and "pip install matplotlib" in res.output
+
+
+# --- what the sweep figures draw --------------------------------------------------------------------
+
+
+def test_sweep_figures_name_the_gpu_batch_and_sequence_and_show_zero_and_recompute(rows):
+    pytest.importorskip("matplotlib")
+    from planner.plots import require_matplotlib, sweep_figures
+
+    plt = require_matplotlib()
+    figures = sweep_figures(plt, rows)
+    ok = [r for r in rows if r["status"] == "ok"]
+    # the fixture: generated GPT-3 sizes keep gpt3-1.3b's batch, 512 sequences of 2048 tokens; gpt3-175b
+    # trains on 1536 x 2048 (Brown et al. 2020 Table 2.1: 3.2M tokens = 1536 x 2048)
+    for name, fig in figures.items():
+        title = fig._suptitle.get_text()
+        assert "a100-sxm-80gb" in title, name
+        assert "512 x 2048" in title.replace("\u00a0", " ") and "1536 x 2048" in title.replace("\u00a0", " "), name
+    # MFU lines: each model's points are its rows' MFU in percent, in GPU order
+    ax = figures["mfu_vs_gpus.png"].axes[0]
+    for line in ax.get_lines():
+        model = "gpt3-175b" if line.get_label().startswith("gpt3-175b") else None
+        if model:
+            mine = sorted((r for r in ok if r["model"] == model), key=lambda r: r["gpus"])
+            assert list(line.get_xdata()) == [r["gpus"] for r in mine]
+            assert list(line.get_ydata()) == pytest.approx([100 * r["mfu"] for r in mine])
+            assert "(1536 x 2048)" in line.get_label()
+    # the last panel of the layout chart: one cell text per feasible row, `z<ZeRO stage>` over the recompute mode
+    panel = figures["layout_vs_gpus.png"].axes[-1]
+    assert "ZeRO" in panel.get_title()
+    texts = sorted(t.get_text() for t in panel.texts)
+    short = {"none": "-", "selective": "sel", "full": "full"}
+    assert texts == sorted(f"z{r['zero']}\n{short[r['recompute']]}" for r in ok)
+    for fig in figures.values():
+        plt.close(fig)
+
+
+# --- the Pareto frontier of a search -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def frontier_search():
+    from planner.loading import load_cluster, load_model
+    from planner.search import search
+
+    return search(load_model("gpt3-1.3b"), load_cluster("dgx-a100-1024"), gpus=64, frontier=True)
+
+
+def test_the_frontier_plot_draws_every_feasible_candidate_and_the_frontier(frontier_search, tmp_path):
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from planner.axes import layout_cell
+    from planner.plot_frontier import SIZE_PX, plot_frontier
+
+    r = frontier_search
+    drawn = plot_frontier(r, tmp_path / "f.png")
+    assert png_size(drawn.path) == SIZE_PX == (1500, 650) and drawn.path.stat().st_size > 20_000
+    feasible = np.flatnonzero(r.feasible)
+    assert len(drawn.candidates) == feasible.size
+    s = r.scores
+    expected = np.column_stack([s.step_time_s[r.frontier], s.energy_j_per_token[r.frontier]])
+    np.testing.assert_allclose(drawn.frontier, expected)
+    # Pareto by hand: no drawn candidate is at least as fast and as frugal as a frontier point and better in one
+    t, e = drawn.candidates[:, 0], drawn.candidates[:, 1]
+    for ft, fe in drawn.frontier:
+        assert not np.any((t <= ft) & (e <= fe) & ((t < ft) | (e < fe)))
+    # fastest first, each labelled with its layout cell
+    assert list(drawn.frontier[:, 0]) == sorted(drawn.frontier[:, 0])
+    assert [label[0] for label in drawn.labels] == [layout_cell(r.scored(i).layout) for i in r.frontier]
+
+
+def test_the_frontier_plot_writes_svg_and_refuses_other_suffixes(frontier_search, tmp_path):
+    pytest.importorskip("matplotlib")
+    from planner.plot_frontier import plot_frontier
+
+    svg = plot_frontier(frontier_search, tmp_path / "f.svg").path
+    assert "<svg" in svg.read_text()[:2000]
+    with pytest.raises(SpecError) as err:
+        plot_frontier(frontier_search, tmp_path / "f.pdf")
+    assert err.value.path == "--plot" and err.value.expected == ".png or .svg"
+
+
+def test_a_picture_in_a_missing_folder_is_bad_input(frontier_search, tmp_path):
+    pytest.importorskip("matplotlib")
+    from planner.plot_frontier import plot_frontier
+
+    with pytest.raises(SpecError, match="cannot write the picture"):
+        plot_frontier(frontier_search, tmp_path / "missing" / "f.png")

@@ -1,0 +1,251 @@
+"""The pipeline schedule of one scored layout, event by event: what each pipeline rank does when.
+
+Per virtual stage (planner/costs/stages.py: stage j p + r is chunk j of rank r) the forward and
+backward of one micro-batch cost what planner/costs/pipeline.py charges its layers: each kind's
+per-layer compute (`KindTimes.lc`), the recomputed forward, the exposed TP/CP/EP communication
+(TP split by passes, `comm.tp_passes`; CP and EP a third forward, two thirds backward, as
+`mean_layer`), the logits on the last stage (a third forward), the stack's per-chunk overhead, and
+one blocking point-to-point send after each unit that feeds another stage (`comm.pp_p2p_s`).
+
+The schedule is Megatron-LM's (schedules.py): rank r runs its warm-up forwards
+(`stages.warmup_units`), then alternates one forward and one backward, then drains its backwards;
+forward unit k runs chunk (k // p) % v, backward unit k chunk v - 1 - (k // p) % v, in groups of p
+micro-batches. A unit starts when its rank is free and its input has arrived. Idle gaps are the
+bubble. After the last backward every rank waits the exposed data-parallel communication, the
+optimizer step and the stack's step overhead of the layout's breakdown.
+
+For equal stages the makespan is (m v + p - 1) (t_f + t_b) / v per rank-unit, the closed form of
+`pipeline.step_time` (Narayanan et al. 2021 Sec. 2.2), so makespan + tail equals `step_time_s`;
+an uneven split is simulated exactly where the closed form bounds it (tests/test_timeline.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .axes import AXES
+from .costs import comm
+from .costs.memory import MemoryBreakdown, memory_per_rank
+from .costs.pipeline import kind_times
+from .costs.power_caps import cap_levels, capped_cluster
+from .costs.stages import all_ranks, default_split, pipeline_ranks, split_ranks, warmup_units
+from .space import single_layout
+from .specs import ClusterSpec, ModelSpec
+
+# Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
+KINDS = ("forward", "backward", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Seconds per micro-batch of each virtual stage, in schedule order ((p v,) arrays)."""
+
+    forward: np.ndarray  # forward compute, logits' third on the last stage
+    backward: np.ndarray  # backward compute, logits' two thirds on the last stage
+    recompute: np.ndarray  # forward recomputed in backward
+    comm_forward: np.ndarray  # exposed TP/CP/EP of the forward
+    comm_backward: np.ndarray  # exposed TP/CP/EP of the backward (and of the recomputed forward)
+    overhead_s: float  # the stack's fixed cost per micro-batch and chunk
+    p2p_s: float  # one activation or gradient send between stages (0 without a pipeline)
+
+    @property
+    def unit_s(self) -> np.ndarray:
+        """Forward plus backward of one micro-batch on each stage, sends excluded."""
+        return (self.forward + self.backward + self.recompute + self.comm_forward + self.comm_backward
+                + self.overhead_s)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The events of one step (aligned arrays, one entry per drawn bar) and what they add up to."""
+
+    pp: int
+    vpp: int
+    num_microbatches: int
+    stage_layers: tuple[int, ...]
+    stages: StageTimes
+    rank: np.ndarray  # pipeline rank of each event
+    start_s: np.ndarray
+    duration_s: np.ndarray
+    kind: np.ndarray  # index into KINDS
+    micro_batch: np.ndarray  # -1 for bubble and tail events
+    chunk: np.ndarray  # model chunk (0 .. vpp - 1); -1 for bubble and tail events
+    makespan_s: float  # end of the last backward
+    tail_s: dict[str, float]  # after the makespan, on every rank: dp_comm, optimizer, overhead
+    predicted_step_time_s: float  # the layout's step_time_s (JSON)
+    memory_gib: MemoryBreakdown  # per pipeline rank ((p,) arrays)
+    gpu_memory_gib: float
+
+    @property
+    def step_time_s(self) -> float:
+        """The drawn step: the schedule's makespan plus the tail."""
+        return self.makespan_s + sum(self.tail_s.values())
+
+    def total_s(self, kind: str, rank: int | None = None) -> float:
+        """Seconds of events of `kind` (on `rank`, or summed over ranks)."""
+        keep = self.kind == KINDS.index(kind)
+        if rank is not None:
+            keep &= self.rank == rank
+        return float(self.duration_s[keep].sum())
+
+
+def layout_row(layout: dict):
+    """A scored layout's JSON `layout` object as a one-row Layouts."""
+    return single_layout(**{a.name: layout[a.name] for a in AXES if a.name in layout})
+
+
+def _run_cluster(cluster: ClusterSpec, scored) -> ClusterSpec:
+    """The cluster as the layout was scored: under its power cap, when it has one."""
+    if scored.power_cap is None:
+        return cluster
+    level = next(c for c in cap_levels(cluster.gpu) if c.cap_w == scored.power_cap.power_cap_w)
+    return capped_cluster(cluster, level)
+
+
+def stage_times(model: ModelSpec, cluster: ClusterSpec, lay, stage_layers) -> StageTimes:
+    """Per-stage seconds of one micro-batch (module docstring) for a one-row Layouts `lay`."""
+    n = np.asarray(stage_layers, dtype=np.int64)
+    ends = np.cumsum(n)
+    moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=float)
+    held = {False: n - moe, True: moe}
+    kinds = kind_times(model, cluster, lay)
+    passes = float(comm.tp_passes(lay)[0])
+    zero = np.zeros(n.size)
+    fwd, bwd, rec, cf, cb = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
+    for k in kinds:
+        count = held[k.moe]
+        fwd += count * float(k.lc.fwd_s[0])
+        bwd += count * float(k.lc.bwd_s[0])
+        rec += count * float(k.lc.recompute_s[0])
+        side = float(k.cp[0] + k.ep[0])
+        cf += count * (float(k.tp[0]) / passes + side / 3)
+        cb += count * (float(k.tp[0]) * (passes - 1) / passes + 2 * side / 3)
+    logits = float(kinds[0].lc.logits_fwd_bwd_s[0])
+    fwd[-1] += logits / 3
+    bwd[-1] += 2 * logits / 3
+    st = model.training.stack.for_gpu(cluster.gpu.name)
+    prec = model.training.numerics
+    p2p = float(comm.pp_p2p_s(cluster, model.hidden, model.seq_len, lay, prec.activation_bytes)[0])
+    return StageTimes(fwd, bwd, rec, cf, cb, st.microbatch_overhead_s, p2p if int(lay.pp[0]) > 1 else 0.0)
+
+
+def unit_order(p: int, v: int, m: int, rank: int) -> list[tuple[bool, int, int]]:
+    """Rank r's units in Megatron's order: (backward?, micro-batch, chunk)."""
+    groups = [range(g, min(g + p, m)) for g in range(0, m, p)] if v > 1 else [range(m)]
+    forward = [(mb, j) for g in groups for j in range(v) for mb in g]
+    backward = [(mb, v - 1 - j) for g in groups for j in range(v) for mb in g]
+    w = warmup_units(p, v, m, rank)
+    order = [(False, *forward[k]) for k in range(w)]
+    for k in range(len(forward) - w):
+        order += [(False, *forward[w + k]), (True, *backward[k])]
+    return order + [(True, *backward[k]) for k in range(len(forward) - w, len(forward))]
+
+
+def _segments(t: StageTimes, backward: bool, stage: int, stages: int) -> list[tuple[int, float]]:
+    """(kind, seconds) of one unit on virtual stage `stage`, in the order they run."""
+    if backward:
+        parts = [("recompute", t.recompute[stage]), ("backward", t.backward[stage]), ("comm", t.comm_backward[stage])]
+        sends = stage > 0
+    else:
+        parts = [("forward", t.forward[stage]), ("comm", t.comm_forward[stage]), ("overhead", t.overhead_s)]
+        sends = stage < stages - 1
+    parts.append(("pp_comm", t.p2p_s if sends else 0.0))
+    return [(KINDS.index(k), float(s)) for k, s in parts if s > 0]
+
+
+def _ready(done: dict, backward: bool, mb: int, stage: int, stages: int) -> float | None:
+    """When the input of a unit has arrived (None: not yet): the previous stage's forward, the next
+    stage's backward, or (last stage) its own forward."""
+    if not backward:
+        end = 0.0 if stage == 0 else done[False][mb, stage - 1]
+    else:
+        end = done[False][mb, stage] if stage == stages - 1 else done[True][mb, stage + 1]
+    return None if np.isnan(end) else float(end)
+
+
+def simulate(t: StageTimes, p: int, v: int, m: int) -> tuple[np.ndarray, float]:
+    """Every unit's segments as rows (rank, start [s], duration [s], kind, micro-batch, chunk), each
+    rank's rows in time order, and the makespan [s]. A unit starts when its rank is free and its
+    input has arrived (`_ready`); ranks advance in turn until all are done."""
+    stages = p * v
+    orders = [unit_order(p, v, m, r) for r in range(p)]
+    done = {False: np.full((m, stages), np.nan), True: np.full((m, stages), np.nan)}
+    nxt, free = [0] * p, [0.0] * p
+    rows: list[list[tuple]] = [[] for _ in range(p)]
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progress = False
+        for r in range(p):
+            while nxt[r] < len(orders[r]):
+                backward, mb, j = orders[r][nxt[r]]
+                stage = j * p + r
+                arrived = _ready(done, backward, mb, stage, stages)
+                if arrived is None:
+                    break
+                start = max(free[r], arrived)
+                for kind, seconds in _segments(t, backward, stage, stages):
+                    rows[r].append((r, start, seconds, kind, mb, j))
+                    start += seconds
+                done[backward][mb, stage] = free[r] = start
+                nxt[r] += 1
+                remaining -= 1
+                progress = True
+        assert progress, "the schedule deadlocked"  # a bug in unit_order, not bad input
+    flat = np.array([e for rank_rows in rows for e in rank_rows], dtype=float).reshape(-1, 6)
+    return flat, max(free)
+
+
+def bubbles(events: np.ndarray, p: int, makespan_s: float) -> np.ndarray:
+    """Idle gaps of each rank within [0, makespan] as rows like `simulate`'s (kind bubble)."""
+    out = []
+    for r in range(p):
+        mine = events[events[:, 0] == r]
+        starts = np.concatenate([mine[:, 1], [makespan_s]])
+        ends = np.concatenate([[0.0], mine[:, 1] + mine[:, 2]])
+        gap = starts - ends
+        keep = gap > 1e-12 * max(makespan_s, 1.0)
+        out.append(np.column_stack([np.full(keep.sum(), r), ends[keep], gap[keep],
+                                    np.full(keep.sum(), KINDS.index("bubble")), -np.ones((keep.sum(), 2))]))
+    return np.concatenate(out) if out else np.zeros((0, 6))
+
+
+def tail_events(tail_s: dict[str, float], p: int, makespan_s: float) -> np.ndarray:
+    """The tail's parts one after the other from the makespan, on every rank."""
+    out, start = [], makespan_s
+    for kind, seconds in tail_s.items():
+        if seconds > 0:
+            out += [(r, start, seconds, KINDS.index(kind), -1, -1) for r in range(p)]
+            start += seconds
+    return np.array(out, dtype=float).reshape(-1, 6)
+
+
+def rank_memory(model: ModelSpec, cluster: ClusterSpec, lay, stage_layers) -> MemoryBreakdown:
+    """Memory per pipeline rank [GiB] ((p,) arrays), counted as the layout was scored: the default
+    split by `stages.layers_in_flight`, an explicit one chunk by chunk (`split_ranks`)."""
+    p, v = int(lay.pp[0]), int(lay.vpp[0])
+    if list(stage_layers) == default_split(model, p, v):
+        ranks = pipeline_ranks(model, lay, all_ranks(lay))
+    else:
+        ranks = split_ranks(model, lay, stage_layers)
+    mem = memory_per_rank(model, cluster.gpu, lay, ranks)
+    parts = ("weights", "gradients", "optimizer", "activations", "other")
+    return MemoryBreakdown(*(np.broadcast_to(getattr(mem, f), (p, 1))[:, 0].astype(float) for f in parts))
+
+
+def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
+    """The schedule of a scored layout (planner.results.ScoredLayout, e.g. `plan estimate`'s)."""
+    lay = layout_row(scored.layout)
+    p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
+    split = tuple(int(x) for x in scored.layout.get("stage_layers") or default_split(model, p, v))
+    t = stage_times(model, _run_cluster(cluster, scored), lay, split)
+    events, makespan = simulate(t, p, v, m)
+    st = model.training.stack.for_gpu(cluster.gpu.name)
+    tb = scored.time_breakdown_s
+    tail = {"dp_comm": float(tb.dp_comm), "optimizer": float(tb.optimizer), "overhead": st.step_overhead_s}
+    rows = np.concatenate([events, bubbles(events, p, makespan), tail_events(tail, p, makespan)])
+    rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+    ints = rows[:, [0, 3, 4, 5]].astype(np.int64)
+    return Timeline(p, v, m, split, t, ints[:, 0], rows[:, 1], rows[:, 2], ints[:, 1], ints[:, 2], ints[:, 3],
+                    makespan, tail, float(scored.step_time_s), rank_memory(model, cluster, lay, split),
+                    float(cluster.gpu.memory_gib))
