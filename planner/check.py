@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .axes import AXES, given_gpus, layout_assignments
 from .constraints import LIMIT_OPTIONS
-from .errors import InfeasibleError, SpecError, SpecErrors
+from .errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
 from .loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
 from .options import axis_field, limits_from, option_field
 from .specs import ClusterSpec, GpuSpec, ModelSpec
@@ -76,24 +76,33 @@ def exit_code(findings: list[Finding], strict: bool = False) -> int:
 
 
 def from_errors(exc: SpecError | SpecErrors, code: str) -> list[Finding]:
+    """Findings of errors, each message and field path of bounded length (errors.clip)."""
     errors = exc.errors if isinstance(exc, SpecErrors) else [exc]
-    return [Finding(e.file or "<input>", e.line, "error", code, e.path,
-                    e.message + (f" (expected {e.expected})" if e.expected else "")) for e in errors]
+    def message(e: SpecError) -> str:
+        return clip(e.message, MAX_MESSAGE_CHARS) + (f" (expected {clip(e.expected, MAX_MESSAGE_CHARS)})" if e.expected else "")
+
+    return [Finding(e.file or "<input>", e.line, "error", code, None if e.path is None else clip(e.path, 2 * SHOWN_CHARS),
+                    message(e)) for e in errors]
 
 
 def yaml_files(paths: list[str]) -> tuple[list[str], list[Finding]]:
-    """Files named, and `*.yaml`/`*.yml` under directories named (recursively, hidden ones skipped)."""
+    """Files named, and `*.yaml`/`*.yml` under directories named (recursively, hidden ones skipped).
+    A directory that cannot be listed is a finding: what it holds was not checked."""
     files, findings = [], []
     for arg in paths:
         if not os.path.isdir(arg):
             files.append(arg)
             continue
-        found = []
-        for root, dirs, names in os.walk(arg):
+        found, unlisted = [], []
+        for root, dirs, names in os.walk(arg, onerror=unlisted.append):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             found += [os.path.join(root, n) for n in sorted(names) if n.endswith((".yaml", ".yml")) and n[0] != "."]
         files += found
-        if not found:
+        for exc in unlisted:
+            reason = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
+            findings.append(Finding(os.fsdecode(exc.filename or arg), None, "error", UNREADABLE, None,
+                                    f"cannot list this directory ({reason}): the files in it are not checked"))
+        if not found and not unlisted:
             findings.append(Finding(arg, None, "error", UNREADABLE, None, "no *.yaml or *.yml files in this directory"))
     return list(dict.fromkeys(files)), findings
 
@@ -235,7 +244,8 @@ def _part(loaded: LoadedYaml, key: str, kind: str, build: Callable) -> tuple[Any
             spec, prefix = build(sub), ()
     except (SpecError, SpecErrors) as exc:
         if isinstance(exc, SpecError) and exc.path is None and exc.line is None:  # unknown shipped name, missing file
-            message = exc.message if exc.file is None or exc.file in exc.message else f"{exc.message}: {exc.file}"
+            shown_file = "" if exc.file is None or exc.file in exc.message else f": {clip_file(exc.file)}"
+            message = exc.message + shown_file
             exc = SpecError(message, file=loaded.file, line=loaded.line_of((key,)), path=key, expected=exc.expected)
         return None, from_errors(exc, INVALID)
     warn = {"model": model_warnings, "cluster": cluster_warnings}[kind](spec, sub, prefix)

@@ -12,6 +12,7 @@ import typer
 
 from .check import INVALID, UNREADABLE, Finding
 from .cli_common import out, run
+from .errors import clip_file, printable
 
 FORMATS = ("text", "json", "github", "junit")
 
@@ -32,7 +33,11 @@ def render_json(files: list[str], findings: list[Finding], code: int) -> str:
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub's workflow-command escaping: a newline in a file name or message cannot start a
+    line of its own (`::error ...` that the runner would execute); undecodable bytes of a file
+    name (lone surrogates) become \\udcXX instead of failing to print."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _escape_property(text: str) -> str:
@@ -79,21 +84,24 @@ def render_junit(files: list[str], findings: list[Finding], strict: bool = False
     suite.attrib.update(attrs)
     suites.attrib.update({k: v for k, v in attrs.items() if k != "skipped"})
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    xml = '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    return xml.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates of undecodable names
 
 
 def render_text(files: list[str], findings: list[Finding], console, strict: bool = False) -> None:
+    """One line per finding. File names, paths and messages are shown literally: markup escaped, no
+    emoji codes (`:fire:`), control characters and newlines as escapes (errors.printable)."""
     from rich.markup import escape
 
     for f in findings:
         color = "red" if f.severity == "error" or strict else "yellow"
-        where = f"{f.file}:{f.line}" if f.line is not None else f.file
-        path = f" {escape(f.path)}:" if f.path else ""
-        console.print(f"[{color}]{f.severity}[/{color}] {escape(where)}:{path} {escape(f.message)} [dim]({f.code})[/dim]",
-                      highlight=False, soft_wrap=True)
+        where = clip_file(f.file) + (f":{f.line}" if f.line is not None else "")
+        path = f" {escape(printable(f.path))}:" if f.path else ""
+        console.print(f"[{color}]{f.severity}[/{color}] {escape(where)}:{path} {escape(printable(f.message))} "
+                      f"[dim]({f.code})[/dim]", highlight=False, soft_wrap=True, emoji=False)
     s = summary(files, findings)
     ok = "[green]ok[/green]" if not s["errors"] and not (strict and s["warnings"]) else "[red]failed[/red]"
-    console.print(f"{ok}: {_counts(s)}", highlight=False)
+    console.print(f"{ok}: {_counts(s)}", highlight=False, emoji=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import SpecError, SpecErrors
+from .errors import MAX_ERRORS, SpecError, SpecErrors, shown
 from .hf import Imported, is_hf_config, name_for, parse_config, spec_from_hf
 from .shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
-from .specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec
-from .yamlio import MAX_FILE_BYTES, LoadedYaml, load_yaml_file
+from .specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec, is_plain_name
+from .yamlio import LoadedYaml, load_yaml_file, read_bounded
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -25,24 +25,40 @@ T = TypeVar("T", bound=BaseModel)
 MOVED_TO_STACK = ("layer_overhead_us", "step_overhead_s", "tp_overlap_exposed", "dp_overlap_exposed",
                   "elementwise_backward_factor")
 FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep", "jobs")
+SUGGEST_CHARS = 64  # names and keys longer than this get no "did you mean" (difflib is quadratic)
+
+
+def close_match(name: object, names: list[str]) -> str | None:
+    """The nearest of `names` (difflib), or None; long names are not compared."""
+    if len(str(name)) > SUGGEST_CHARS:
+        return None
+    close = difflib.get_close_matches(str(name), names, n=1)
+    return close[0] if close else None
 
 
 def _unknown_name(what: str, name: str, names: list[str], file: str | None, or_what: str) -> SpecError:
-    close = difflib.get_close_matches(str(name), names, n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return SpecError(f"{what} '{name}'{hint}", file=file,
+    close = close_match(name, names)
+    hint = f"; did you mean '{close}'?" if close else ""
+    return SpecError(f"{what} {shown(name)}{hint}", file=file,
                      expected=f"{or_what} one of: {', '.join(names) or '(none shipped)'}")
 
 
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, a NUL byte: no such file
+        return False
+
+
 def resolve(arg: str | os.PathLike, kind: str, base: Path | None = None) -> Path:
-    """A path as given (relative to `base` when given), or the shipped spec of that name."""
+    """A path as given (relative to `base` when given), or the shipped spec of that (plain) name."""
     path = Path(arg)
     if base is not None and not path.is_absolute():
         path = base / path
-    if path.exists() or path.suffix in (".yaml", ".yml") or os.sep in str(arg) or "/" in str(arg):
+    if _exists(path) or path.suffix in (".yaml", ".yml") or os.sep in str(arg) or "/" in str(arg):
         return path
     shipped = config_dir() / KINDS[kind] / f"{arg}.yaml"
-    if shipped.is_file():
+    if is_plain_name(str(arg)) and shipped.is_file():
         return shipped
     if kind == "model" and path.suffix == ".json" and (config_dir() / "hf" / path.name).is_file():
         return config_dir() / "hf" / path.name  # a shipped Hugging Face config.json (configs/hf/)
@@ -68,7 +84,7 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, str):
-        return f"the string {value[:40]!r}"
+        return f"the string {shown(value)}"
     if isinstance(value, (int, float)):
         return f"{value!r}"[:40]
     if value is None:
@@ -168,30 +184,36 @@ def _merge_unions(errors: list[dict]) -> list[dict]:
 
 
 def _to_spec_errors(exc: ValidationError, loaded: LoadedYaml, model: type[BaseModel], prefix: tuple) -> list[SpecError]:
-    out = []
+    """The first MAX_ERRORS problems as `SpecError`s, then one that counts the others."""
     data = loaded.data
     for part in prefix:
         data = data.get(part) if isinstance(data, dict) else None
-    errors = [dict(err, loc=_real_loc(tuple(err["loc"]), data, err["type"])) for err in exc.errors()]
-    for err in _merge_unions(errors):
-        loc = err["loc"]
-        if err["type"] == "extra_forbidden":
-            valid = list(getattr(_submodel(model, loc[:-1]), "model_fields", {}))
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
-            msg = f"unknown key '{loc[-1]}'" + (f"; did you mean '{close[0]}'?" if close else "")
-            if str(loc[-1]) in MOVED_TO_STACK and "efficiency" in map(str, loc):
-                msg = f"'{loc[-1]}' moved from the GPU preset to the software-stack profile (configs/stacks, training.stack)"
-            out.append(SpecError(msg, file=loaded.file, line=loaded.line_of(prefix + loc),
-                                 path=".".join(map(str, prefix + loc)), expected=f"one of: {', '.join(valid)}"))
-            continue
-        if err["type"] == "value_error":  # a cross-field rule: point at the field it names first
-            fields = getattr(_submodel(model, loc), "model_fields", {})
-            first = err["msg"].removeprefix("Value error, ").split(" ")[0]
-            if first in fields:
-                loc += (first,)
-        out.append(SpecError(_message(err, loc), file=loaded.file, line=loaded.line_of(prefix + loc),
-                             path=".".join(str(p) for p in prefix + loc) or None, expected=_expected(err)))
+    errors = _merge_unions([dict(err, loc=_real_loc(tuple(err["loc"]), data, err["type"]))
+                            for err in exc.errors(include_url=False, include_context=True, include_input=True)])
+    out = [_spec_error(err, loaded, model, prefix) for err in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        out.append(SpecError(f"and {len(errors) - MAX_ERRORS} more problems (the first {MAX_ERRORS} are shown)",
+                             file=loaded.file, line=loaded.line_of(prefix + errors[MAX_ERRORS]["loc"])))
     return out
+
+
+def _spec_error(err: dict, loaded: LoadedYaml, model: type[BaseModel], prefix: tuple) -> SpecError:
+    loc = err["loc"]
+    if err["type"] == "extra_forbidden":
+        valid = list(getattr(_submodel(model, loc[:-1]), "model_fields", {}))
+        close = close_match(loc[-1], valid)
+        msg = f"unknown key {shown(loc[-1])}" + (f"; did you mean '{close}'?" if close else "")
+        if str(loc[-1]) in MOVED_TO_STACK and "efficiency" in map(str, loc):
+            msg = f"'{loc[-1]}' moved from the GPU preset to the software-stack profile (configs/stacks, training.stack)"
+        return SpecError(msg, file=loaded.file, line=loaded.line_of(prefix + loc),
+                         path=".".join(map(str, prefix + loc)), expected=f"one of: {', '.join(valid)}")
+    if err["type"] == "value_error":  # a cross-field rule: point at the field it names first
+        fields = getattr(_submodel(model, loc), "model_fields", {})
+        first = err["msg"].removeprefix("Value error, ").split(" ")[0]
+        if first in fields:
+            loc += (first,)
+    return SpecError(_message(err, loc), file=loaded.file, line=loaded.line_of(prefix + loc),
+                     path=".".join(str(p) for p in prefix + loc) or None, expected=_expected(err))
 
 
 def raise_all(errors: list[SpecError]) -> None:
@@ -281,13 +303,7 @@ def load_spec_file(path: str | os.PathLike) -> LoadedYaml:
     if Path(path).suffix.lower() != ".json":
         return load_yaml_file(path)
     file = os.fsdecode(path)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(f"cannot read the file: {exc.strerror or exc}", file=file, expected="a readable JSON file") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(f"file too large (the limit is {MAX_FILE_BYTES} bytes)", file=file)
+    raw = read_bounded(path)  # a regular file of at most MAX_FILE_BYTES
     try:
         loaded = parse_config(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"), file)
     except UnicodeDecodeError as exc:
@@ -342,7 +358,12 @@ def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()
 
 
 def load_gpu_data(name: str) -> dict:
-    """A shipped GPU preset as a plain mapping (validated with the cluster it sits in)."""
+    """A shipped GPU preset as a plain mapping (validated with the cluster it sits in). A preset is
+    named, never a path: `gpu: ../models/x` must not read another file as a GPU."""
+    if not is_plain_name(name):
+        raise SpecError(f"GPU preset {shown(name)} is not a shipped preset name (a plain name of at most 128 "
+                        "characters, not a path)",
+                        expected=f"a mapping with the GPU's fields, or one of: {', '.join(shipped_names('gpu'))}")
     shipped = config_dir() / "gpus" / f"{name}.yaml"
     if not shipped.is_file():
         raise _unknown_name("unknown GPU preset", name, shipped_names("gpu"), None, "a mapping or")

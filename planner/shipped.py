@@ -49,6 +49,8 @@ def stack_file(name: str) -> Path | None:
     """The shipped stack profile of that name, or None."""
     if not isinstance(name, str) or not name or "/" in name or os.sep in name or name.startswith("."):
         return None
+    if len(name) > 128 or "\0" in name:  # no shipped name is longer; the file system refuses > 255 bytes
+        return None
     path = config_dir() / KINDS["stack"] / f"{name}.yaml"
     return path if path.is_file() else None
 

@@ -6,6 +6,7 @@ per GPU per direction; memory sizes are GiB (2**30 bytes); compute is dense TFLO
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import numpy as np
@@ -14,11 +15,19 @@ from pydantic import BaseModel, Strict, ValidationError, ConfigDict, Field, fiel
 
 from .layers import LayerKind, attention_matrices, layer_kinds, layer_norm_params, mlp_matrices
 from .precision import PRECISIONS, Precision, precision
-from .errors import SpecError
+from .errors import SpecError, shown
 from .shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
 from .units import GB, TERA, US
 
 # Upper bounds reject absurd values (a typo of a few orders of magnitude), not future hardware.
+# Lower bounds reject values no real hardware has, which would make search rank layouts of 1e300 s:
+# rates >= MIN_TFLOPS TFLOP/s and MIN_GBPS GB/s, memory >= MIN_GIB GiB, efficiencies and
+# power-cap fractions >= MIN_FRACTION, powers >= MIN_W W, a GPU's MTBF >= 1 h.
+MIN_TFLOPS = 0.01  # 10 GFLOP/s: below any GPU's tensor or vector peak
+MIN_GBPS = 0.01  # 10 MB/s (80 Mb/s): below any NIC, link or memory
+MIN_GIB = 0.1
+MIN_FRACTION = 0.01
+MIN_W = 1.0
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -29,11 +38,11 @@ class _Spec(BaseModel):
 class PeakTflops(_Spec):
     """Peak dense tensor-core throughput per precision [TFLOP/s]."""
 
-    bf16: float = Field(gt=0, le=1e5)
-    fp16: float = Field(gt=0, le=1e5)
-    fp8: float | None = Field(default=None, gt=0, le=1e5, description="FP8 with per-tensor scaling (Hopper, Blackwell)")
-    mxfp8: float | None = Field(default=None, gt=0, le=1e5, description="MXFP8: FP8 with a scale per 32 values (Blackwell, MI355X)")
-    tf32: float | None = Field(default=None, gt=0, le=1e5)
+    bf16: float = Field(ge=MIN_TFLOPS, le=1e5)
+    fp16: float = Field(ge=MIN_TFLOPS, le=1e5)
+    fp8: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5, description="FP8 with per-tensor scaling (Hopper, Blackwell)")
+    mxfp8: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5, description="MXFP8: FP8 with a scale per 32 values (Blackwell, MI355X)")
+    tf32: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5)
 
 
 class Efficiency(_Spec):
@@ -45,17 +54,17 @@ class Efficiency(_Spec):
     or a fixed latency.
     """
 
-    gemm: float = Field(gt=0, le=1, description="fraction of peak TFLOP/s that large, wave-aligned GEMMs reach")
-    gemm_fp8: float | None = Field(default=None, gt=0, le=1, description=(
+    gemm: float = Field(ge=MIN_FRACTION, le=1, description="fraction of peak TFLOP/s that large, wave-aligned GEMMs reach")
+    gemm_fp8: float | None = Field(default=None, ge=MIN_FRACTION, le=1, description=(
         "fraction of the FP8 (and MXFP8) peak that large GEMMs reach (None: `gemm`)"))
     gemm_half_gflop: float = Field(default=0.0, ge=0, le=1e6, description=(
         "GEMM work at which a GEMM reaches half of `gemm` [GFLOP] (saturating curve; 0: off)"))
-    hbm: float = Field(gt=0, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
-    flash_attention: float = Field(gt=0, le=1, description="fraction of peak the fused attention kernel reaches (forward, head dim 128)")
+    hbm: float = Field(ge=MIN_FRACTION, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
+    flash_attention: float = Field(ge=MIN_FRACTION, le=1, description="fraction of peak the fused attention kernel reaches (forward, head dim 128)")
     flash_half_seq: float = Field(default=0.0, ge=0, le=1e7, description=(
         "sequence length at which fused attention reaches half its long-sequence rate (0: no dependence)"))
-    nvlink: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
-    network: float = Field(gt=0, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
+    nvlink: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
+    network: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
     latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send inside a node [us]")
     network_latency_us: float | None = Field(default=None, ge=0, le=1e4, description=(
         "per-step latency of a collective step between nodes [us] (default: latency_us)"))
@@ -73,8 +82,8 @@ class Efficiency(_Spec):
 class GpuPower(_Spec):
     """Power drawn by one GPU in each state [W]; defaults are fractions of TDP unless given."""
 
-    busy_w: float | None = Field(default=None, gt=0, le=1e5)
-    comm_w: float | None = Field(default=None, gt=0, le=1e5)
+    busy_w: float | None = Field(default=None, ge=MIN_W, le=1e5)
+    comm_w: float | None = Field(default=None, ge=MIN_W, le=1e5)
     full_power_compute_fraction: float | None = Field(
         default=None, gt=0, le=1,
         description="achieved fraction of peak FLOP/s at which a computing GPU draws busy_w; below it busy "
@@ -84,18 +93,18 @@ class GpuPower(_Spec):
 class PowerCap(_Spec):
     """One power-cap level of a GPU: the cap, the tensor-core speed and the busy power it leaves."""
 
-    cap_w: float = Field(gt=0, le=1e5, description="power limit set with nvidia-smi -pl [W]")
-    speed: float = Field(gt=0, le=1, description="tensor-core (SM clock) throughput relative to the uncapped GPU")
-    power: float = Field(gt=0, le=1, description="busy power relative to the uncapped busy power")
+    cap_w: float = Field(ge=MIN_W, le=1e5, description="power limit set with nvidia-smi -pl [W]")
+    speed: float = Field(ge=MIN_FRACTION, le=1, description="tensor-core (SM clock) throughput relative to the uncapped GPU")
+    power: float = Field(ge=MIN_FRACTION, le=1, description="busy power relative to the uncapped busy power")
 
 
 class GpuSpec(_Spec):
     name: str = Field(min_length=1, max_length=128)
-    memory_gib: float = Field(gt=0, le=4096)
+    memory_gib: float = Field(ge=MIN_GIB, le=4096)
     peak_tflops: PeakTflops
-    hbm_gbps: float = Field(gt=0, le=1e5, description="HBM bandwidth [GB/s]")
-    tdp_w: float = Field(gt=0, le=1e5)
-    idle_w: float = Field(gt=0, le=1e5)
+    hbm_gbps: float = Field(ge=MIN_GBPS, le=1e5, description="HBM bandwidth [GB/s]")
+    tdp_w: float = Field(ge=MIN_W, le=1e5)
+    idle_w: float = Field(ge=MIN_W, le=1e5)
     memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
     sms: int | None = Field(default=None, gt=0, le=100_000, description=(
         "streaming multiprocessors: GEMM tiles run in waves of this many (None: no wave quantisation)"))
@@ -142,8 +151,8 @@ class GpuSpec(_Spec):
 
 class NodeSpec(_Spec):
     gpus: int = Field(gt=0, le=1024)
-    nvlink_gbps: float = Field(gt=0, le=1e5, description="GB/s per GPU per direction inside the node")
-    network_gbps: float = Field(gt=0, le=1e5, description="GB/s per GPU per direction between nodes")
+    nvlink_gbps: float = Field(ge=MIN_GBPS, le=1e5, description="GB/s per GPU per direction inside the node")
+    network_gbps: float = Field(ge=MIN_GBPS, le=1e5, description="GB/s per GPU per direction between nodes")
     nvlink_domain_gpus: int | None = Field(default=None, gt=0, le=1_000_000, description="GPUs reachable over NVLink (default: the node)")
 
     @property
@@ -180,12 +189,12 @@ class ReliabilitySpec(_Spec):
     illustrative; replace them with the cluster's own figures.
     """
 
-    gpu_mtbf_h: float = Field(default=50_700.0, gt=0, le=1e9, description="mean time between failures of one GPU (all causes) [h]")
+    gpu_mtbf_h: float = Field(default=50_700.0, ge=1, le=1e9, description="mean time between failures of one GPU (all causes) [h]")
     restart_s: float = Field(default=600.0, ge=0, le=1e6, description="relaunch, NCCL init and checkpoint load after a failure [s]")
     node_replace_s: float = Field(default=1800.0, ge=0, le=1e7, description="extra wait for a replacement node when no spare is free [s]")
     node_repair_h: float = Field(default=24.0, gt=0, le=1e5, description="time a failed node is out of service [h]")
     spare_nodes: int = Field(default=0, ge=0, le=1_000_000, description="hot spare nodes beyond the cluster's `nodes`")
-    storage_write_gbps: float = Field(default=1000.0, gt=0, le=1e9, description="aggregate checkpoint write bandwidth of the storage [GB/s]")
+    storage_write_gbps: float = Field(default=1000.0, ge=MIN_GBPS, le=1e9, description="aggregate checkpoint write bandwidth of the storage [GB/s]")
 
 
 class PricingSpec(_Spec):
@@ -221,7 +230,7 @@ class ClusterSpec(_Spec):
         "mixed GPU pools (planner/pools.py): a job runs in one pool or places its pipeline stages on "
         "several. `gpu`, `nodes` and `node` then describe the first pool, which every single-pool "
         "command (search, estimate) plans for"))
-    inter_pool_gbps: float | None = Field(default=None, gt=0, le=1e5, description=(
+    inter_pool_gbps: float | None = Field(default=None, ge=MIN_GBPS, le=1e5, description=(
         "GB/s per GPU per direction between two pools (default: the slowest pool's network_gbps: a "
         "send between pools leaves through one NIC and enters through another, and the slower bounds it)"))
     network: NetworkSpec = NetworkSpec()
@@ -380,12 +389,24 @@ class StackSpec(StackConstants):
         return StackConstants(**base)
 
 
+# A shipped name (GPU preset, stack profile): a file name in configs/<kind>/ without `.yaml`, never
+# a path, so that `gpu: ../models/x` or `stack: /etc/x` cannot read another file as a preset.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def is_plain_name(name: object) -> bool:
+    return isinstance(name, str) and PLAIN_NAME.fullmatch(name) is not None and ".." not in name
+
+
 def _stack_profile(value):
     """A stack named by a shipped profile becomes that profile; a mapping is an inline profile.
     A broken shipped profile is reported against its own file (a SpecError passes through
     pydantic unchanged)."""
     if not isinstance(value, str):
         return value
+    if not is_plain_name(value):
+        raise ValueError(f"software stack {shown(value)} is not a shipped profile name (a plain name of at most "
+                         "128 characters, not a path); give your own profile as a mapping")
     if stack_file(value) is None:
         raise ValueError(unknown_stack_message(value))
     data, loaded = stack_loaded(value)

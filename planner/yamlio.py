@@ -2,11 +2,22 @@
 
 Plain data only (dict/list/str/int/float/bool/None), a mapping at the top level, no duplicate
 or non-string keys, no object-building tags, and bounded size so alias bombs cannot explode.
+Only regular files are opened (a FIFO or a device would block or never end).
+
+Numbers follow YAML 1.2 where YAML 1.1 (PyYAML's) would read something else:
+- `1:30` is a string (YAML 1.1: sexagesimal 90); `1e9` is a float (YAML 1.1: a string).
+- an integer with a leading zero (`024`) is refused: YAML 1.1 reads octal 20, YAML 1.2 reads 24.
+- `0x1F` (both) and `0o17` (YAML 1.2) are accepted; so are `0b101` and `1_000` (YAML 1.1): each
+  has one reading, and digit groups keep big counts readable.
+Line numbers count '\\n' only, as editors do (YAML also breaks lines at U+0085, U+2028, U+2029).
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,13 +26,14 @@ from yaml.events import AliasEvent, StreamEndEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import ReaderError
 
-from .errors import SpecError
+from .errors import SpecError, clip, shown
 
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 100_000  # values after expanding aliases
 MAX_ALIASES = 100
+MAX_KEYS = 1000  # keys of one mapping: a spec has a few dozen; fail before parsing 40,000 unknown ones
 MAX_DEPTH = 100  # nesting, also after expanding aliases; keeps the recursion far from Python's limit
-MAX_NUMBER_CHARS = 1000  # sexagesimal ints like 1:2:3:... cost quadratic time to convert
+MAX_NUMBER_CHARS = 1000  # digits beyond this cost quadratic time to convert
 
 _Y = "tag:yaml.org,2002:"
 _STR, _MAP, _SEQ, _MERGE = _Y + "str", _Y + "map", _Y + "seq", _Y + "merge"
@@ -32,9 +44,25 @@ _KINDS = {_STR: "a string", _Y + "int": "an integer", _Y + "float": "a number", 
 _FLOAT = re.compile(r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
     |[-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
-    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
     |[-+]?\.(?:inf|Inf|INF)
     |\.(?:nan|NaN|NAN))$""", re.X)
+# No sexagesimal (1:30 stays a string); leading-zero decimals resolve as ints so that `build` refuses them.
+_INT = re.compile(r"^[-+]?(?:0b[01_]+|0o[0-7_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)$")
+_BASES = {"0b": 2, "0o": 8, "0x": 16}
+
+
+def _int(text: str) -> int:
+    """An integer of YAML 1.2 (plus 0b and digit groups); ValueError with advice for `024`."""
+    digits = text.replace("_", "")
+    sign = -1 if digits.startswith("-") else 1
+    digits = digits.lstrip("+-")
+    if digits[:2] in _BASES:
+        return sign * int(digits[2:], _BASES[digits[:2]])
+    number = sign * int(digits)
+    if len(digits) > 1 and digits.startswith("0"):
+        old = f"octal {sign * int(digits, 8)}" if set(digits) <= set("01234567") else "a string"
+        raise ValueError(f"{text} is ambiguous: YAML 1.1 reads it as {old}, YAML 1.2 as {number}; write {number}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -65,19 +93,24 @@ def _kind(node: Node) -> str:
 class _Loader(yaml.SafeLoader):
     """SafeLoader that composes with limits; `build` then makes plain data and line numbers."""
 
-    # Drop timestamps (dates stay strings) and '=' (PyYAML cannot construct it); fix floats.
+    # Drop timestamps (dates stay strings) and '=' (PyYAML cannot construct it); fix ints and floats.
     yaml_implicit_resolvers = {
-        ch: [(tag, rx) for tag, rx in rules if tag not in (_Y + "float", _Y + "timestamp", _Y + "value")]
+        ch: [(tag, rx) for tag, rx in rules if tag not in (_Y + "int", _Y + "float", _Y + "timestamp", _Y + "value")]
         for ch, rules in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
 
     def __init__(self, text: str, file: str) -> None:
         super().__init__(text)
         self.file, self.aliases, self.depth, self.nodes = file, 0, 0, 0
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
+
+    def line_at(self, mark: Any) -> int:
+        """1-based line of a mark, counting '\\n' only (the parser also counts U+0085, U+2028, U+2029)."""
+        return bisect_left(self.newlines, mark.index) + 1
 
     def fail(self, message: str, node_or_mark: Any = None, path: tuple = (), expected: str | None = None):
         mark = getattr(node_or_mark, "start_mark", node_or_mark)
-        return SpecError(message, file=self.file, line=mark.line + 1 if mark else None,
+        return SpecError(message, file=self.file, line=self.line_at(mark) if mark else None,
                          path=".".join(map(str, path)) or None, expected=expected)
 
     def get_single_node(self) -> Node | None:
@@ -101,6 +134,9 @@ class _Loader(yaml.SafeLoader):
                 raise self.fail(f"document too large: more than {MAX_NODES} values", self.peek_event())
             if self.depth > MAX_DEPTH:
                 raise self.fail(f"nesting deeper than {MAX_DEPTH} levels", self.peek_event())
+            if isinstance(parent, MappingNode) and index is None and len(parent.value) >= MAX_KEYS:
+                raise self.fail(f"a mapping with more than {MAX_KEYS} keys", self.peek_event(),
+                                expected="a spec's few keys (is this file a spec?)")
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
@@ -141,7 +177,7 @@ class _Loader(yaml.SafeLoader):
             for i, item in enumerate(node.value):
                 value, sub = self.build(item, path + (i,))
                 data.append(value)
-                tree[i] = (item.start_mark.line + 1, sub)
+                tree[i] = (self.line_at(item.start_mark), sub)
             return data, tree
         if isinstance(node, MappingNode):
             return self.build_mapping(node, path)
@@ -149,16 +185,21 @@ class _Loader(yaml.SafeLoader):
             return node.value, None
         if node.tag in (_Y + "int", _Y + "float") and len(node.value) > MAX_NUMBER_CHARS:
             raise self.fail(f"number too long ({len(node.value)} characters)", node, path)
+        if node.tag == _Y + "int" and _INT.match(node.value):
+            try:
+                return _int(node.value), None
+            except ValueError as exc:
+                raise self.fail(str(exc), node, path, expected="an integer without a leading zero") from None
         try:
             return self.yaml_constructors[node.tag](self, node), None
         except (ValueError, KeyError, OverflowError):
-            raise self.fail(f"cannot read {node.value[:40]!r} as {_tag(node.tag)}", node, path,
+            raise self.fail(f"cannot read {shown(node.value)} as {_tag(node.tag)}", node, path,
                             expected=_KINDS.get(node.tag)) from None
 
     def build_mapping(self, node: MappingNode, path: tuple) -> tuple[dict, dict]:
         data, tree, seen = {}, {}, {}  # seen: explicit key -> line (merged keys may be overridden)
         for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
+            line = self.line_at(key_node.start_mark)
             if key_node.tag == _MERGE:  # '<<: *base' copies keys that this mapping does not set
                 sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
                 if not all(isinstance(s, MappingNode) for s in sources):
@@ -169,12 +210,12 @@ class _Loader(yaml.SafeLoader):
                     tree.update((k, v) for k, v in t.items() if k not in seen)
                 continue
             if not (isinstance(key_node, ScalarNode) and key_node.tag == _STR):
-                shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else _kind(key_node)
-                raise self.fail(f"key {shown} is not a string (YAML reads it as {_tag(key_node.tag)})",
+                what = shown(key_node.value) if isinstance(key_node, ScalarNode) else _kind(key_node)
+                raise self.fail(f"key {what} is not a string (YAML reads it as {_tag(key_node.tag)})",
                                 key_node, path, expected="a string key; quote it, e.g. \"1\": ...")
             key = key_node.value
             if key in seen:
-                raise self.fail(f"duplicate key {key!r} (first at line {seen[key]}, again at line {line})",
+                raise self.fail(f"duplicate key {shown(key)} (first at line {seen[key]}, again at line {line})",
                                 key_node, path + (key,), expected="each key once per mapping")
             seen[key] = line
             data[key], sub = self.build(value_node, path + (key,))
@@ -183,6 +224,7 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_implicit_resolver(_Y + "float", _FLOAT, list("-+0123456789."))
+_Loader.add_implicit_resolver(_Y + "int", _INT, list("-+0123456789"))
 
 
 def _flatten(tree: Any, path: tuple, out: dict[tuple, int]) -> None:
@@ -193,18 +235,22 @@ def _flatten(tree: Any, path: tuple, out: dict[tuple, int]) -> None:
 
 def _syntax_error(exc: yaml.MarkedYAMLError, text: str, file: str) -> SpecError:
     mark = exc.problem_mark or exc.context_mark
-    line = mark.line + 1 if mark else None
-    problem = str(exc.problem or exc.context or "invalid YAML")
+    index = min(mark.index, len(text)) if mark else 0
+    start = text.rfind("\n", 0, index) + 1  # line and column as an editor counts them
+    line, column = (text.count("\n", 0, index) + 1, index - start + 1) if mark else (None, None)
+    problem = clip(exc.problem or exc.context or "invalid YAML", 200)
     if "'\\t'" in problem and mark is not None:
-        rows = text.splitlines()
-        if mark.line < len(rows) and rows[mark.line][: mark.column].strip(" \t") == "":
+        if text[start:index].strip(" \t") == "":
             return SpecError("tab character used for indentation; YAML needs spaces", file=file, line=line,
                              expected="spaces for indentation")
-        return SpecError(f"tab character at column {mark.column + 1}; YAML needs spaces here", file=file,
+        return SpecError(f"tab character at column {column}; YAML needs spaces here", file=file,
                          line=line, expected="spaces instead of tabs")
     if exc.context and problem == "second occurrence":  # duplicate anchor: the context says which
-        problem = exc.context.removesuffix("; first occurrence")
-    where = f" at column {mark.column + 1}" if mark else ""
+        problem = clip(exc.context.removesuffix("; first occurrence"), 200)
+    where = f" at column {column}" if mark else ""
+    breaks = [c for c in "\x85\u2028\u2029" if c in text[text.rfind("\n", 0, max(start - 1, 0)) + 1:index + 1]]
+    if breaks:  # invisible in an editor, a line break to YAML 1.1
+        problem += f" (YAML reads the character U+{ord(breaks[0]):04X} on this line or the one before as a line break)"
     return SpecError(f"invalid YAML{where}: {problem}", file=file, line=line, expected="valid YAML syntax")
 
 
@@ -241,24 +287,55 @@ def load_yaml_text(text: str, file: str = "<string>") -> LoadedYaml:
     return LoadedYaml(data=data, file=file, lines=lines)
 
 
-def load_yaml_file(path: str | os.PathLike) -> LoadedYaml:
-    """Read (never write) one YAML spec file, UTF-8 with an optional BOM, at most MAX_FILE_BYTES."""
-    file = os.fsdecode(path)
+def _open_regular(path: str | os.PathLike, file: str) -> int:
+    """A descriptor of `path` opened for reading, which must be a regular file. O_NONBLOCK: opening a
+    FIFO returns at once (and is then refused) instead of waiting for a writer forever."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(path, "rb") as handle:  # bounded read: a huge, growing or endless file cannot exhaust memory
-            size = os.fstat(handle.fileno()).st_size
-            raw = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+        fd = os.open(path, flags)
     except (FileNotFoundError, NotADirectoryError):
-        raise SpecError("file not found", file=file, expected="a path to an existing YAML file") from None
+        raise SpecError("file not found", file=file, expected="a path to an existing file") from None
     except IsADirectoryError:
-        raise SpecError("is a directory, not a file", file=file, expected="a path to a YAML file") from None
+        raise SpecError("is a directory, not a file", file=file, expected="a path to a file") from None
     except PermissionError:
         raise SpecError("permission denied: cannot read the file", file=file, expected="a readable file") from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise SpecError(f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", file=file) from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise SpecError("file name too long (the system allows 255 bytes per name)", file=file,
+                            expected="a shorter path or name") from None
+        if exc.errno == errno.ENXIO:  # a socket
+            raise SpecError("not a regular file", file=file, expected="a path to a regular file") from None
+        raise SpecError(f"cannot read the file: {exc.strerror or exc}", file=file) from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise SpecError(f"cannot read the file: {exc}", file=file) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "is a directory, not a file" if stat.S_ISDIR(mode) else (
+            "not a regular file (a FIFO)" if stat.S_ISFIFO(mode) else "not a regular file (a device or socket)")
+        raise SpecError(what, file=file, expected="a path to a regular file")
+    return fd
+
+
+def read_bounded(path: str | os.PathLike) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES (read, never written); else `SpecError`."""
+    file = os.fsdecode(path)
+    with os.fdopen(_open_regular(path, file), "rb") as handle:  # bounded: a growing file cannot exhaust memory
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            raw = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+        except OSError as exc:  # EIO, EISDIR on odd file systems
+            raise SpecError(f"cannot read the file: {exc.strerror or exc}", file=file) from None
     if max(size, len(raw)) > MAX_FILE_BYTES:
         raise SpecError(f"file too large ({max(size, len(raw))} bytes; the limit is {MAX_FILE_BYTES} bytes)",
                         file=file, expected="a spec file under 1 MB")
+    return raw
+
+
+def load_yaml_file(path: str | os.PathLike) -> LoadedYaml:
+    """Read (never write) one YAML spec file, UTF-8 with an optional BOM, at most MAX_FILE_BYTES."""
+    file = os.fsdecode(path)
+    raw = read_bounded(path)
     try:
         text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except UnicodeDecodeError as exc:

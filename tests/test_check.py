@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from planner.check import Finding, check_file, exit_code, yaml_files
 from planner.cli import app
-from planner.cli_check import render_github, render_junit
+from planner.cli_check import render_github, render_junit, render_text
 from planner.loading import detect_kind
 
 runner = CliRunner()
@@ -228,3 +228,28 @@ def test_union_fields_get_one_error(tmp_path):
     assert [(f.path, f.message) for f in found] == [
         ("model", "wrong type: got 5 (expected a string or a mapping)"),
         ("layout", "wrong type: got a list (expected a mapping)")]
+
+
+def test_file_names_and_messages_print_literally():
+    # issue 15: rich emoji codes, markup and newlines in file names or values are shown as written.
+    from rich.console import Console
+
+    found = [Finding("a\n::error file=x::y.yaml", 2, "error", "invalid", "[b]k[/b]", ":fire: [red]x\n")]
+    console = Console(record=True, width=300, emoji=True)  # even a console with emoji codes on
+    render_text(["a\n::error file=x::y.yaml"], found, console)
+    text = console.export_text()
+    assert text.splitlines()[0] == "error a\\n::error file=x::y.yaml:2: [b]k[/b]: :fire: [red]x\\n (invalid)"
+    assert len(text.splitlines()) == 2
+    gh = render_github(["x"], [Finding("a\n::error file=x::\udcff%,y.yaml", 2, "error", "invalid", None, "m:\r\n,")])
+    first, summary = gh.splitlines()
+    assert first == ("::error file=a%0A%3A%3Aerror file=x%3A%3A\\udcff%25%2Cy.yaml,line=2,"
+                     "title=plan check%3A invalid::m:%0D%0A,")
+    assert summary.startswith("plan check: 1 file checked")
+
+
+def test_findings_of_huge_values_are_bounded(tmp_path):
+    key = "k" * 200_000
+    model = (CONFIGS / "models" / "gpt3-1.3b.yaml").read_text()
+    found = check_file(write(tmp_path, "m.yaml", model + f"? {key}\n: 1\n"))
+    assert len(found) == 1 and len(found[0].message) < 1000 and len(found[0].path) < 200
+    assert "(200000 characters)" in found[0].message

@@ -74,3 +74,52 @@ def test_describe(value, text):
 
 def test_gpu_loads():
     assert load_gpu("a100-sxm-80gb").memory_gib == 80
+
+
+# Names that are names, bounded messages (issue 15).
+@pytest.mark.parametrize("name, plain", [("a100-sxm-80gb", True), ("gpt3-1.3b", True), ("x_y+z", True),
+                                         ("../models/gpt3-175b", False), ("/etc/passwd", False), ("..", False),
+                                         ("a..b", False), (".hidden", False), ("a/b", False), ("a\\b", False),
+                                         ("a" * 128, True), ("a" * 129, False), ("", False), ("a\nb", False)])
+def test_plain_names(name, plain):
+    from planner.specs import is_plain_name
+
+    assert is_plain_name(name) is plain
+
+
+@pytest.mark.parametrize("gpu", ["../models/gpt3-175b", str(CONFIGS / "gpus" / "a100-sxm-80gb"), "x" * 300])
+def test_gpu_preset_is_never_a_path(tmp_path, gpu):
+    with pytest.raises(SpecError) as info:
+        load_cluster(write(tmp_path, CLUSTER.replace("gpu: a100-sxm-80gb", f"gpu: {gpu}")))
+    err = info.value
+    assert "is not a shipped preset name" in err.message and err.path == "gpu"
+    assert err.file == str(tmp_path / "spec.yaml")
+    assert err.line == CLUSTER.splitlines().index("gpu: a100-sxm-80gb") + 1 and len(str(err)) < 1000
+
+
+@pytest.mark.parametrize("arg", ["a" * 300, "a" * 300 + ".yaml", "nul\0name"])
+def test_resolve_survives_any_name(arg):
+    with pytest.raises(SpecError) as info:
+        load_model(arg)
+    assert len(str(info.value)) < 1000 and "\0" not in str(info.value)
+
+
+def test_errors_per_file_are_capped(tmp_path):
+    from planner.errors import MAX_ERRORS
+
+    with pytest.raises(SpecErrors) as info:
+        load_model(write(tmp_path, MODEL + "".join(f"k{i}: 1\n" for i in range(500))))
+    errors = info.value.errors
+    assert len(errors) == MAX_ERRORS + 1 and errors[0].path == "k0" and errors[0].line == len(MODEL.splitlines()) + 1
+    assert errors[-1].message == f"and {500 - MAX_ERRORS} more problems (the first {MAX_ERRORS} are shown)"
+
+
+def test_messages_are_bounded_and_on_one_line():
+    from planner.errors import clip, printable
+
+    assert clip("x" * 10) == "x" * 10 and clip("x" * 100) == "x" * 80 + "… (100 characters)"
+    assert printable("a\nb\u2028c\x1b") == "a\\nb\\u2028c\\x1b" and printable("é:fire:") == "é:fire:"
+    err = SpecError("bad " + "v" * 5000, file="dir/" + "f\n" * 500, path="p" * 5000, expected="e" * 5000)
+    text = str(err)
+    assert "\n" not in text and len(text) < 3000 and text.startswith("…") and "(1004 characters)" in text
+    assert describe("s" * 1000) == f"the string '{'s' * 80}… (1000 characters)'"

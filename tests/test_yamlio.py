@@ -212,3 +212,68 @@ def test_random_bytes_only_raise_spec_error(tmp_path, raw):
         assert exc.file == str(path) and exc.message
     else:
         assert isinstance(loaded.data, dict)
+
+
+# Numbers as YAML 1.2 reads them; where YAML 1.1 reads something else, no guess (issue 15).
+NUMBERS = [("0x1F", 31), ("0o17", 15), ("0b101", 5), ("1_000", 1000), ("-1_000", -1000), ("+12", 12), ("0", 0),
+           ("1e9", 1e9), ("024.5", 24.5), ("1:30", "1:30"), ("1:30.5", "1:30.5"), ("190:20:30", "190:20:30"),
+           ("'024'", "024")]
+
+
+@pytest.mark.parametrize("text, value", NUMBERS, ids=[n[0] for n in NUMBERS])
+def test_numbers_read_as_yaml_1_2(text, value):
+    data = load_yaml_text(f"a: {text}\n").data["a"]
+    assert data == value and type(data) is type(value)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("024", "024 is ambiguous: YAML 1.1 reads it as octal 20, YAML 1.2 as 24; write 24"),
+    ("-017", "-017 is ambiguous: YAML 1.1 reads it as octal -15, YAML 1.2 as -17; write -17"),
+    ("08", "08 is ambiguous: YAML 1.1 reads it as a string, YAML 1.2 as 8; write 8"),
+    ("!!int 024", "024 is ambiguous"),
+])
+def test_leading_zero_integers_are_refused(text, fragment):
+    with pytest.raises(SpecError) as info:
+        load_yaml_text(f"x: 1\nnode:\n  gpus: {text}\n", "c.yaml")
+    assert fragment in info.value.message and info.value.line == 3 and info.value.path == "node.gpus"
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\x85"])
+def test_lines_count_newlines_only(char):
+    # YAML 1.1 breaks lines at U+0085, U+2028 and U+2029 too; editors do not: lines follow the editor.
+    loaded = load_yaml_text(f'a: "x{char}y"\nb: 1\nc: [1,\n  "{char}"]\n')
+    assert loaded.lines[("b",)] == 2 and loaded.lines[("c", 1)] == 4
+    with pytest.raises(SpecError) as info:
+        load_yaml_text(f'a: "x{char}y"\nb: 1\nb: 2\n')
+    assert info.value.line == 3 and "again at line 3" in info.value.message
+    with pytest.raises(SpecError) as info:
+        load_yaml_text(f"a: 1\nc: x{char}y\nd: 2\n")  # a plain scalar: the hidden break splits it
+    assert info.value.line == 3 and f"U+{ord(char):04X}" in info.value.message
+
+
+def test_a_mapping_of_too_many_keys_stops_early():
+    from planner.yamlio import MAX_KEYS
+
+    text = "".join(f"k{i}: 1\n" for i in range(40 * MAX_KEYS))
+    with pytest.raises(SpecError, match=f"more than {MAX_KEYS} keys") as info:
+        load_yaml_text(text, "m.yaml")
+    assert info.value.line == MAX_KEYS + 1
+    assert len(load_yaml_text("".join(f"k{i}: 1\n" for i in range(MAX_KEYS))).data) == MAX_KEYS
+
+
+def test_huge_keys_and_values_are_cut_in_messages():
+    key = "k" * 100_000
+    with pytest.raises(SpecError) as info:
+        load_yaml_text(f"? {key}\n: 1\n? {key}\n: 2\n", "m.yaml")
+    assert "(100000 characters)" in info.value.message and len(str(info.value)) < 1000
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="no /dev/null")
+def test_only_regular_files_are_read(tmp_path):
+    # FIFOs are tested through the CLI with a timeout (tests/test_abuse_files.py): a regression would hang here.
+    with pytest.raises(SpecError, match="not a regular file") as info:
+        load_yaml_file("/dev/null")
+    assert info.value.file == "/dev/null"
+    with pytest.raises(SpecError, match="file name too long") as info:
+        load_yaml_file(tmp_path / ("a" * 300 + ".yaml"))
+    assert len(str(info.value)) < 500
