@@ -5,6 +5,7 @@ Options of layout axes, limits and search settings are generated from their decl
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Annotated, Optional
 
@@ -13,10 +14,11 @@ from rich.markup import escape
 
 from . import cli_check, cli_sweep
 from . import cli_allocate, cli_import
-from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, positive,
-                         read_axes, read_limits, read_options, run, setting, with_params)
+from .cli_common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, read_axes,
+                         read_limits, read_options, run, setting, with_params)
 from .errors import SpecError
-from .options import CRITICAL_BATCH, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT
+from .options import (CRITICAL_BATCH, GLOBAL_BATCH, GPUS, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT, TOP, check_option,
+                      shown_number)
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="Plan the parallel layout of a large-model training run.",
                   pretty_exceptions_enable=False)
@@ -48,14 +50,17 @@ def _main(version: Annotated[bool, typer.Option("--version", is_eager=True, call
 
 
 def _print_json(data: dict) -> None:
-    print(json.dumps(data, indent=2))
+    """Strict JSON: a NaN or an infinity is a bug (exit 3), never `NaN` in the output."""
+    print(json.dumps(data, indent=2, allow_nan=False))
 
 
 def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None):
     from .loading import load_cluster, load_model, precision_line
     from .search import check_precision, with_global_batch, with_stack
 
-    positive(gpus, "--gpus")
+    check_option(GPUS, gpus)
+    check_option(GLOBAL_BATCH, global_batch)
+    _check_stack_name(stack)
     m = with_stack(with_global_batch(load_model(model), global_batch), stack)
     c = load_cluster(cluster)
     check_precision(m, c, *precision_line(model))
@@ -64,6 +69,29 @@ def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, 
         raise SpecError(f"--gpus {gpus} is more than the {total} GPUs of {c.name}", path="--gpus",
                         expected=f"at most {total}")
     return m, c
+
+
+def _check_stack_name(stack: str | None) -> None:
+    """--stack names a shipped profile: a plain file name, never a path (or 10,000 characters)."""
+    from .shipped import shipped_names
+    from .specs import is_plain_name
+
+    if stack is not None and not is_plain_name(stack):
+        raise SpecError(f"'{stack[:40]}{'...' if len(stack) > 40 else ''}' is not a stack name", path="--stack",
+                        expected=f"one of: {', '.join(shipped_names('stack'))}")
+
+
+def _check_degree_product(given: dict) -> None:
+    """Degrees given on the command line multiply to at most --gpus's bound (no int64 overflow
+    later: 10^7 * 10^5 * 10^5 * 10^5 GPUs is bad input, not a step time)."""
+    from .axes import AXES
+
+    degrees = [a for a in AXES if a.role == "degree" and given.get(a.name) is not None]
+    product = math.prod(given[a.name] for a in degrees)
+    if product > GPUS.bounds["le"]:
+        raise SpecError(f"{'*'.join(a.name for a in degrees)} = {shown_number(product)} GPUs",
+                        path="/".join(a.flag for a in degrees), expected=f"degrees whose product is at most "
+                        f"{GPUS.bounds['le']:,}")
 
 
 @app.command()
@@ -88,17 +116,21 @@ def search(
         from .search import search as do_search, search_gpu_counts
         from .space import SpaceLimits
 
-        positive(top, "--top")
+        check_option(TOP, top)
+        check_option(GPUS, gpus)
         check_export(export, json_out)
         figure = _figure(plot, "--plot")
+        _check_degree_product(read_axes(options))
         _check_fixed_degrees(gpus, read_axes(options))
-        m, c = _load(model, cluster, global_batch, gpus, stack)
-        limits = read_limits(options, "search")
+        # Every option is checked before the files are read: bad input costs no loading.
+        limits, split_top = read_limits(options, "search"), setting(options, SPLIT_TOP)
         common = dict(objective=objective, limits=limits, space=SpaceLimits(max_micro_batch=setting(options, MAX_MICRO_BATCH)),
                       time_limit_s=setting(options, TIME_LIMIT), power_caps=power_caps,
                       critical_batch_tokens=read_options(options, "search").get(CRITICAL_BATCH.key))
-        if gpus_range is not None:
-            counts = search_gpu_counts(m, c, *parse_range(gpus_range), **common)
+        span = None if gpus_range is None else parse_range(gpus_range)
+        m, c = _load(model, cluster, global_batch, gpus, stack)
+        if span is not None:
+            counts = search_gpu_counts(m, c, *span, **common)
             if json_out:
                 _print_json(report.gpus_range_json(counts))
             else:
@@ -110,9 +142,9 @@ def search(
             raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
                             expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
         if len(c.pool_names) > 1 and not frontier and figure is None:
-            return _search_pools(m, c, gpus, top, json_out, split_top=setting(options, SPLIT_TOP), **common)
-        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier or figure is not None,
-                           split_top=setting(options, SPLIT_TOP), **common)
+            return _search_pools(m, c, gpus, top, json_out, split_top=split_top, **common)
+        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier or figure is not None, split_top=split_top,
+                           **common)
         _show_search(result, figure, export, json_out)
 
     run(go)
@@ -143,15 +175,13 @@ def _show_search(result, figure, export: str | None, json_out: bool) -> None:
 
 def _check_fixed_degrees(gpus: int | None, fixed: dict) -> None:
     """--gpus against the degrees fixed on the command line (dp must come out whole)."""
-    import numpy as np
-
     from .axes import AXES
     from .space import derive_dp
 
     degrees = [a for a in AXES if a.role == "degree"]
     if gpus is not None and all(a.name in fixed or a.default is not None for a in degrees):
         # A free degree with a default (cp) could still take up GPUs the fixed ones leave.
-        product = int(np.prod([fixed[a.name] for a in degrees if a.name in fixed]))
+        product = math.prod(fixed[a.name] for a in degrees if a.name in fixed)
         if all(a.name in fixed for a in degrees) or gpus % product:
             derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
 
@@ -206,17 +236,22 @@ def parse_split(text: str | None) -> list[int] | None:
     out: list[int] = []
     for part in text.replace(" ", "").split(","):
         count, _, times = part.partition("x")
-        if not count.isdigit() or (times and not times.isdigit()) or len(out) + int(times or 1) > 100_000:
+        if not _digits(count) or (times and not _digits(times)) or len(out) + int(times or 1) > 100_000:
             raise SpecError(f"cannot read '{part[:40]}'", path="--stage-layers",
                             expected="comma-separated layer counts or runs COUNTxTIMES, e.g. 7,8x14,7")
         out.extend([int(count)] * int(times or 1))
     return out
 
 
+def _digits(text: str) -> bool:
+    """A count of at most 12 ASCII digits (int() of 5,000 digits raises; '²'.isdigit() is True)."""
+    return 0 < len(text) <= 12 and text.isascii() and text.isdigit()
+
+
 def parse_range(text: str) -> tuple[int, int]:
     lo, sep, hi = text.partition(":")
-    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
-        raise SpecError(f"cannot read '{text}'", path="--gpus-range", expected="LO:HI, e.g. 256:8192")
+    if not sep or not _digits(lo.strip()) or not _digits(hi.strip()):
+        raise SpecError(f"cannot read '{text[:40]}'", path="--gpus-range", expected="LO:HI, e.g. 256:8192")
     return int(lo), int(hi)
 
 
@@ -236,13 +271,15 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         from .axes import AXES
         from .estimate import estimate_layout
 
-        positive(gpus, "--gpus")
+        check_option(GPUS, gpus)
         check_export(export, json_out)
         figure = _figure(timeline, "--timeline")
-        m, c = _load(model, cluster, global_batch, None, stack)
-        limits = read_limits(options, "estimate", fix=False)
         given = {a.name: options[a.name] for a in AXES if a.given is not None}
-        result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=parse_split(stage_layers), **given)
+        _check_degree_product(read_axes(given))  # each axis in its domain, then their product
+        limits = read_limits(options, "estimate", fix=False)
+        split = parse_split(stage_layers)
+        m, c = _load(model, cluster, global_batch, None, stack)
+        result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
         if figure is not None:  # drawn for an infeasible layout too: the picture shows why
             from .plot_timeline import plot_timeline
 

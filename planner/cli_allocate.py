@@ -45,8 +45,8 @@ def _table(a: Allocation) -> Table:
     from .axes import layout_cell
     from .report import step_cell
 
-    title = (f"{len(a.chosen)} jobs on {a.cluster.name} ({a.cluster.total_gpus:,} x {a.cluster.gpu.name}), "
-             f"objective: {a.instance.objective}")
+    title = escape(f"{len(a.chosen)} jobs on {a.cluster.name} ({a.cluster.total_gpus:,} x {a.cluster.gpu.name}), "
+                   f"objective: {a.instance.objective}")
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for col in ("job", "model", "GPUs", "layout", "step s", "TFLOP/s/GPU", "MFU", "kW", "days"):
         t.add_column(col, justify="left" if col in ("job", "model", "layout") else "right", no_wrap=col == "layout")
@@ -89,12 +89,15 @@ def run_allocate(jobs_file: str, cluster: str, objective: str, json_out: bool) -
     jobs = load_jobs(jobs_file)
     result = allocate(jobs, load_cluster(cluster), objective)
     if json_out:
-        print(json.dumps(allocation_json(result), indent=2))
+        print(json.dumps(allocation_json(result), indent=2, allow_nan=False))
     elif result.feasible:
         render_allocation(result, out)
     if not result.feasible:
-        why = result.solve.unserved.reason if result.solve.unserved else f"solver {result.solve.status}"
-        err.print(f"[red]infeasible:[/red] {escape(why)}", highlight=False, soft_wrap=True)
+        stopped = result.solve.unserved is None and result.solve.status == "UNKNOWN"  # no answer, not "none exists"
+        why = result.solve.unserved.reason if result.solve.unserved else (
+            "CP-SAT stopped (UNKNOWN) before finding an allocation or proving there is none" if stopped
+            else f"solver {result.solve.status}")
+        err.print(f"[red]{'no answer' if stopped else 'infeasible'}:[/red] {escape(why)}", highlight=False, soft_wrap=True)
         if not json_out:
             _solver_line(result, err)
         raise typer.Exit(1)

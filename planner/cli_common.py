@@ -8,6 +8,7 @@ import inspect
 import os
 import sys
 import typing
+from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -31,8 +32,9 @@ class _Console(Console):
 
 
 # Piped output gets a fixed width that fits the tables instead of rich's 80-column default.
-out = _Console(width=None if Console().is_terminal else 150)
-err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150)
+# No emoji codes and no highlighting: a file named `:fire:.yaml` or a value `1e9` prints as written.
+out = _Console(width=None if Console().is_terminal else 150, emoji=False, highlight=False)
+err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150, emoji=False, highlight=False)
 
 DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_CLUSTER = "dgx-a100-1024"
@@ -158,6 +160,13 @@ def setting(values: dict, option: Option) -> Any:
     return v
 
 
-def positive(value: int | None, flag: str) -> None:
-    if value is not None and value < 1:
-        raise SpecError("must be at least 1", path=flag, expected="an integer >= 1")
+def write_output(path: Path, text: str, flag: str) -> None:
+    """Write a command's output file; a directory, a FIFO or a device in its place, a missing folder
+    or a name the system refuses is bad input (exit 2), never a hang or a traceback."""
+    try:
+        if path.exists() and not path.is_file():
+            raise SpecError("not a regular file", file=str(path), path=flag, expected="a path to a file to write")
+        path.write_text(text)
+    except OSError as exc:
+        raise SpecError(f"cannot write: {exc.strerror or exc}", file=str(path), path=flag,
+                        expected="a writable file in an existing folder") from None

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
-from .cli_common import err, run
+from .cli_common import err, run, write_output
 
 
 def import_config(config: Path, *, name: str | None = None, seq_len: int | None = None,
@@ -17,9 +18,12 @@ def import_config(config: Path, *, name: str | None = None, seq_len: int | None 
     from .errors import SpecError
     from .hf import is_hf_config, spec_yaml
     from .loading import hf_import, load_spec_file, resolve, validate
+    from .options import GLOBAL_BATCH, SEQ_LEN, check_option
     from .specs import ModelSpec
     from .yamlio import load_yaml_file
 
+    check_option(SEQ_LEN, seq_len)
+    check_option(GLOBAL_BATCH, global_batch)
     loaded = load_spec_file(resolve(config, "model"))
     if not is_hf_config(loaded.data):
         raise SpecError("not a Hugging Face config.json (no model_type or architectures key)", file=loaded.file,
@@ -51,9 +55,9 @@ def register(app: typer.Typer) -> None:
                                           precision=precision, overlay=overlay)
             if output is None:
                 typer.echo(text, nl=False)
-                err.print(f"{config}: {summary}", highlight=False, soft_wrap=True)
+                err.print(f"{escape(str(config))}: {summary}", highlight=False, soft_wrap=True)
                 return
-            output.write_text(text)
-            err.print(f"wrote {output}: {summary}", highlight=False, soft_wrap=True)
+            write_output(output, text, "--output")
+            err.print(f"wrote {escape(str(output))}: {summary}", highlight=False, soft_wrap=True)
 
         run(go)

@@ -6,14 +6,16 @@ sweep`, plan files, sweep files and `plan schema` all read these lists.
 """
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from .axes import Axis, fixable
+from .axes import Axis, axis, fixable
 from .constraints import LIMIT_OPTIONS, Limits
 from .constraints.base import SEARCHES, Option
 from .errors import SpecError
+from .specs import ModelSpec, TrainingSpec
 
 # Settings of the search itself: how the score is turned into a choice, not a limit on it.
 CRITICAL_BATCH = Option("critical_batch_tokens", "--critical-batch-tokens", float,
@@ -28,6 +30,25 @@ SPLIT_TOP = Option("split_top", "--split-top", int,
                    default=2, bounds=dict(ge=0, le=64), where=frozenset({"search"}))
 SETTINGS: tuple[Option, ...] = (CRITICAL_BATCH, MAX_MICRO_BATCH, TIME_LIMIT, SPLIT_TOP)
 OPTIONS: tuple[Option, ...] = LIMIT_OPTIONS + SETTINGS
+
+
+def spec_bounds(spec: type, name: str) -> dict:
+    """The gt/ge/lt/le of a spec field, so that an option that overrides it has the same bounds."""
+    out = {}
+    for m in spec.model_fields[name].metadata:
+        out.update({k: getattr(m, k) for k in ("gt", "ge", "lt", "le") if getattr(m, k, None) is not None})
+    return out
+
+
+# Options of single commands (not limits, not in files): the values they override or select have
+# the bounds of the spec field or axis they stand for.
+GPUS = Option("gpus", "--gpus", int, "GPUs to use", bounds=dict(axis("dp").bounds), where=frozenset())
+GLOBAL_BATCH = Option("global_batch", "--global-batch", int, "sequences per step",
+                      bounds=spec_bounds(TrainingSpec, "global_batch"), where=frozenset())
+SEQ_LEN = Option("seq_len", "--seq-len", int, "tokens per sequence", bounds=spec_bounds(ModelSpec, "seq_len"),
+                 where=frozenset())
+TOP = Option("top", "--top", int, "layouts listed", bounds=dict(gt=0, le=1000), where=frozenset())
+COMMAND_OPTIONS: tuple[Option, ...] = (GPUS, GLOBAL_BATCH, SEQ_LEN, TOP)
 
 
 def options_for(where: str) -> tuple[Option, ...]:
@@ -49,7 +70,17 @@ def check_option(option: Option, value: Any) -> None:
     """A value given on the command line, against the option's bounds."""
     expected = option.problem(value)
     if expected is not None:
-        raise SpecError(f"out of range: got {value:g}", path=option.flag, expected=expected)
+        raise SpecError(f"out of range: got {shown_number(value)}", path=option.flag, expected=expected)
+
+
+def shown_number(value: Any) -> str:
+    """A number for a message: 64, 1e+30, 4.612e+18; an integer too large for a float (10**400)
+    too, where `{value:g}` raises OverflowError."""
+    if not isinstance(value, int):
+        return f"{value:g}"
+    if abs(value) < 10**16:
+        return str(value)
+    return f"{value:.4g}" if abs(value) < 10**300 else f"{Decimal(value):.4g}"
 
 
 def check_axis(axis: Axis, value: Any) -> None:

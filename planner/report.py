@@ -169,8 +169,8 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False,
 
 
 def render_search(result: SearchResult, console: Console) -> None:
-    title = (f"{result.model.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), "
-             f"stack: {result.model.training.stack.name}, objective: {result.objective}")
+    title = escape(f"{result.model.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), "
+                   f"stack: {result.model.training.stack.name}, objective: {result.objective}")
     best = result.best
     console.print(_layout_table(title, result.results, objective=result.objective))
     if best is not None and result.objective in OBJECTIVE_COLUMNS:
@@ -314,11 +314,15 @@ def render_pool_search(ps: PoolSearch, console: Console) -> None:
         render_search(ps.best, console)
     for name, r in ps.per_pool.items():
         text = "no feasible layout" if r is None else (
-            f"{layout_cell(r.best.layout)} on {r.gpus:,} x {r.cluster.gpu.name}: {r.best.step_time_s:.3f} s/step, "
+            f"{layout_cell(r.best.layout)} on {r.gpus:,} x {escape(r.cluster.gpu.name)}: {r.best.step_time_s:.3f} s/step, "
             f"{r.best.tokens_per_s:,.0f} tokens/s")
         console.print(f"pool {escape(name)} alone: {text}")
     m = ps.mixed
-    if m is None:
+    stopped = sum(p.status == "UNKNOWN" for p in ps.tried)
+    if m is None and stopped:  # not "none exists": CP-SAT ran out of time before an answer
+        console.print(f"across pools: CP-SAT stopped (UNKNOWN) before placing {stopped} of {len(ps.tried)} layouts; "
+                      "raise --time-limit to know whether a pipeline across pools is faster")
+    elif m is None:
         console.print(f"across pools: no pipeline that spans pools ({len(ps.tried)} layouts placed; "
                       "a placement in one pool is that pool's own search)")
     else:

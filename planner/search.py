@@ -197,7 +197,7 @@ def search(
     time, with --frontier, or with an energy limit); `frontier`: also return the Pareto frontier;
     `critical_batch_tokens`: McCandlish et al. 2018 B_crit for time to train; `split_top`: rows
     of the vectorised pass given an uneven stage split by CP-SAT (planner/refine.py; 0: none)."""
-    gpus = gpus or cluster.total_gpus
+    gpus = cluster.total_gpus if gpus is None else gpus  # 0 is a mistake, not "the whole cluster"
     if gpus <= 0:
         raise SpecError("GPU count must be positive", path="--gpus", expected="an integer > 0")
     check_precision(model, cluster)

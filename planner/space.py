@@ -15,6 +15,7 @@ per-layout options of each as one array product.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import field, make_dataclass
 from typing import Any, Mapping
 
@@ -252,7 +253,7 @@ def derive_dp(gpus: int, given: Mapping[str, int | None], *, gpus_said: str, in_
     # Degrees at a hidden default (cp 1) are left out of the messages.
     named = [a for a in axes if a.role == "degree" and not (a.hide_default and given.get(a.name) == a.default)]
     others = [a for a in (x for x in axes if x.role == "degree") if not a.fills]
-    product = int(np.prod([given[a.name] for a in others]))
+    product = math.prod(int(given[a.name]) for a in others)  # Python ints: no int64 overflow
     names = "*".join(a.name for a in others if a in named)
     flags = "/".join(a.flag for a in others if a.flag and a in named)
     if given.get(filler.name) is None:

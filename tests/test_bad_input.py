@@ -5,12 +5,17 @@ each is fed to `plan search`, `plan estimate` and `plan check` through typer's C
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from planner.axes import MAX_DIVISOR_INPUT
 from planner.cli import app
+from planner.space import divisors
 from planner.yamlio import MAX_FILE_BYTES
 
 runner = CliRunner()
@@ -174,3 +179,80 @@ def test_fp8_on_a_gpu_without_an_fp8_peak(tmp_path):
     mx = write(tmp_path, fp8.read_bytes().replace(b"precision: fp8", b"precision: mxfp8"))
     r = invoke("search", str(mx), "dgx-h100-1024", "--gpus", "64")
     assert r.exit_code == 2 and "precision mxfp8 needs a mxfp8 peak" in r.output
+
+
+# --- bad values of command-line options (issue #15, found by an adversarial tester) ---------------
+
+SEARCH = ["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8"]
+ESTIMATE = ["estimate", "gpt3-1.3b", "dgx-a100-1024", "--tp", "1", "--pp", "1", "--micro-batch", "1"]
+HF = str(CONFIGS / "hf" / "qwen3-30b-a3b.json")
+GB_EXPECTED = "(expected an integer > 0 and <= 100,000,000)"  # TrainingSpec.global_batch's bounds
+# (id, args, the message; every one exits 2)
+BAD_OPTIONS = [
+    # hangs: trial division over 2**62 ran past a minute; 1e15 took 12 s and printed a 10^13 s step
+    ("global-batch-2**62", SEARCH + ["--global-batch", str(2**62)], f"--global-batch: out of range: got 4.612e+18 {GB_EXPECTED}"),
+    ("global-batch-1e15", SEARCH + ["--global-batch", str(10**15)], f"out of range: got 1000000000000000 {GB_EXPECTED}"),
+    ("global-batch-above-spec", ESTIMATE + ["--global-batch", "100000001"], f"out of range: got 100000001 {GB_EXPECTED}"),
+    # exit 3 (OverflowError) on integers beyond int64
+    ("global-batch-1e30", ESTIMATE + ["--global-batch", str(10**30)], f"--global-batch: out of range: got 1e+30 {GB_EXPECTED}"),
+    ("gpus-2**63", ESTIMATE + ["--gpus", str(2**63)], "--gpus: out of range: got 9.223e+18 (expected an integer > 0 and <= 10,000,000)"),
+    ("micro-batch-1e30", ESTIMATE[:-1] + [str(10**30)], "--micro-batch: must be at most 100,000"),
+    ("degrees-overflow-int64", ESTIMATE + ["--dp", "10000000", "--tp", "100000", "--cp", "100000", "--pp", "100000"],
+     "--dp/--tp/--pp/--cp: dp*tp*pp*cp = 1e+22 GPUs (expected degrees whose product is at most 10,000,000)"),
+    ("top-1e30", SEARCH + ["--top", str(10**30)], "--top: out of range: got 1e+30 (expected an integer > 0 and <= 1,000)"),
+    ("stage-layers-5000-digits", ESTIMATE + ["--stage-layers", "1" * 5000], "--stage-layers: cannot read"),
+    ("gpus-range-5000-digits", SEARCH[:3] + ["--gpus-range", "1:" + "9" * 5000], "--gpus-range: cannot read"),
+    ("stack-10000-chars", SEARCH + ["--stack", "x" * 10_000], "--stack: 'xxxxxxxx"),
+    ("stack-a-path", SEARCH + ["--stack", "../../etc/passwd"], "--stack: '../../etc/passwd' is not a stack name"),
+    ("import-seq-len-0", ["import", HF, "--seq-len", "0"], "--seq-len: out of range: got 0"),
+    ("import-global-batch-2**63", ["import", HF, "--global-batch", str(2**63)], "--global-batch: out of range"),
+    # confident nonsense: --gpus 0 meant the whole cluster
+    ("gpus-0", SEARCH[:3] + ["--gpus", "0"], "--gpus: out of range: got 0"),
+    ("gpus-range-0:0", SEARCH[:3] + ["--gpus-range", "0:0"], "--gpus-range: bad range 0:0"),
+    ("critical-batch-nan", SEARCH + ["--json", "--critical-batch-tokens", "nan"], "--critical-batch-tokens: out of range: got nan"),
+    ("max-step-time-nan", SEARCH + ["--max-step-time", "nan"], "--max-step-time: out of range: got nan"),
+    ("memory-headroom-inf", ESTIMATE + ["--memory-headroom", "inf"], "--memory-headroom: out of range: got inf"),
+    # misleading exit codes: "no feasible layout" (exit 1) for a time limit that cannot be
+    ("time-limit-0", SEARCH + ["--time-limit", "0"], "--time-limit: out of range: got 0"),
+    ("time-limit-nan", SEARCH + ["--time-limit", "nan"], "--time-limit: out of range: got nan"),
+    ("time-limit-negative", SEARCH + ["--time-limit", "-5"], "--time-limit: out of range: got -5"),
+    ("max-micro-batch-0-search", SEARCH + ["--max-micro-batch", "0"], "--max-micro-batch: out of range: got 0"),
+    ("max-micro-batch-0-sweep", ["sweep", "--models", "gpt3-1.3b", "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet",
+                                 "--max-micro-batch", "0"], "--max-micro-batch"),
+    # output files: a directory or a missing folder is bad input, not an IsADirectoryError (exit 3)
+    ("import-output-a-directory", ["import", HF, "-o", str(CONFIGS)], "--output: not a regular file"),
+    ("import-output-no-folder", ["import", HF, "-o", str(CONFIGS / "no-such-folder" / "x.yaml")],
+     "--output: cannot write: No such file or directory"),
+    ("import-output-empty", ["import", HF, "-o", ""], "--output: not a regular file"),
+]
+
+
+@pytest.mark.parametrize("args, fragment", [b[1:] for b in BAD_OPTIONS], ids=[b[0] for b in BAD_OPTIONS])
+def test_bad_option_values_exit_2_with_one_line(args, fragment):
+    r = invoke(*args)
+    assert r.exit_code == 2, r.output
+    assert fragment in r.output
+    assert r.stdout == "" and len(r.output) < 2000
+
+
+@pytest.mark.parametrize("value", [str(2**62), str(10**15), str(2**53 + 1)])
+def test_a_huge_global_batch_returns_at_once(value):
+    """Found as a hang: `plan search --global-batch 4611686018427387904` ran trial division past a
+    minute. In a process of its own, with a deadline."""
+    r = subprocess.run([sys.executable, "-m", "planner.cli", *SEARCH, "--global-batch", value],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "--global-batch: out of range" in r.stderr
+
+
+def test_divisors_are_fast_and_bounded():
+    """Trial division to sqrt(n): the largest batch a spec allows takes 10^4 steps; beyond the
+    bound is a caller's bug (a ValueError), never a minute of work."""
+    started = time.perf_counter()
+    assert divisors(99_999_989) == [1, 99_999_989]  # the largest prime below 10^8
+    assert divisors(100_000_000)[:4] == [1, 2, 4, 5] and len(divisors(100_000_000)) == 81
+    assert divisors(0) == []
+    assert time.perf_counter() - started < 1.0
+    for n in (MAX_DIVISOR_INPUT + 1, 2**62, -1):
+        with pytest.raises(ValueError):
+            divisors(n)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 
 runner = CliRunner()
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 LAYOUT_KEYS = {"dp", "tp", "pp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero", "num_microbatches"}
 SCORED_KEYS = {"layout", "feasible", "violations", "step_time_s", "time_breakdown_s", "memory_gib", "tokens_per_s",
@@ -119,3 +121,68 @@ def test_estimate_structural_violation():
 def test_validate_prints_the_table():
     r = invoke("validate")
     assert r.exit_code == 0 and "mean |error|" in r.stdout
+
+
+# --- issue #15: strict JSON, literal values, a solver that stops is not "infeasible" ----------------
+
+def strict_json(text: str):
+    """json.loads that refuses NaN and Infinity (Python's json accepts them; JSON does not)."""
+    def refuse(constant):
+        raise AssertionError(f"{constant} in the JSON output")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--json", "--objective", "cost",
+     "--critical-batch-tokens", "1e15", "--frontier"],
+    ["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--json", "--critical-batch-tokens", "1e-300"],
+    ["search", "gpt3-1.3b", "dgx-a100-1024", "--json", "--gpus-range", "1:16", "--min-scaling-efficiency", "1e-300"],
+    ["search", "gpt3-175b", "dgx-a100-1024", "--gpus", "8", "--json"],
+    ["estimate", "gpt3-1.3b", "dgx-a100-1024", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--gpus", "1",
+     "--json", "--max-step-time", "1e-300", "--min-mfu", "1e-300", "--max-power-kw", "1e-300"],
+])
+def test_json_output_is_strict_json(args):
+    """The tester got bare NaN from `--critical-batch-tokens nan`: now refused (tests/test_options.py);
+    the extremes still allowed must give numbers JSON can carry."""
+    r = invoke(*args)
+    assert r.exit_code in (0, 1), r.output
+    strict_json(r.stdout)
+
+
+@pytest.fixture
+def marked_up_model(tmp_path):
+    text = (CONFIGS / "models" / "gpt3-1.3b.yaml").read_text()
+    path = tmp_path / "model.yaml"
+    path.write_text(text.replace("name: gpt3-1.3b", "name: '[red]x[/red] [bold]y :fire:'", 1))
+    return path
+
+
+def test_names_from_files_print_literally(marked_up_model):
+    """A spec's name is text, not rich markup or an emoji code: the table title shows it as written."""
+    r = invoke("search", str(marked_up_model), "dgx-a100-1024", "--gpus", "8", "--top", "1")
+    assert r.exit_code == 0, r.output
+    assert "[red]x[/red] [bold]y :fire: on 8 x" in r.stdout
+
+
+def test_paths_print_literally(tmp_path):
+    """`plan import` names the file it read and the one it wrote, brackets and all."""
+    folder = tmp_path / "[red]x["
+    folder.mkdir()
+    config = folder / "red]cfg.json"
+    config.write_text((CONFIGS / "hf" / "qwen3-30b-a3b.json").read_text())
+    r = invoke("import", str(config))
+    assert r.exit_code == 0, r.output
+    assert f"{tmp_path}/[red]x[/red]cfg.json: qwen3_moe family" in r.stderr
+    r = invoke("import", str(config), "-o", str(folder / "[bold]out.yaml"))
+    assert r.exit_code == 0, r.output
+    assert f"wrote {folder}/[bold]out.yaml:" in r.stderr
+
+
+def test_a_solver_that_stops_is_not_reported_as_infeasible():
+    """`--time-limit` too short for CP-SAT: the placement across pools ends UNKNOWN. The tester
+    saw "no feasible layout" for such a stop; the report says the solver stopped and what to do."""
+    r = invoke("search", "gpt3-1.3b", "mixed-h100-a100", "--gpus", "64", "--time-limit", "1e-9")
+    assert r.exit_code == 0, r.output  # each pool alone has feasible layouts
+    assert "across pools: CP-SAT stopped (UNKNOWN) before placing" in r.stdout and "raise --time-limit" in r.stdout
+    assert "no pipeline that spans pools" not in r.stdout
+

@@ -2,6 +2,8 @@
 command and file that takes it reads that declaration."""
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,10 @@ from planner.axes import fixable
 from planner.check import PlanConstraints
 from planner.cli import app
 from planner.constraints import CONSTRAINTS, LIMIT_OPTIONS, Limits
-from planner.options import OPTIONS, flag_of
+from planner.errors import SpecError
+from planner.options import (COMMAND_OPTIONS, GLOBAL_BATCH, OPTIONS, SEQ_LEN, check_option, flag_of,
+                             spec_bounds)
+from planner.specs import ModelSpec, TrainingSpec
 from planner.schema import json_schema
 from planner.sweep import ConstraintsSpec
 
@@ -86,9 +91,49 @@ def test_every_constraint_names_its_family_and_unit_or_switch():
     (["sweep", "--models", "gpt3-1.3b", "--min-scaling-efficiency", "0"], "--min-scaling-efficiency"),
     (["search", "--time-limit", "0"], "--time-limit: out of range"),
     (["estimate", "gpt3-175b", "dgx-a100-1024", "--tp", "8", "--pp", "8", "--micro-batch", "1", "--gpus", "-64"],
-     "--gpus: must be at least 1"),
-    (["search", "--gpus", "0"], "--gpus: must be at least 1"),
+     "--gpus: out of range: got -64 (expected an integer > 0 and <= 10,000,000)"),
+    (["search", "--gpus", "0"], "--gpus: out of range: got 0 (expected an integer > 0 and <= 10,000,000)"),
 ])
 def test_bounds_hold_on_the_command_line(args, fragment):
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and fragment in r.output, r.output
+
+
+# --- bounds of every option (issue #15) -------------------------------------------------------------
+
+ALL_OPTIONS = OPTIONS + COMMAND_OPTIONS
+
+
+@pytest.mark.parametrize("option", [o for o in ALL_OPTIONS if o.kind is not bool], ids=lambda o: o.flag)
+def test_every_option_has_finite_bounds_on_both_sides(option):
+    """A bound on each side, both finite: NaN, infinities and 1e30 are out of every option."""
+    assert {"gt", "ge"} & set(option.bounds) and {"lt", "le"} & set(option.bounds), option.flag
+    assert all(math.isfinite(b) for b in option.bounds.values())
+    for value in (math.nan, math.inf, -math.inf, 1e30, -1e30):
+        assert option.problem(value) is not None, (option.flag, value)
+    if option.kind is int:
+        assert option.problem(10**400) is not None and option.problem(-(10**400)) is not None
+
+
+def test_overridden_spec_fields_keep_the_spec_bounds():
+    """--global-batch and --seq-len override spec fields: the same bounds as in a model file."""
+    assert GLOBAL_BATCH.bounds == {"gt": 0, "le": 100_000_000} == spec_bounds(TrainingSpec, "global_batch")
+    assert SEQ_LEN.bounds == spec_bounds(ModelSpec, "seq_len")
+
+
+@pytest.mark.parametrize("value, shown", [(10**400, "1.000e+400"), (2**63, "9.223e+18"), (float("nan"), "nan"),
+                                          (-5, "-5"), (1e30, "1e+30"), (-(10**30), "-1e+30")])
+def test_out_of_range_messages_show_any_number(value, shown):
+    """A 400-digit integer is reported, not an OverflowError from formatting it as a float."""
+    with pytest.raises(SpecError, match=re.escape(f"out of range: got {shown} (expected an integer > 0 and <= 100,000,000)")):
+        check_option(GLOBAL_BATCH, value)
+
+
+@pytest.mark.parametrize("flag", [o.flag for o in OPTIONS if o.kind is float and "search" in o.where])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_float_options_refuse_nan_and_infinities(flag, value):
+    """Found by the tester: `--max-step-time nan` exited 1 (nothing fit a NaN limit) and
+    `--critical-batch-tokens nan` printed bare NaN in the JSON with solver OPTIMAL."""
+    r = runner.invoke(app, ["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--json", flag, value])
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and f"{flag}: out of range: got {value}" in r.output

@@ -11,6 +11,7 @@ removed and explain the nearest infeasible layout.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable, Literal
 
@@ -35,15 +36,22 @@ class Option:
     where: frozenset = EVERYWHERE  # the commands and files that take it
 
     def problem(self, value: Any) -> str | None:
-        """Why `value` is out of bounds (as `expected` text), else None."""
+        """Why `value` is out of bounds (as `expected` text), else None. NaN and infinities are
+        always out: every option has finite bounds (tests/test_options.py checks it)."""
         if value is None or self.kind is bool:
             return None
         checks = {"gt": (lambda v, b: v > b, ">"), "ge": (lambda v, b: v >= b, ">="),
                   "lt": (lambda v, b: v < b, "<"), "le": (lambda v, b: v <= b, "<=")}
-        wanted = [f"{sign} {self.bounds[k]:g}" for k, (_, sign) in checks.items() if k in self.bounds]
-        if all(test(value, self.bounds[k]) for k, (test, _) in checks.items() if k in self.bounds):
+        wanted = [f"{sign} {_number(self.bounds[k])}" for k, (_, sign) in checks.items() if k in self.bounds]
+        finite = isinstance(value, int) or math.isfinite(value)
+        if finite and all(test(value, self.bounds[k]) for k, (test, _) in checks.items() if k in self.bounds):
             return None
-        return "a value " + " and ".join(wanted)
+        return ("an integer " if self.kind is int else "a value ") + " and ".join(wanted)
+
+
+def _number(b: float) -> str:
+    """A bound as users read it: 100,000,000 and 0.05, not 1e+08 and 5e-02."""
+    return f"{int(b):,}" if float(b).is_integer() and 1000 <= abs(b) < 1e9 else f"{b:g}"
 
 
 @dataclass(frozen=True)
