@@ -15,6 +15,7 @@ from rich.text import Text
 
 Items = Optional[list[str]]
 SHOWN_REASONS = 10  # reasons printed under the table; all are in the output file
+MAX_WORKERS = 256  # processes of --workers (each holds ~110 MiB)
 
 
 class RateColumn(ProgressColumn):
@@ -38,8 +39,11 @@ def overrides_of(flags: dict, options: dict) -> dict:
     if flags["models"]:
         out["models"] = split(flags["models"])
     for key in ("cluster", "objective"):
-        if flags[key]:
+        if flags[key] is not None:
             names = split(flags[key])
+            if not names:  # `--objective ''` would sweep nothing and look like success
+                raise SpecError("an empty list", path=f"--{key}",
+                                expected="time | energy | cost | carbon" if key == "objective" else "cluster specs")
             out[key] = names[0] if len(names) == 1 else names
     if flags["gpus"]:
         out["gpus"] = parse_gpus(flags["gpus"])
@@ -90,8 +94,8 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
     from .sweep import params_label
 
     for r in rows:
-        cells = [r["model"], params_label(r["params"])] + ([r["cluster"]] if clusters else []) + [str(r["gpus"])]
-        cells += [r["objective"]] if objectives else []
+        cells = [escape(r["model"]), params_label(r["params"])] + ([escape(r["cluster"])] if clusters else []) + [str(r["gpus"])]
+        cells += [escape(r["objective"])] if objectives else []
         if r["status"] != "ok":
             cells += [f"[red]{r['status']}[/red]"] + [""] * (len(cols) - len(cells) - 1)
         else:
@@ -105,7 +109,8 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
     console.print(t)
     bad = [r for r in rows if r["status"] != "ok"]
     for r in bad[:SHOWN_REASONS]:
-        console.print(f"[red]{r['status']}[/red] {r['model']} on {r['gpus']} GPUs ({r['objective']}): {r['reason']}",
+        console.print(f"[red]{r['status']}[/red] {escape(r['model'])} on {r['gpus']} GPUs ({escape(r['objective'])}): "
+                      f"{escape(r['reason'] or '')}",
                       highlight=False, soft_wrap=True)
     if len(bad) > SHOWN_REASONS:
         console.print(f"... and {len(bad) - SHOWN_REASONS} more points without a feasible layout (see --out)", highlight=False)
@@ -169,8 +174,9 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     from .sweep import SweepSpec, expand, load_sweep, output_format, with_overrides
 
     n = (os.cpu_count() or 1) if workers is None else workers
-    if n < 1:
-        raise SpecError(f"must be at least 1, got {n}", path="--workers", expected="an integer >= 1")
+    if not 1 <= n <= MAX_WORKERS:
+        raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
+                        expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
     given = overrides_of(flags, options)
     if sweep_file is not None:
         spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
@@ -214,17 +220,23 @@ def _require_matplotlib(err: Console) -> None:
 
 
 def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console):
-    """Run the points with a progress bar; Ctrl-C keeps the finished rows and exits 130."""
+    """Run the points with a progress bar. Ctrl-C (SIGINT) or SIGTERM keeps the finished rows and
+    exits 128 + the signal's number: 130 or 143."""
+    import signal
+
     from .sweep import SweepInterrupted, run_sweep
 
     with progress_bar(err, quiet) as bar:
         task = bar.add_task("sweep", total=len(points))
         try:
             result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=lambda row: bar.advance(task))
-        except SweepInterrupted as exc:
+        except KeyboardInterrupt as exc:  # SweepInterrupted; or a bare one before the sweep's handlers were set
             bar.stop()
-            where = f"; {len(exc.run.rows)} rows kept in {out_file}, rerun to resume" if out_file else ""
-            err.print(f"[red]interrupted[/red]: {len(exc.run.rows)} of {exc.total} points done{where}", highlight=False)
-            raise typer.Exit(130)
+            signum = getattr(exc, "signum", signal.SIGINT)
+            done = len(exc.run.rows) if isinstance(exc, SweepInterrupted) else 0
+            where = f"; {done} rows kept in {out_file}, rerun to resume" if out_file else ""
+            what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+            err.print(f"[red]{what}[/red]: {done} of {len(points)} points done{where}", highlight=False)
+            raise typer.Exit(128 + signum)
         bar.update(task, completed=len(points))
     return result

@@ -47,6 +47,7 @@ def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolve
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.max_deterministic_time = time_limit_s
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C: KeyboardInterrupt after the solve, never UNKNOWN
     return solver
 
 

@@ -309,13 +309,24 @@ def test_a_bad_sweep_file_exits_2_with_its_location(tmp_path):
     assert f"{path}:1: modles: unknown key 'modles'; did you mean 'models'?" in res.output
 
 
+@pytest.mark.parametrize("key", ["objective", "cluster"])
+def test_an_empty_list_in_a_sweep_file_exits_2(tmp_path, key):
+    path = tmp_path / "empty.yaml"
+    path.write_text(f"models: [gpt3-1.3b]\ngpus: [8]\n{key}: []\n")
+    res = invoke("sweep", path)
+    assert res.exit_code == 2 and f"{path}:3: {key}: an empty list" in res.output, res.output
+
+
 @pytest.mark.parametrize("args,message", [
     (["--global-batch", "64", "--batch-tokens", "1e6"], "--global-batch/--batch-tokens"),
     (["--gpus", "eight"], "--gpus: cannot read 'eight'"),
     (["--out", "rows.xlsx"], "--out: unknown output format '.xlsx'"),
     (["--objective", "speed"], "--objective"),
+    (["--objective", ""], "--objective: an empty list"),  # issue 15: it ran zero points and exited 0
+    (["--cluster", ","], "--cluster: an empty list"),
+    (["--max-micro-batch", "0"], "--max-micro-batch"),  # exit 2, as in `plan search`
     (["--min-mfu", "2"], "--min-mfu"),
-    (["--workers", "0"], "--workers: must be at least 1"),
+    (["--workers", "0"], "--workers: must be 1 to 256"),
     (["--scale-model", "gpt3-1.3b"], "--scale-model/--params"),
 ])
 def test_bad_flags_exit_2(args, message):

@@ -53,6 +53,18 @@ RESULT_COLUMNS: tuple[tuple[str, type, str], ...] = (
 COLUMNS: tuple[tuple[str, type, str], ...] = INPUT_COLUMNS + LAYOUT_COLUMNS + RESULT_COLUMNS
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
 STATUSES = ("ok", "infeasible", "error")
+# Columns a row may leave empty; every other one is filled in an ok row, and every input column
+# (with the reason) in a row without a layout. A row read back that breaks this was cut short.
+OPTIONAL_COLUMNS = frozenset({"tokens", "reason", "goodput_tokens_per_s", "time_to_train_days", "energy_to_train_mwh"})
+
+
+def is_complete(row: dict) -> bool:
+    """Whether a typed row has every column its status needs (see OPTIONAL_COLUMNS)."""
+    if row["status"] not in STATUSES:
+        return False
+    if row["status"] != "ok":
+        return bool(row["reason"]) and all(row[n] is not None for n, _, _ in INPUT_COLUMNS if n not in OPTIONAL_COLUMNS)
+    return all(row[n] is not None for n in COLUMN_NAMES if n not in OPTIONAL_COLUMNS)
 
 
 def _input_columns(p: Point) -> dict:

@@ -1,19 +1,24 @@
 """Running the points: serially or in a process pool, appending rows as they finish, resuming from the
-output, and keeping the finished rows on Ctrl-C."""
+output, and keeping the finished rows when stopped (Ctrl-C, SIGTERM, a worker killed)."""
 from __future__ import annotations
 
 import os
 import signal
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import SpecError
 from . import rows as point_rows
+from .lifetime import StopSignals, signals_blocked, stop_signals, worker_init
+from .lock import output_lock
 from .points import Point
 from .store import _RowWriter, output_format, read_rows, write_rows
+
+PARQUET_SAVE_S = 1.0  # a parquet output is rewritten (atomically) at most this often while a sweep runs [s]
 
 # --- running -----------------------------------------------------------------------------------
 
@@ -25,78 +30,116 @@ class SweepRun:
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a sweep: the rows finished so far are written."""
+    """Ctrl-C (or SIGTERM: `signum`) during a sweep: the rows finished so far are written."""
 
-    def __init__(self, run: SweepRun, total: int) -> None:
+    def __init__(self, run: SweepRun, total: int, signum: int = signal.SIGINT) -> None:
         super().__init__(f"{len(run.rows)} of {total} points done")
-        self.run, self.total = run, total
+        self.run, self.total, self.signum = run, total, signum
 
 
-def _worker_init() -> None:
-    """Ctrl-C is the parent's to handle: a worker leaves the terminal's process group, so the
-    SIGINT the terminal sends to that group does not reach it (CP-SAT installs its own SIGINT
-    handler during a solve, so ignoring the signal is not enough), and ignores SIGINT anyway."""
-    if hasattr(os, "setpgrp"):
-        os.setpgrp()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the running points now (SIGTERM to each worker) rather than wait for them."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
 
 
-def compute(points: list[Point], workers: int = 1) -> Iterator[dict]:
-    """Rows of `points` as they finish: in order when serial, in completion order in a pool."""
+def compute(points: list[Point], workers: int = 1, guard: StopSignals | None = None) -> Iterator[dict]:
+    """Rows of `points` as they finish: in order when serial, in completion order in a pool.
+    `guard`: the sweep's signal handlers, re-armed before each serial point and checked after it."""
     run_point = point_rows.run_point  # looked up when called, so a replaced `planner.sweep.rows.run_point` is run
 
     if workers <= 1 or len(points) <= 1:
         for p in points:
-            yield run_point(p)
+            if guard is not None:
+                guard.arm()
+            row = run_point(p)
+            if guard is not None:
+                guard.check()  # a signal whose exception was lost on the way: the row is not trusted
+            yield row
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(points)), initializer=_worker_init)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(points)), initializer=worker_init)
     try:
-        futures = [pool.submit(run_point, p) for p in points]
+        with signals_blocked():  # the workers are forked here: every one recorded before a signal acts
+            futures = [pool.submit(run_point, p) for p in points]
         for future in as_completed(futures):
+            if guard is not None:
+                guard.check()
             yield future.result()
-    finally:  # also on Ctrl-C and when the consumer stops early: drop the queued points
+    except BaseException:  # Ctrl-C, SIGTERM, the consumer stopping early: drop the running points
+        _stop_workers(pool)
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Output:
+    """The rows of one run: those found in `out`, those computed now, and how they reach the file."""
+
+    def __init__(self, points: list[Point], out: Path | None, force: bool) -> None:
+        self.out, self.fmt = out, output_format(out) if out is not None else None
+        try:
+            old = read_rows(out) if out is not None else []
+        except SpecError:
+            if not force:
+                raise
+            old = []
+        self.have = {row["point_id"]: row for row in old}  # the last row of a key wins
+        self.done = {} if force else {k: r for k, r in self.have.items() if r["status"] != "error"}
+        self.keys = [p.key for p in points]
+        self.todo = [p for p in points if p.key not in self.done]
+        self.new: dict[str, dict] = {}
+        self.saved_at = time.monotonic()
+
+    def ordered(self) -> list[dict]:
+        rows = {**self.done, **self.new}
+        return [rows[k] for k in self.keys if k in rows]
+
+    def save(self, rows: list[dict] | None = None) -> None:
+        """Rewrite the output: the points' rows in order, the rows of other points after them."""
+        if self.out is not None:
+            wanted = set(self.keys)
+            write_rows(self.out, rows if rows is not None else
+                       self.ordered() + [r for k, r in self.have.items() if k not in wanted])
+            self.saved_at = time.monotonic()
+
+    def add(self, row: dict, sink: _RowWriter) -> None:
+        self.new[row["point_id"]] = row
+        sink.write(row)  # CSV and JSONL: appended with its newline, flushed
+        # parquet cannot be appended to: the whole file is rewritten, at the first row, then at most every PARQUET_SAVE_S
+        if self.fmt == "parquet" and (len(self.new) == 1 or time.monotonic() - self.saved_at >= PARQUET_SAVE_S):
+            self.save()
+
+    def result(self) -> SweepRun:
+        return SweepRun(self.ordered(), len(self.new), len(self.keys) - len(self.todo))
+
+
+def _run(output: _Output, workers: int, guard: StopSignals, on_row: Callable[[dict], None] | None) -> SweepRun:
+    text = output.fmt in ("csv", "jsonl")
+    try:
+        output.save(list(output.have.values()))  # normalise: drops rows cut short before appending
+        with open(output.out if text else os.devnull, "a", newline="", encoding="utf-8") as handle:
+            sink = _RowWriter(handle, output.fmt if text else "none", header=False)
+            with closing(compute(output.todo, workers, guard)) as rows:
+                for row in rows:
+                    output.add(row, sink)
+                    if on_row is not None:
+                        on_row(row)
+        output.save()
+    except KeyboardInterrupt as exc:  # later signals are only recorded: this save runs to its end
+        output.save()
+        raise SweepInterrupted(output.result(), len(output.keys), getattr(exc, "signum", signal.SIGINT)) from None
+    except BaseException:  # e.g. a worker killed (out of memory): keep the finished rows, in order
+        output.save()
+        raise
+    return output.result()
 
 
 def run_sweep(points: list[Point], *, out: Path | None = None, workers: int = 1, force: bool = False,
               on_row: Callable[[dict], None] | None = None) -> SweepRun:
     """Run the points not already in `out` (all with `force`); append each row to `out` as it
-    finishes, and finally rewrite `out` in the points' order (rows of other points kept after)."""
-    fmt = output_format(out) if out is not None else None
-    try:
-        old = read_rows(out) if out is not None else []
-    except SpecError:
-        if not force:
-            raise
-        old = []
-    have = {row["point_id"]: row for row in old}  # the last row of a key wins
-    done = {} if force else {k: r for k, r in have.items() if r["status"] != "error"}
-    todo = [p for p in points if p.key not in done]
-    keys = [p.key for p in points]
-    new: dict[str, dict] = {}
-
-    def finish() -> SweepRun:
-        rows = {**done, **new}
-        ordered = [rows[k] for k in keys if k in rows]
-        if out is not None:
-            wanted = set(keys)
-            write_rows(out, ordered + [r for k, r in have.items() if k not in wanted])
-        return SweepRun(ordered, len(new), len(points) - len(todo))
-
-    if out is not None:
-        write_rows(out, list(have.values()))  # normalise: drops a half-written last line before appending
-    try:
-        with open(out if fmt in ("csv", "jsonl") else os.devnull, "a", newline="", encoding="utf-8") as handle:
-            sink = _RowWriter(handle, fmt or "none", header=False)
-            with closing(compute(todo, workers)) as rows:
-                for row in rows:
-                    new[row["point_id"]] = row
-                    sink.write(row)
-                    if on_row is not None:
-                        on_row(row)
-    except KeyboardInterrupt:
-        raise SweepInterrupted(finish(), len(points)) from None
-    except BaseException:  # e.g. a worker killed (out of memory): keep the finished rows, in order
-        finish()
-        raise
-    return finish()
+    finishes, and finally rewrite `out` in the points' order (rows of other points kept after).
+    While it runs, `out` is locked (another sweep on it is a `SpecError`) and SIGINT or SIGTERM
+    raise `SweepInterrupted` once the finished rows are written."""
+    with output_lock(out) if out is not None else nullcontext(), stop_signals() as guard:
+        return _run(_Output(points, out, force), workers, guard, on_row)

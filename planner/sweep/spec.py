@@ -6,7 +6,7 @@ import os
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from ..axes import fixable
 from ..errors import SpecError
@@ -48,6 +48,13 @@ class SweepSpec(BaseModel):
     objective: Objective | list[Objective] = "time"
     constraints: ConstraintsSpec = ConstraintsSpec()  # type: ignore[valid-type]
 
+    @field_validator("cluster", "objective", mode="before")
+    @classmethod
+    def _not_empty(cls, value):
+        if isinstance(value, list) and not value:  # it would sweep nothing and look like success
+            raise ValueError("an empty list")
+        return value
+
     @model_validator(mode="after")
     def _one_batch_rule(self) -> "SweepSpec":
         if self.global_batch is not None and self.batch_tokens is not None:
@@ -73,15 +80,23 @@ def parse_params(text: str, where: str = "--params") -> list[float]:
     return values
 
 
+MAX_SWEEP_GPUS = 10_000_000  # as plan search's --gpus (planner/options.py)
+
+
+def _count(text: str) -> bool:
+    """ASCII digits of a count within MAX_SWEEP_GPUS ('²' is a digit to str.isdigit, not to int)."""
+    return text.isascii() and text.isdigit() and len(text) <= 12 and int(text) <= MAX_SWEEP_GPUS
+
+
 def parse_gpus(values: list[str] | str, where: str = "--gpus") -> list[int]:
     """'64,256,1024' (and repeats) -> those counts; 'LO:HI' -> the powers of two in [LO, HI]."""
     out: list[int] = []
     for text in [values] if isinstance(values, str) else values:
         for part in (p.strip() for p in str(text).split(",") if p.strip()):
             lo, sep, hi = part.partition(":")
-            if not (lo.isdigit() and (not sep or hi.isdigit())) or int(lo) <= 0 or (sep and int(hi) < int(lo)):
-                raise SpecError(f"cannot read '{part}'", path=where,
-                                expected="positive GPU counts like 64,256,1024 or LO:HI (powers of two), e.g. 8:16384")
+            if not (_count(lo) and (not sep or _count(hi))) or int(lo) <= 0 or (sep and int(hi) < int(lo)):
+                raise SpecError(f"cannot read '{part[:40]}'", path=where, expected=(
+                    f"positive GPU counts up to {MAX_SWEEP_GPUS:,} like 64,256,1024 or LO:HI (powers of two), e.g. 8:16384"))
             out += [1 << k for k in range(0, 40) if int(lo) <= 1 << k <= int(hi)] if sep else [int(lo)]
     if not out:
         raise SpecError("no GPU count", path=where, expected="e.g. 64,256,1024 or 8:16384")

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import SpecError
-from .rows import COLUMN_NAMES, COLUMNS, STATUSES
+from .rows import COLUMN_NAMES, COLUMNS, is_complete
 
 # --- output files ------------------------------------------------------------------------------
 
@@ -33,42 +33,73 @@ def _typed(name: str, kind: type, value):
     if value is None or value == "":
         return None
     if kind is bool:
-        return value if isinstance(value, bool) else str(value).lower() == "true"
+        if isinstance(value, bool):
+            return value
+        if str(value) not in ("True", "False", "true", "false"):
+            raise ValueError(f"{name}: not a boolean")
+        return str(value).lower() == "true"
+    if kind is int and isinstance(value, float) or kind is not str and isinstance(value, bool):
+        raise ValueError(f"{name}: not an integer")
     return kind(value)
 
 
 def _coerce(raw: dict) -> dict | None:
-    """A row read back, typed by COLUMNS; None for a malformed (e.g. half-written) row."""
+    """A row read back, typed by COLUMNS; None for a malformed or incomplete (e.g. half-written) row."""
     try:
         row = {name: _typed(name, kind, raw.get(name)) for name, kind, _ in COLUMNS}
     except (TypeError, ValueError):
         return None
-    return row if row["point_id"] and row["status"] in STATUSES else None
+    return row if row["point_id"] and is_complete(row) else None
+
+
+def _lines(path: Path) -> list[str]:
+    """The lines of a text output, without a last line that lacks its newline: a row is appended with
+    its newline in one write, so such a line is one cut short (by a kill, a full disk)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:  # no newline translation: a lone \r is torn
+        text = f.read()
+    pieces = text.split("\n")  # not splitlines: a cell may hold U+2028 and the like, which CSV leaves unquoted
+    return [piece + "\n" for piece in pieces[:-1]]  # the last piece: "" after a final newline, else torn
+
+
+def _csv_raws(path: Path) -> tuple[list[str], list[dict]]:
+    records = list(csv.reader(_lines(path)))
+    names = records[0] if records else list(COLUMN_NAMES)
+    # A record with another number of fields is torn (a short write, or two rows run together).
+    return names, [dict(zip(names, r)) for r in records[1:] if len(r) == len(names)]
+
+
+def _jsonl_raws(path: Path) -> tuple[list[str], list[dict]]:
+    raws = []
+    for line in _lines(path):
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short
+        if isinstance(raw, dict):
+            raws.append(raw)
+    names = list(raws[0]) if raws else list(COLUMN_NAMES)
+    return names, [raw for raw in raws if list(raw) == names]
+
+
+def _parquet_raws(path: Path) -> tuple[list[str], list[dict]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise SpecError(f"cannot read it as parquet: {exc}", file=str(path),
+                        expected="another --out file, or --force to overwrite it") from None
+    return table.column_names, table.to_pylist()
 
 
 def read_rows(path: Path) -> list[dict]:
-    """The valid rows of an earlier run (none when the file does not exist)."""
+    """The valid rows of an earlier run (none when the file does not exist); rows cut short or with
+    a missing or mistyped column are left out, so their points are run again."""
     if not path.exists() or path.stat().st_size == 0:
         return []
     fmt = output_format(path)
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        names, raws = table.column_names, table.to_pylist()
-    elif fmt == "csv":
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            names, raws = reader.fieldnames or [], list(reader)
-    else:
-        raws = []
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    raws.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a kill
-        names = list(raws[0]) if raws else list(COLUMN_NAMES)
+    names, raws = {"csv": _csv_raws, "jsonl": _jsonl_raws, "parquet": _parquet_raws}[fmt](path)
     if tuple(names) != COLUMN_NAMES:
         raise SpecError("was written with other columns than this version of plan sweep", file=str(path),
                         expected="another --out file, or --force to overwrite it")
@@ -79,19 +110,32 @@ def _csv_cell(value):
     return "" if value is None else value
 
 
+def parquet_schema():
+    import pyarrow as pa
+
+    types = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+    return pa.schema([(name, types[kind]) for name, kind, _ in COLUMNS])
+
+
 def write_rows(path: Path, rows: list[dict]) -> None:
-    """Replace `path` with `rows` atomically (a temporary file renamed over it)."""
+    """Replace `path` with `rows` atomically (a temporary file renamed over it): a kill at any
+    moment leaves the old file or the new one, never a part."""
     fmt = output_format(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    try:
+        if fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pylist(rows or [dict.fromkeys(COLUMN_NAMES)]).select(list(COLUMN_NAMES)), tmp)
-    else:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            _RowWriter(f, fmt, header=True).write_all(rows)
-    os.replace(tmp, path)
+            pq.write_table(pa.Table.from_pylist([{k: r[k] for k in COLUMN_NAMES} for r in rows],
+                                                schema=parquet_schema()), tmp)
+        else:
+            with open(tmp, "w", newline="", encoding="utf-8") as f:
+                _RowWriter(f, fmt, header=True).write_all(rows)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 class _RowWriter:
