@@ -61,11 +61,23 @@ def run(fn: Callable[[], Any]) -> Any:
     except (typer.Exit, SystemExit):
         raise
     except Exception as exc:  # a bug: say so in one line unless debugging
+        if _caused_by_interrupt(exc):  # Ctrl-C while a module was importing: "initialization failed"
+            err.print("[red]interrupted[/red]")
+            raise typer.Exit(130)
         if os.environ.get("PLANNER_DEBUG"):
             raise
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3)
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 # --- generated options -------------------------------------------------------------------------

@@ -82,3 +82,20 @@ def test_calibrate_without_scipy_is_a_one_line_hint():
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == ["error: benchmarks/calibrate.py needs scipy: "
                                              "pip install -e '.[calibrate]' (or pip install scipy)"]
+
+
+def test_ctrl_c_while_a_module_imports_is_an_interruption_not_a_bug():
+    # Ctrl-C in the first second surfaced as "internal error: ImportError: initialization failed" (exit 3)
+    import typer
+
+    from planner.cli_common import run
+
+    def importing():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed")
+
+    with pytest.raises(typer.Exit) as exc:
+        run(importing)
+    assert exc.value.exit_code == 130

@@ -56,11 +56,6 @@ FILE_PARAMS = {"model": "fifo.yaml", "cluster": "fifo.yaml", "paths": "fifo.yaml
                "sweep_file": "fifo.yaml", "config": "fifo.json", "overlay": "fifo.yaml", "output": "fifo.yaml",
                "out_file": "fifo.csv", "plot": "fifo.png", "timeline": "fifo.png"}
 # `plan sweep` belongs to another change (planner/sweep/, planner/cli_sweep.py); what it still fails:
-SWEEP_XFAIL = {
-    "--gpus": "--gpus 1000...0 (401 digits): exit 3, OverflowError 'integer division result too large for a "
-              "float'; sweep's parse_gpus needs the bound of search's --gpus (10,000,000)",
-    "--workers": "--workers 2**63 or 10**400: exit 0; no upper bound is checked (search's --gpus bound would do)",
-}
 
 
 def params(command: str):
@@ -91,9 +86,7 @@ def is_file_param(name: str, annotation) -> bool:
     return name in FILE_PARAMS or annotation is Path
 
 
-CASES = [pytest.param(c, n, id=f"{c}-{f or n}", marks=[pytest.mark.xfail(reason=SWEEP_XFAIL[f], strict=False)]
-                      if c == "sweep" and f in SWEEP_XFAIL else [])
-         for c in COMMANDS for n, f, _ in params(c)]
+CASES = [pytest.param(c, n, id=f"{c}-{f or n}") for c in COMMANDS for n, f, _ in params(c)]
 
 
 def test_every_command_has_a_base_invocation():
