@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
         tokens: Annotated[Optional[float], typer.Option("--tokens", help="token budget: adds time and energy to train")] = None,
         objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
         out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
-        plot: Annotated[Optional[Path], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
+        plot: Annotated[Optional[str], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
         force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,
@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
                                 force=force, quiet=quiet))
 
 
-def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: Path | None,
+def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: str | None,
                 workers: int | None, force: bool, quiet: bool) -> None:
     """`plan sweep`: the spec from the file and flags, the points run, the table, file and plots."""
     from .cli_common import err, out
@@ -185,6 +185,8 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     if out_file is not None:
         output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
         _make_folder(out_file.parent, "--out")
+    if plot is not None and not plot.strip():  # Path('') is '.': figures would land wherever we run
+        raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
     if plot is not None:
         _require_matplotlib(err)
     points = expand(spec, base_dir)
