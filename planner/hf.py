@@ -131,6 +131,79 @@ FAMILIES = (
 
 
 @dataclass(frozen=True)
+class ConfigClass:
+    """A transformers config class: the defaults its `__init__` gives the keys the mapping reads.
+
+    Hub config.json files leave out values equal to these (nested `text_config`s especially: Gemma 3's
+    usually has no vocab_size, no head_dim when it is 256, no heads when they are 8 and 4); transformers
+    fills them back in on load, and so does the mapping, saying so in the imported spec's comments.
+    Keys whose default is None (num_key_value_heads -> heads, head_dim -> hidden / heads, n_inner ->
+    4 x n_embd) are derived the same way by the spec's own defaults, so they are not listed."""
+
+    name: str
+    source: str  # the transformers file whose __init__ gives the defaults
+    defaults: Mapping[str, Any]
+    text: str | None = None  # a wrapper: the model_type of the class its text_config is read with
+
+
+# Checked against the __init__ signatures in the transformers v4.51.0, v4.55.0 and v4.57.3 wheels
+# (the same values in each; GptOssConfig first appears in v4.55.0). Never guessed: a key without a
+# verified default stays required. Keyed by model_type.
+_TF = "src/transformers/models/{0}/configuration_{0}.py"
+_LLAMA_SHAPE = {"vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "tie_word_embeddings": False}
+_MISTRAL_SHAPE = _LLAMA_SHAPE | {"intermediate_size": 14336, "num_key_value_heads": 8,
+                                 "max_position_embeddings": 4096 * 32}
+_QWEN_SHAPE = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
+               "tie_word_embeddings": False}
+_GEMMA_SHAPE = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+                "num_key_value_heads": 4, "head_dim": 256, "tie_word_embeddings": True}
+CONFIG_CLASSES = {
+    "llama": ConfigClass("LlamaConfig", _TF.format("llama"),
+                         _LLAMA_SHAPE | {"intermediate_size": 11008, "max_position_embeddings": 2048}),
+    "mistral": ConfigClass("MistralConfig", _TF.format("mistral"), _MISTRAL_SHAPE),
+    "mixtral": ConfigClass("MixtralConfig", _TF.format("mixtral"),
+                           _MISTRAL_SHAPE | {"num_local_experts": 8, "num_experts_per_tok": 2}),
+    "qwen2": ConfigClass("Qwen2Config", _TF.format("qwen2"), _QWEN_SHAPE),
+    "qwen3": ConfigClass("Qwen3Config", _TF.format("qwen3"), _QWEN_SHAPE | {"head_dim": 128}),
+    "qwen3_moe": ConfigClass("Qwen3MoeConfig", _TF.format("qwen3_moe"), _QWEN_SHAPE | {
+        "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24, "num_key_value_heads": 4,
+        "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1}),
+    "deepseek_v3": ConfigClass("DeepseekV3Config", _TF.format("deepseek_v3"), {
+        "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+        "num_attention_heads": 128, "num_key_value_heads": 128, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 256, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048, "n_shared_experts": 1, "first_k_dense_replace": 3}),
+    "gemma2": ConfigClass("Gemma2Config", _TF.format("gemma2"),
+                          _GEMMA_SHAPE | {"vocab_size": 256000, "max_position_embeddings": 8192}),
+    "gemma3_text": ConfigClass("Gemma3TextConfig", _TF.format("gemma3"),
+                               _GEMMA_SHAPE | {"vocab_size": 262208, "max_position_embeddings": 131072}),
+    # the wrapper: text_config None -> Gemma3TextConfig(); tie_word_embeddings from PretrainedConfig's **kwargs
+    "gemma3": ConfigClass("Gemma3Config", _TF.format("gemma3") + " and src/transformers/configuration_utils.py",
+                          {"tie_word_embeddings": True}, text="gemma3_text"),
+    "gpt_neox": ConfigClass("GPTNeoXConfig", _TF.format("gpt_neox"), {
+        "vocab_size": 50432, "hidden_size": 6144, "num_hidden_layers": 44, "num_attention_heads": 64,
+        "intermediate_size": 24576, "max_position_embeddings": 2048, "tie_word_embeddings": False}),
+    # tie_word_embeddings: not a GPT2Config argument; PretrainedConfig.__init__ gives True
+    "gpt2": ConfigClass("GPT2Config", _TF.format("gpt2") + " and src/transformers/configuration_utils.py", {
+        "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
+        "tie_word_embeddings": True}),
+    "gpt_oss": ConfigClass("GptOssConfig", _TF.format("gpt_oss"), {
+        "num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
+        "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "tie_word_embeddings": False, "max_position_embeddings": 131072, "num_experts_per_tok": 4}),
+    "llama4_text": ConfigClass("Llama4TextConfig", _TF.format("llama4"), {
+        "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+        "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+        "max_position_embeddings": 4096 * 32, "tie_word_embeddings": False, "num_experts_per_tok": 1,
+        "num_local_experts": 16, "interleave_moe_layer_step": 1}),
+    "llama4": ConfigClass("Llama4Config", _TF.format("llama4"), {"tie_word_embeddings": False}, text="llama4_text"),
+}
+
+
+@dataclass(frozen=True)
 class Imported:
     """A model spec made from a HF config, and how."""
 
@@ -140,6 +213,7 @@ class Imported:
     fields_read: list[str]
     defaults: list[str] = field(default_factory=list)  # training fields the defaults filled in
     sources: dict[tuple, tuple] = field(default_factory=dict)  # spec path -> the HF key path it came from
+    defaulted: list[str] = field(default_factory=list)  # absent keys given their config class's default
 
 
 def is_hf_config(data: Any) -> bool:
@@ -166,21 +240,34 @@ def find_family(config: dict) -> Family:
 
 
 class _Reader:
-    """Reads typed values from the text part of a config, recording each key read."""
+    """Reads typed values from the text part of a config, recording each key read; an absent key (not
+    one given as null) gets its transformers config class's default (`CONFIG_CLASSES`), recorded too."""
 
     def __init__(self, config: dict, family: Family) -> None:
         nested = config.get(family.nested) if family.nested else None
         self.top, self.text = config, nested if isinstance(nested, dict) else config
         self.prefix = (family.nested,) if isinstance(nested, dict) else ()
         self.read: list[str] = []
+        self.defaulted: list[str] = []
+        model_type = config.get("model_type")
+        top = CONFIG_CLASSES.get(model_type) if model_type in family.model_types else None  # else no defaults
+        self.top_class, self.text_class = top, CONFIG_CLASSES[top.text] if top and top.text else top
 
     def get(self, keys: tuple[str, ...], kind: type, required: bool = True, top_too: bool = False):
-        """(value, key path) of the first key present and not null; (None, None) if none is and not required."""
-        places = [(self.text, self.prefix)] + ([(self.top, ())] if top_too and self.prefix else [])
-        for where, prefix in places:
+        """(value, key path) of the first key present and not null, else of the config class's default
+        when every key is absent; (None, None) if neither and not required."""
+        places = [(self.text, self.prefix, self.text_class)]
+        places += [(self.top, (), self.top_class)] if top_too and self.prefix else []
+        for where, prefix, _ in places:
             for key in keys:
                 if where.get(key) is not None:
                     return self._typed(where[key], prefix + (key,), kind), prefix + (key,)
+        for where, prefix, cls in places:
+            key = next((k for k in keys if cls and k in cls.defaults), None)
+            if key is not None and not any(k in where for k in keys):
+                self.defaulted.append(f"{'.'.join(prefix + (key,))} = {cls.defaults[key]}, defaulted from "
+                                      f"{cls.name} ({cls.source})")
+                return cls.defaults[key], prefix + (key,)
         if required:
             raise SpecError(f"missing key '{keys[0]}'", path=".".join(self.prefix + (keys[0],)),
                             expected=f"{'an integer' if kind is int else 'a value'} in the Hugging Face config")
@@ -330,7 +417,8 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
     given = {"seq_len": seq_len, "global_batch": global_batch, "precision": precision}
     spec, used = _training(spec, max_positions, given, overlay)
     ordered = {k: spec[k] for k in _ORDER if k in spec} | {k: v for k, v in spec.items() if k not in _ORDER}
-    return Imported(ordered, family.name, notes, list(dict.fromkeys(r.read)), used, sources)
+    return Imported(ordered, family.name, notes, list(dict.fromkeys(r.read)), used, sources,
+                    list(dict.fromkeys(r.defaulted)))
 
 
 def name_for(config: dict, file: str | None) -> str:
@@ -389,6 +477,9 @@ def spec_yaml(imported: Imported, source: str | None = None) -> str:
     head = [f"Imported from {source or 'a Hugging Face config.json'} by `plan import` "
             f"({imported.family} family; mapping table: planner/hf.py).",
             "Read: " + ", ".join(imported.fields_read) + "."]
+    if imported.defaulted:
+        head += ["Absent from the config (hub files leave out values equal to the config class's defaults):"]
+        head += ["- " + d for d in imported.defaulted]
     head += ["Mapped to the nearest or not modelled:"] + ["- " + n for n in imported.notes]
     head += ["Defaults (HF configs have no training fields):"] + ["- " + d for d in imported.defaults]
     lines = []

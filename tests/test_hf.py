@@ -15,10 +15,12 @@ from typer.testing import CliRunner
 
 from planner import cli_import
 from planner.errors import SpecError
-from planner.hf import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN_CAP, FAMILIES, is_hf_config, spec_from_hf, spec_yaml
+from planner.hf import (_MLA_KEYS, _MOE_KEYS, CONFIG_CLASSES, DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN_CAP, FAMILIES,
+                        is_hf_config, spec_from_hf, spec_yaml)
 from planner.loading import load_model
 
 HF = Path(__file__).resolve().parent / "data" / "hf"
+MINIMAL = HF / "minimal"  # configs without the keys equal to their config class's defaults (SOURCES.md)
 B = 1e9
 
 # (fixture, published total and its rounding (half a unit of its last digit), published active and its
@@ -151,7 +153,10 @@ def test_missing_and_mistyped_keys_point_at_their_line(tmp_path):
         load_model(path)
     line = path.read_text().splitlines().index('  "hidden_size": "4096",') + 1
     assert info.value.path == "hidden_size" and info.value.line == line and "wrong type" in info.value.message
-    del config["num_hidden_layers"]
+    path.write_text(json.dumps({**config, "num_hidden_layers": None}, indent=2))  # null: no default applies
+    with pytest.raises(SpecError, match="missing key 'num_hidden_layers'"):
+        load_model(path)
+    del config["model_type"], config["num_hidden_layers"]  # no model_type: no config class, so no defaults
     path.write_text(json.dumps(config, indent=2))
     with pytest.raises(SpecError, match="missing key 'num_hidden_layers'"):
         load_model(path)
@@ -277,3 +282,100 @@ def test_llama4_scout_text_model_plus_its_vision_tower_is_the_published_count():
     assert abs(model.total_params() + vision - 109 * B) <= 0.01 * 109 * B
     # the text model's active count; '17B' is rounded to whole billions (+-0.5B), as in PUBLISHED
     assert abs(model.active_params() - 17 * B) <= max(0.01 * 17 * B, 0.5 * B)
+
+
+def test_config_class_defaults_cover_every_family_and_only_keys_the_mapping_reads():
+    read = {k for f in FAMILIES for keys in f.keys.values() for k in keys}
+    read |= {k for keys in [*_MLA_KEYS.values(), *(v for m in _MOE_KEYS.values() for v in m.values())]
+             if not isinstance(keys, int) for k in keys}
+    for fam in FAMILIES:
+        for model_type in fam.model_types:
+            cls = CONFIG_CLASSES[model_type]
+            assert set(cls.defaults) <= read, cls.name
+            assert cls.source.startswith("src/transformers/"), cls.name
+            text = CONFIG_CLASSES[cls.text] if cls.text else cls
+            assert text.text is None and cls.text in (None, *fam.model_types), cls.name
+            # the family's tie_word_embeddings fallback is the config classes' own default
+            assert cls.defaults["tie_word_embeddings"] is text.defaults["tie_word_embeddings"] is fam.tied_default
+
+
+def test_gemma3_minimal_config_gives_the_full_spec_and_says_what_it_defaulted(tmp_path):
+    """google/gemma-3 text_configs leave out vocab_size, head_dim 256, max positions (class defaults)."""
+    full, minimal = load_model(HF / "gemma3.json"), load_model(MINIMAL / "gemma3.json")
+    assert minimal == full and minimal.head_dim == 256 and minimal.vocab == 262208
+    published = (1_012 + 10_759) * 1e6  # Gemma 3 report, Table 1, 12B (text: embedding + non-embedding)
+    assert abs(minimal.total_params() - published) <= 0.01 * published
+    imported = spec_from_hf(json.loads((MINIMAL / "gemma3.json").read_text()), name="g")
+    defaulted = {d.split(" = ")[0] for d in imported.defaulted}
+    assert {"text_config.vocab_size", "text_config.head_dim", "text_config.max_position_embeddings"} <= defaulted
+    assert "text_config.head_dim" not in imported.fields_read
+    text = spec_yaml(imported)
+    assert "# - text_config.head_dim = 256, defaulted from Gemma3TextConfig" in text
+    full_imported = spec_from_hf(json.loads((HF / "gemma3.json").read_text()), name="g")
+    assert [d.split(" = ")[0] for d in full_imported.defaulted] == ["text_config.tie_word_embeddings"]
+
+
+def test_gemma3_4b_style_config_without_heads():
+    """A google/gemma-3-4b-style text_config: no heads, kv heads, head_dim or vocab (all class defaults)."""
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+              "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                              "num_hidden_layers": 34, "sliding_window": 1024}}
+    imported = spec_from_hf(config, name="g")
+    spec = imported.spec
+    assert (spec["heads"], spec["kv_heads"], spec["head_dim"], spec["vocab"]) == (8, 4, 256, 262208)
+    assert all("defaulted from Gemma3TextConfig" in d for d in imported.defaulted)
+    from planner.specs import ModelSpec
+    published = (675 + 3_209) * 1e6  # Gemma 3 report, Table 1, 4B (text: embedding + non-embedding)
+    assert abs(ModelSpec.model_validate(spec).total_params() - published) <= 0.01 * published
+
+
+def test_class_defaults_differ_by_config_class():
+    """An absent num_key_value_heads is heads for LlamaConfig (None) but 8 for MistralConfig."""
+    config = json.loads((HF / "llama.json").read_text())
+    del config["num_key_value_heads"]
+    assert spec_from_hf(config, name="l").spec.get("kv_heads") is None  # the spec's default: heads
+    mistral = spec_from_hf({**config, "model_type": "mistral"}, name="m")
+    assert mistral.spec["kv_heads"] == 8 and any("defaulted from MistralConfig" in d for d in mistral.defaulted)
+    del config["num_hidden_layers"]
+    assert spec_from_hf(config, name="l").spec["layers"] == 32  # LlamaConfig's default, as transformers loads it
+
+
+def _import_error(tmp_path, *args: str, overlay: str | None = None):
+    if overlay is not None:
+        (tmp_path / "ov.yaml").write_text(overlay)
+        args += ("--overlay", str(tmp_path / "ov.yaml"))
+    result = CliRunner().invoke(_app(), ["import", str(HF / "llama.json"), *args])
+    assert result.exit_code == 2, result.output
+    return result.output
+
+
+def test_overlay_errors_name_the_overlay_file_and_line(tmp_path):
+    ov = tmp_path / "ov.yaml"
+    out = _import_error(tmp_path, overlay="training:\n  bogus: 1\n")
+    assert f"{ov}:2: training.bogus: unknown key 'bogus'" in out and "llama.json" not in out
+    out = _import_error(tmp_path, overlay="seq_len: 2048\ntraining:\n  global_batch: 64\n  precision: fp9\n")
+    assert f"{ov}:4: training.precision:" in out
+    out = _import_error(tmp_path, overlay="layers: 0\n")
+    assert f"{ov}:1: layers:" in out
+    out = _import_error(tmp_path, overlay="training: 5\n")  # a scalar where a mapping belongs
+    assert f"{ov}:1: training:" in out
+    with pytest.raises(SpecError) as info:
+        cli_import.import_config(HF / "llama.json", overlay=ov)
+    assert (info.value.file, info.value.line, info.value.path) == (str(ov), 1, "training")
+
+
+def test_flag_errors_name_the_flag(tmp_path):
+    with pytest.raises(SpecError) as info:
+        cli_import.import_config(HF / "llama.json", precision="fp9")
+    assert (info.value.file, info.value.line, info.value.path) == (None, None, "--precision")
+    assert str(info.value).startswith("--precision: ")
+    assert "error: --precision: " in _import_error(tmp_path, "--precision", "fp9")
+    # a flag wins over the overlay: its value, so its name; both problems are reported
+    out = _import_error(tmp_path, "--precision", "fp9", overlay="training:\n  precision: fp8\n  bogus: 1\n")
+    assert "--precision: " in out and f"{tmp_path / 'ov.yaml'}:3: training.bogus" in out and "llama.json" not in out
+    # values the HF config gave are still blamed on it
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({**json.loads((HF / "llama.json").read_text()), "num_key_value_heads": 5}, indent=2))
+    with pytest.raises(SpecError) as info:
+        cli_import.import_config(bad, precision="fp8", overlay=None)
+    assert info.value.file == str(bad) and info.value.path == "kv_heads"
