@@ -47,6 +47,7 @@ class SpaceContext:
     # top-20 layout of the shipped models on their clusters went below 512 (benchmarks/speed.py cases).
     min_cp_tokens: int = 512
     cap_levels: int = 1  # power-cap levels searched (1: the uncapped GPU only)
+    fp8_param_gather: bool = False  # training.fp8_param_gather: FP8 weights gathered by the distributed optimizer
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,10 @@ RULES: tuple[Rule, ...] = (
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),
     # The distributed optimizer and ZeRO shard over the data-parallel ranks of every context slice (dp*cp).
+    # Megatron-LM arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch
+    # fsdp2, megatron fsdp": the FP8 weights (1 byte, planner/precision.py) need ZeRO >= 1.
+    Rule("fp8_param_gather_needs_zero", ("zero",), lambda v, ctx: (v["zero"] >= 1) | (not ctx.fp8_param_gather),
+         lambda r, ctx: "fp8_param_gather needs the distributed optimizer (ZeRO stage >= 1), not zero 0"),
     Rule("zero_needs_dp", ("dp", "cp", "zero"), lambda v, ctx: (v["zero"] == 0) | (v["dp"] * v["cp"] > 1),
          lambda r, ctx: f"ZeRO stage {r['zero']} shards over dp, but dp = 1" if r.get("cp", 1) == 1
          else f"ZeRO stage {r['zero']} shards over dp*cp, but dp*cp = 1"),

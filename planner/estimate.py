@@ -32,7 +32,8 @@ def layout_of(model: ModelSpec, gpus: int, given: dict[str, Any], *, gpus_said: 
 def _context(model: ModelSpec, gpus: int) -> SpaceContext:
     return SpaceContext(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                         global_batch=model.training.global_batch, seq_len=model.seq_len,
-                        experts=model.moe.experts if model.moe else 0)
+                        experts=model.moe.experts if model.moe else 0,
+                        fp8_param_gather=model.training.fp8_param_gather)
 
 
 def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None = None, limits: Limits = Limits(),

@@ -28,9 +28,21 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
         raise ValueError(f"unknown export {kind!r}; choose one of: {', '.join(EXPORTS)}")
     lay = launch(scored.layout, model)
     if kind == "megatron":
-        return megatron_settings(lay, model)
-    if kind == "nemo":
-        return nemo_settings(lay, model, cluster)
-    if kind == "torchtitan":
-        return torchtitan_settings(lay, model)
-    return deepspeed_settings(lay, model)
+        settings = megatron_settings(lay, model)
+    elif kind == "nemo":
+        settings = nemo_settings(lay, model, cluster)
+    elif kind == "torchtitan":
+        settings = torchtitan_settings(lay, model)
+    else:
+        settings = deepspeed_settings(lay, model)
+    return _with_power_cap(settings, kind, scored)
+
+
+def _with_power_cap(settings: Export, kind: str, scored: ScoredLayout) -> Export:
+    """A power cap the layout was scored under is no framework's setting: said, with how to set it."""
+    if scored.power_cap is None:
+        return settings
+    note = (f"the layout was scored with GPUs capped at {scored.power_cap.power_cap_w:g} W: no {kind} setting; "
+            f"set it on every node, e.g. nvidia-smi -pl {scored.power_cap.power_cap_w:g}")
+    text = settings.text if kind == "deepspeed" else f"# {note}\n{settings.text}"
+    return Export(text=text, notes=[note, *settings.notes])

@@ -101,6 +101,9 @@ def model_args(model: ModelSpec) -> Flags:
     if model.moe is not None:
         moe = model.moe
         f += [("--num-experts", moe.experts), ("--moe-router-topk", moe.top_k), ("--moe-ffn-hidden-size", moe.expert_ffn_hidden)]
+        # what the ep cost model prices (planner/costs/comm.py): all-to-all dispatch, grouped expert GEMMs;
+        # Megatron's defaults are the allgather dispatcher and one GEMM per expert
+        f += [("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
         if moe.shared_experts:
             f.append(("--moe-shared-expert-intermediate-size", moe.shared_experts * moe.shared_ffn))
         if moe_layer_pattern(model) is not None:

@@ -68,7 +68,8 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
     o += nemo_split(lay)
     o += [(s + "context_parallel_size", lay.cp), (s + "sequence_parallel", lay.sequence_parallel)]
     if model.moe is not None:
-        o += [(s + "expert_model_parallel_size", lay.ep), (s + "expert_tensor_parallel_size", lay.etp)]
+        o += [(s + "expert_model_parallel_size", lay.ep), (s + "expert_tensor_parallel_size", lay.etp),
+              ("model.config.moe_token_dispatcher_type", "alltoall"), ("model.config.moe_grouped_gemm", True)]
     o += nemo_memory(lay)
     o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
           ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]

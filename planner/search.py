@@ -159,7 +159,8 @@ def check_fixed_axes(model: ModelSpec, gpus: int, fixed: dict) -> None:
     with 8 experts, --cp 3 with a 4,096-token sequence) are bad input, not an empty search."""
     ctx = SpaceContext(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                        global_batch=model.training.global_batch, seq_len=model.seq_len,
-                       experts=model.moe.experts if model.moe else 0, min_cp_tokens=1)
+                       experts=model.moe.experts if model.moe else 0, min_cp_tokens=1,
+                       fp8_param_gather=model.training.fp8_param_gather)
     by_name = {a.name: a for a in AXES}
     for rule in RULES:
         if not set(rule.axes) <= set(fixed):
@@ -175,7 +176,7 @@ def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), c
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                              global_batch=model.training.global_batch, seq_len=model.seq_len,
                              experts=model.moe.experts if model.moe else 0, limits=space,
-                             cap_levels=cap_levels)
+                             cap_levels=cap_levels, fp8_param_gather=model.training.fp8_param_gather)
 
 
 def search(

@@ -404,3 +404,34 @@ def test_cli_export_of_an_infeasible_layout_says_why_on_stderr_and_exits_1():
     r = CliRunner().invoke(app, args + ["--recompute", "none", "--export", "torchtitan"])
     assert r.exit_code == 1
     assert "--parallelism.tensor_parallel_degree=8" in r.stdout and "infeasible:" in r.stderr
+
+
+def test_moe_exports_run_the_dispatcher_the_cost_model_prices():
+    # Megatron core_v0.15 defaults to --moe-token-dispatcher-type allgather and one GEMM per expert;
+    # planner/costs/comm.py prices all-to-all dispatch and grouped expert GEMMs, so the line says so.
+    words = {w[0]: w[1:] for w in _megatron_words(exported("deepseek-moe-mla", "megatron")[0].text)}
+    assert words["--moe-token-dispatcher-type"] == ["alltoall"] and words["--moe-grouped-gemm"] == []
+    nemo = exported("deepseek-moe-mla", "nemo")[0].text.splitlines()
+    assert "model.config.moe_token_dispatcher_type=alltoall" in nemo and "model.config.moe_grouped_gemm=True" in nemo
+
+
+def test_fp8_param_gather_at_zero_0_is_no_layout():
+    # Megatron arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2,
+    # megatron fsdp": the planner's FP8 weights (1 byte) need ZeRO >= 1, so zero 0 breaks a rule.
+    m, c = _model("llama3.1-8b", precision="fp8", fp8_param_gather=True), load_cluster("dgx-h100-1024")
+    at0 = estimate_layout(m, c, gpus=64, tp=2, pp=1, micro_batch=1, zero=0, sequence_parallel=True)
+    assert "fp8_param_gather_needs_zero" in {v.constraint for v in at0.violations}
+    at1 = estimate_layout(m, c, gpus=64, tp=2, pp=1, micro_batch=1, zero=1, sequence_parallel=True)
+    assert "fp8_param_gather_needs_zero" not in {v.constraint for v in at1.violations}
+
+
+def test_a_power_cap_is_said_not_dropped():
+    r = CliRunner().invoke(app, ["search", "--objective", "energy", "--power-caps", "--export", "megatron"])
+    best = json.loads(CliRunner().invoke(app, ["search", "--objective", "energy", "--power-caps", "--json"]).stdout)["best"]
+    assert r.exit_code == 0 and f"nvidia-smi -pl {best['power_cap_w']:g}" in r.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("extra", [["--export", "nemo"], ["--plot", "f.png"]])
+def test_gpus_range_has_no_single_layout_to_export_or_draw(extra):
+    r = CliRunner().invoke(app, ["search", "gpt3-13b", "dgx-a100-1024", "--gpus-range", "64:256", *extra])
+    assert r.exit_code == 2 and "--gpus-range" in r.output
