@@ -118,7 +118,7 @@ def search(
 
         check_option(TOP, top)
         check_option(GPUS, gpus)
-        check_export(export, json_out)
+        check_export(export, json_out, gpus_range=gpus_range, plot=plot)
         figure = _figure(plot, "--plot")
         _check_degree_product(read_axes(options))
         _check_fixed_degrees(gpus, read_axes(options))
@@ -209,9 +209,13 @@ def _figure(path: str | None, flag: str):
     return figure
 
 
-def check_export(kind: str | None, json_out: bool) -> None:
+def check_export(kind: str | None, json_out: bool, *, gpus_range: str | None = None, plot: str | None = None) -> None:
+    """What stdout holds is one choice; --gpus-range compares counts and has no single layout to export or draw."""
     from .export import EXPORTS
 
+    if gpus_range is not None and (kind is not None or plot is not None):
+        raise SpecError("--gpus-range compares GPU counts; launch settings and the frontier are of one search",
+                        path="--export" if kind is not None else "--plot", expected="--gpus N, or --gpus-range alone")
     if kind is not None and kind not in EXPORTS:
         raise SpecError(f"unknown framework '{kind[:40]}'", path="--export", expected=" | ".join(EXPORTS))
     if kind is not None and json_out:
@@ -280,11 +284,6 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         split = parse_split(stage_layers)
         m, c = _load(model, cluster, global_batch, None, stack)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
-        if figure is not None:  # drawn for an infeasible layout too: the picture shows why
-            from .plot_timeline import plot_timeline
-
-            plot_timeline(m, c, result, figure)
-            err.print(f"timeline drawn to {escape(str(figure))}", highlight=False)
         if export is not None:
             print_export(export, result, m, c)
             for v in result.violations:  # settings of an infeasible layout: say why on stderr, exit 1
@@ -293,6 +292,11 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
             _print_json(report.scored_json(result))
         else:
             report.render_estimate(result, out, c.gpu.memory_gib)
+        if figure is not None:  # drawn for an infeasible layout too (the picture shows why), after the numbers
+            from .plot_timeline import plot_timeline
+
+            plot_timeline(m, c, result, figure)
+            err.print(f"timeline drawn to {escape(str(figure))}", highlight=False)
         if not result.feasible:
             raise typer.Exit(1)
 

@@ -31,6 +31,7 @@ from .costs.pipeline import kind_times
 from .costs.power_caps import cap_levels, capped_cluster
 from .costs.stages import all_ranks, default_split, pipeline_ranks, split_ranks, warmup_units
 from .space import single_layout
+from .errors import SpecError
 from .specs import ClusterSpec, ModelSpec
 
 # Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
@@ -237,6 +238,10 @@ def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
     """The schedule of a scored layout (planner.results.ScoredLayout, e.g. `plan estimate`'s)."""
     lay = layout_row(scored.layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
+    if v > 1 and m % p:  # Megatron's interleaved 1F1B runs micro-batches in groups of pp
+        raise SpecError(f"no interleaved schedule to draw: {m} micro-batches per step is not a multiple of "
+                        f"pp {p}, which interleaving (vpp {v}) needs", path="--timeline",
+                        expected=f"a global batch giving a multiple of {p} micro-batches, or --vpp 1")
     split = tuple(int(x) for x in scored.layout.get("stage_layers") or default_split(model, p, v))
     t = stage_times(model, _run_cluster(cluster, scored), lay, split)
     events, makespan = simulate(t, p, v, m)

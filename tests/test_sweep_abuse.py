@@ -291,3 +291,17 @@ def test_a_stale_lock_file_of_a_killed_sweep_does_not_block(tmp_path, points):
     lock_path(out).write_text("999999\n")  # left by a sweep killed with SIGKILL: no lock held
     assert sw.run_sweep(points[:1], out=out).computed == 1
     assert not lock_path(out).exists()
+
+
+@pytest.mark.parametrize("where", ["/proc/rows.csv", "NAME"])
+def test_an_output_whose_lock_cannot_be_written_is_bad_input(where, tmp_path):
+    # /proc takes no new files; a 250-character name is legal, '.NAME.lock' beside it is not (255 bytes):
+    # both were OSError, exit 3
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    out = str(tmp_path / ("r" * 246 + ".csv")) if where == "NAME" else where
+    r = CliRunner().invoke(app, ["sweep", str(ROOT / "configs/sweeps/gpt3-family.yaml"), "--params", "1.3e9",
+                                 "--gpus", "8", "--quiet", "--out", out])
+    assert r.exit_code == 2 and "--out" in r.output and "lock" in r.output

@@ -224,3 +224,17 @@ def test_cli_search_plot_draws_the_frontier_and_bad_suffixes_exit_2(tmp_path):
     assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
     r = CliRunner().invoke(app, ["search", "--plot", str(tmp_path / "f.txt")])
     assert r.exit_code == 2 and "--plot" in r.output and not (tmp_path / "f.txt").exists()
+
+
+def test_cli_timeline_of_an_interleaving_with_no_schedule_exits_2_after_the_numbers(tmp_path):
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    # 512 GPUs / (tp 8 x pp 8) = dp 8; global batch 1000 / (8 x 1) = 125 micro-batches, not a multiple of
+    # pp 8: Megatron's interleaved schedule has no order for them (the simulation deadlocked, exit 3)
+    png = tmp_path / "y.png"
+    r = CliRunner().invoke(app, ["estimate", "gpt3-175b", "dgx-a100-1024", "--gpus", "512", "--global-batch", "1000",
+                                 "--tp", "8", "--pp", "8", "--micro-batch", "1", "--vpp", "4", "--timeline", str(png)])
+    assert r.exit_code == 2 and "125 micro-batches" in r.stderr and "interleaving" in r.stdout
+    assert not png.exists()

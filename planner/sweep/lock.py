@@ -34,7 +34,12 @@ def _acquire(path: Path, out: Path) -> int:
     """An open descriptor of `path` holding its lock. A lock file removed by a writer that just
     finished (we may have opened it before the removal) is not the live one: open it again."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only folder, /proc, a name too long once ".lock" is added
+            raise SpecError(f"cannot write the lock file {path.name[:80]} beside the output: {exc.strerror or exc}",
+                            file=str(out), path="--out", expected="a writable folder and a file name of at most "
+                            "245 characters") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # BlockingIOError: another process holds it

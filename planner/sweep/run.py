@@ -37,6 +37,16 @@ class SweepInterrupted(KeyboardInterrupt):
         self.run, self.total, self.signum = run, total, signum
 
 
+def _context():
+    """Workers forked from the sweep itself: their parent-death signal and watchdog then watch the
+    sweep. Under forkserver (Python 3.14's default on Linux) they would watch the fork server, which
+    outlives a killed sweep, and so would they."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else methods[0])
+
+
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """End the running points now (SIGTERM to each worker) rather than wait for them."""
     for process in list((getattr(pool, "_processes", None) or {}).values()):
@@ -58,7 +68,7 @@ def compute(points: list[Point], workers: int = 1, guard: StopSignals | None = N
                 guard.check()  # a signal whose exception was lost on the way: the row is not trusted
             yield row
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(points)), initializer=worker_init)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(points)), initializer=worker_init, mp_context=_context())
     try:
         with signals_blocked():  # the workers are forked here: every one recorded before a signal acts
             futures = [pool.submit(run_point, p) for p in points]
