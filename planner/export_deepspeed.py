@@ -20,6 +20,8 @@ def deepspeed_config(lay: Launch, model: ModelSpec) -> dict:
         cfg["fp16"] = {"enabled": True}
     else:
         cfg["bf16"] = {"enabled": True}
+    if t.grad_reduce_dtype == "bf16":
+        cfg["communication_data_type"] = "bf16"  # gradients all-reduced / reduce-scattered in BF16
     if lay.recompute != "none":
         cfg["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
                                            "contiguous_memory_optimization": False}
@@ -50,6 +52,11 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
                      "DeepSpeed-Ulysses splits the sequence with all-to-alls instead")
     if lay.ep > 1:
         notes.append(f"ep={lay.ep} is not a ds_config key: deepspeed.moe.layer.MoE(ep_size={lay.ep}) in the model code")
+    t = model.training
+    if model.moe is not None and t.moe_dispatcher == "flex":
+        notes.append("moe_dispatcher flex (DeepEP/HybridEP) has no DeepSpeed equivalent: deepspeed.moe all-to-alls every routed copy")
+    if model.moe is not None and t.moe_a2a_overlap:
+        notes.append("moe_a2a_overlap (Megatron's combined 1F1B) has no DeepSpeed equivalent")
     if lay.recompute != "none":
         notes.append(f"recompute={lay.recompute}: activation_checkpointing configures deepspeed.checkpointing; "
                      "the model code chooses what it checkpoints (full: each layer)"

@@ -101,9 +101,13 @@ def model_args(model: ModelSpec) -> Flags:
     if model.moe is not None:
         moe = model.moe
         f += [("--num-experts", moe.experts), ("--moe-router-topk", moe.top_k), ("--moe-ffn-hidden-size", moe.expert_ffn_hidden)]
-        # what the ep cost model prices (planner/costs/comm.py): all-to-all dispatch, grouped expert GEMMs;
-        # Megatron's defaults are the allgather dispatcher and one GEMM per expert
-        f += [("--moe-token-dispatcher-type", "alltoall"), ("--moe-grouped-gemm", None)]
+        # what the ep cost model prices (planner/costs/comm.py): all-to-all or flex dispatch, grouped expert
+        # GEMMs; Megatron's defaults are the allgather dispatcher and one GEMM per expert
+        f += [("--moe-token-dispatcher-type", model.training.moe_dispatcher), ("--moe-grouped-gemm", None)]
+        if model.training.moe_dispatcher == "flex":
+            # core_v0.15.0's flex dispatcher runs DeepEP with --moe-enable-deepep; later Megatron-Core spells
+            # the backend --moe-flex-dispatcher-backend deepep|hybridep (not in the vendored arguments.py)
+            f.append(("--moe-enable-deepep", None))
         if moe.shared_experts:
             f.append(("--moe-shared-expert-intermediate-size", moe.shared_experts * moe.shared_ffn))
         if moe_layer_pattern(model) is not None:
@@ -127,6 +131,21 @@ def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
     if lay.cp > 1:
         f.append(("--cp-comm-type", "allgather" if model.training.stack.cp_comm == "all_gather" else "p2p"))
     return f
+
+
+def moe_overlap_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
+    """training.moe_a2a_overlap: the combined-1F1B schedule, which needs the delayed weight gradients;
+    arguments.py asserts ep > 1, no full recomputation and, with pp > 1, virtual stages."""
+    if model.moe is None or not model.training.moe_a2a_overlap:
+        return [], []
+    notes = []
+    if lay.ep < 2:
+        notes.append("moe_a2a_overlap with ep=1: Megatron's --overlap-moe-expert-parallel-comm asserts ep > 1")
+    if lay.recompute == "full":
+        notes.append("moe_a2a_overlap with recompute=full: Megatron refuses it (the planner hides nothing here)")
+    if lay.pp > 1 and lay.vpp < 2:
+        notes.append("moe_a2a_overlap with pp > 1 needs virtual stages in Megatron (the planner hides nothing here)")
+    return [("--overlap-moe-expert-parallel-comm", None), ("--delay-wgrad-compute", None)], notes
 
 
 def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
@@ -168,12 +187,16 @@ def precision_args(model: ModelSpec) -> Flags:
         f += [("--fp8-format", "hybrid"), ("--fp8-recipe", "delayed" if t.precision == "fp8" else "mxfp8")]
         if t.fp8_param_gather:
             f.append(("--fp8-param-gather", None))
+    if t.grad_reduce_dtype == "bf16":
+        f.append(("--grad-reduce-in-bf16", None))  # Megatron-Core DDP grad_reduce_in_fp32=False
     return f
 
 
 def megatron_settings(lay: Launch, model: ModelSpec) -> Export:
     mem, notes = memory_args(lay, model)
-    flags = (model_args(model) + parallel_args(lay, model) + mem
+    overlap, overlap_notes = moe_overlap_args(lay, model)
+    notes += overlap_notes
+    flags = (model_args(model) + parallel_args(lay, model) + overlap + mem
              + [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", lay.global_batch)] + precision_args(model))
     lines = [flag if value is None else f"{flag} {shell(value)}" for flag, value in flags]
     return Export(text="\n".join(comments(notes) + [" \\\n".join(lines)]), notes=notes)

@@ -57,7 +57,27 @@ def nemo_precision(model: ModelSpec) -> Overrides:
               (p + "fp8_param_gather", t.fp8_param_gather)]
     else:
         o.append((p + "fp8", None))
-    return o
+    # training.grad_reduce_dtype: the plugin's and the DDP config's grad_reduce_in_fp32 (Megatron-Bridge's
+    # MoE perf recipes set both False); written either way, as NeMo's performance recipes set False
+    fp32 = t.grad_reduce_dtype == "fp32"
+    return o + [(p + "grad_reduce_in_fp32", fp32), ("trainer.strategy.ddp.grad_reduce_in_fp32", fp32)]
+
+
+def nemo_moe(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """Expert parallelism, the dispatcher (flex: Megatron Core's moe_enable_deepep of core_v0.15.0;
+    later releases spell it moe_flex_dispatcher_backend) and the all-to-all overlap."""
+    s, c, t = "trainer.strategy.", "model.config.", model.training
+    o: Overrides = [(s + "expert_model_parallel_size", lay.ep), (s + "expert_tensor_parallel_size", lay.etp),
+                    (c + "moe_token_dispatcher_type", t.moe_dispatcher), (c + "moe_grouped_gemm", True)]
+    if t.moe_dispatcher == "flex":
+        o.append((c + "moe_enable_deepep", True))
+    notes = []
+    if t.moe_a2a_overlap:
+        o.append((s + "ddp.delay_wgrad_compute", True))
+        notes.append("moe_a2a_overlap: also set model.config.overlap_moe_expert_parallel_comm=True and "
+                     "model.config.delay_wgrad_compute=True (Megatron Core ModelParallelConfig fields, outside "
+                     "the vendored TransformerConfig field list these overrides are checked against)")
+    return o, notes
 
 
 def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export:
@@ -67,14 +87,14 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
                     (s + "tensor_model_parallel_size", lay.tp), (s + "pipeline_model_parallel_size", lay.pp)]
     o += nemo_split(lay)
     o += [(s + "context_parallel_size", lay.cp), (s + "sequence_parallel", lay.sequence_parallel)]
+    notes = []
     if model.moe is not None:
-        o += [(s + "expert_model_parallel_size", lay.ep), (s + "expert_tensor_parallel_size", lay.etp),
-              ("model.config.moe_token_dispatcher_type", "alltoall"), ("model.config.moe_grouped_gemm", True)]
+        moe, notes = nemo_moe(lay, model)
+        o += moe
     o += nemo_memory(lay)
     o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
           ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]
     o += nemo_precision(model)
-    notes = []
     if lay.gpus % per_node:
         notes.append(f"{lay.gpus} GPUs do not fill whole nodes of {per_node}: NeMo runs devices x num_nodes GPUs")
     return Export(text="\n".join(comments(notes) + [f"{k}={_value(v)}" for k, v in o]), notes=notes)

@@ -109,6 +109,19 @@ def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool) -> tuple[Overrides,
         o.append(("--model.converters", "quantize.linear.mx"))
     if t.fp8_param_gather and t.precision in ("fp8", "mxfp8") and (t.precision == "mxfp8" or not fsdp):
         notes.append("fp8_param_gather: torchtitan gathers FP8 weights only with FSDP and tensorwise FP8")
+    if t.grad_reduce_dtype == "bf16":
+        notes.append("grad_reduce_dtype bf16 has no torchtitan equivalent (training.mixed_precision_reduce: float32 only)")
+    return o, notes
+
+
+def titan_moe(model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """The flex dispatcher is torchtitan's DeepEP backend; the combined-1F1B all-to-all overlap has none."""
+    t = model.training
+    o: Overrides = [("--parallelism.expert_parallel_comm_backend", "deepep")] if t.moe_dispatcher == "flex" else []
+    notes = []
+    if t.moe_a2a_overlap:
+        notes.append("moe_a2a_overlap (Megatron's combined 1F1B) has no torchtitan equivalent: "
+                     "parallelism.pipeline_parallel_expert_parallel_overlap belongs to its own pipeline schedules")
     return o, notes
 
 
@@ -127,6 +140,10 @@ def torchtitan_settings(lay: Launch, model: ModelSpec) -> Export:
         o += [(p + "expert_parallel_degree", lay.ep), (p + "expert_tensor_parallel_degree", lay.etp)]
     dp, notes = titan_data_parallel(lay)
     o += dp
+    if model.moe is not None:
+        moe, moe_notes = titan_moe(model)
+        o += moe
+        notes += moe_notes
     if lay.pp > 1:
         split, split_notes = titan_split(lay)
         o += split + [(p + "pipeline_parallel_microbatch_size", lay.micro_batch),

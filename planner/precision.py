@@ -17,7 +17,7 @@ class Precision:
     name: str
     peak: str  # which `peak_tflops` field the GEMMs run at
     weight_bytes: int  # model weights the kernels read
-    grad_bytes: int  # gradients as accumulated (fp32 main_grad)
+    grad_bytes: int  # gradients as accumulated and reduced (fp32 main_grad; 2 with grad_reduce_dtype bf16)
     master_bytes: int  # fp32 master copy of the weights
     optimizer_bytes: int  # Adam's first and second moments
     activation_bytes: int  # stored and communicated activations, GEMM outputs
@@ -25,6 +25,7 @@ class Precision:
     weight_cache_bytes: float = 0  # low-precision weight copies kept beside the 16-bit weights
     quantize_bytes: float = 0  # HBM traffic to cast one GEMM input element (read 16-bit, write 8-bit copies)
     mfu_peak: str = ""  # the peak MFU is quoted against (published tables: BF16 for FP8 runs)
+    param_gather_bytes: float = 2  # what the distributed optimizer's parameter all-gather moves per parameter
 
     @property
     def is_fp8(self) -> bool:
@@ -69,11 +70,23 @@ MXFP8 = Precision("mxfp8", peak="mxfp8", weight_bytes=2, grad_bytes=4, master_by
 PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8)}
 
 
-def precision(name: str, fp8_param_gather: bool = False) -> Precision:
+GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}  # training.grad_reduce_dtype: bytes of a main_grad value
+
+
+def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str = "fp32") -> Precision:
     """The record of a training precision. With `fp8_param_gather` (Megatron --fp8-param-gather) the
-    parameters themselves are FP8: 1 byte each instead of the 16-bit copy, gathered in FP8 by the
-    distributed optimizer; MXFP8 still keeps its column-wise copy (1 + 1/32 bytes)."""
+    parameters themselves are FP8: 1 byte each instead of the 16-bit copy; MXFP8 still keeps its
+    column-wise copy (1 + 1/32 bytes). Only per-tensor FP8 is gathered in FP8 (1 byte): Megatron-Core
+    gathers MXFP8 parameters in BF16 into the reused gradient buffer, 2 bytes (Megatron-LM
+    core_r0.17.0 megatron/core/distributed/param_and_grad_buffer.py, reuse_grad_buf_for_mxfp8_param_ag:
+    "only half of the buffer is used to store params in bf16"). `grad_reduce_dtype` bf16 (Megatron-Core
+    DDP grad_reduce_in_fp32=False, Megatron-LM --grad-reduce-in-bf16): the main_grad buffer and the
+    data-parallel reduce(-scatter) are BF16, 2 bytes per parameter instead of 4."""
     rec = PRECISIONS[name]
+    if grad_reduce_dtype != "fp32":
+        rec = replace(rec, grad_bytes=GRAD_REDUCE_BYTES[grad_reduce_dtype])
     if not fp8_param_gather or not rec.is_fp8:
         return rec
-    return replace(rec, weight_bytes=1, weight_cache_bytes=rec.weight_cache_bytes - 1 if rec.name == "fp8" else 1 + 1 / 32)
+    if rec.name == "fp8":
+        return replace(rec, weight_bytes=1, weight_cache_bytes=rec.weight_cache_bytes - 1, param_gather_bytes=1)
+    return replace(rec, weight_bytes=1, weight_cache_bytes=1 + 1 / 32)

@@ -435,13 +435,23 @@ class TrainingSpec(_Spec):
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
     fp8_param_gather: bool = Field(default=False, description=(
         "FP8 parameters, gathered in FP8 by the distributed optimizer (Megatron --fp8-param-gather; fp8/mxfp8 only)"))
+    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description=(
+        "main-grad buffer and data-parallel gradient reduce: fp32 (4 B per parameter) or bf16 (2 B; "
+        "Megatron --grad-reduce-in-bf16, Megatron-Core DDP grad_reduce_in_fp32=False)"))
+    moe_dispatcher: Literal["alltoall", "flex"] = Field(default="alltoall", description=(
+        "MoE token dispatcher: alltoall (every routed copy to another NVLink domain crosses the network) or "
+        "flex (DeepEP/HybridEP: a token crosses once per remote domain, then NVLink; "
+        "Megatron --moe-token-dispatcher-type flex)"))
+    moe_a2a_overlap: bool = Field(default=False, description=(
+        "MoE dispatch/combine overlapped with another micro-batch's compute (combined 1F1B; Megatron "
+        "--overlap-moe-expert-parallel-comm --delay-wgrad-compute)"))
 
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
 
     @property
     def numerics(self) -> Precision:
         """Bytes per value and peaks of this run's precision (planner/precision.py)."""
-        return precision(self.precision, self.fp8_param_gather)
+        return precision(self.precision, self.fp8_param_gather, self.grad_reduce_dtype)
 
     @model_validator(mode="after")
     def _stack_defaults(self) -> "TrainingSpec":
@@ -518,6 +528,9 @@ class ModelSpec(_Spec):
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) is more than the {self.layers} layers")
         if self.num_kv_heads > self.heads or self.heads % self.num_kv_heads:
             raise ValueError(f"kv_heads ({self.num_kv_heads}) must divide heads ({self.heads})")
+        t = self.training
+        if self.moe is None and (t.moe_dispatcher != "alltoall" or t.moe_a2a_overlap):
+            raise ValueError("training.moe_dispatcher and training.moe_a2a_overlap need a moe: section (a MoE model)")
         return self
 
     @property

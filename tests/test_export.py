@@ -170,6 +170,9 @@ CASES = {
                     dict(tp=4, pp=4, micro_batch=1, sequence_parallel=True, zero=3, recompute="selective")),
     "llama8-mxfp8": ("llama3.1-8b", "dgx-b200-1024", {"precision": "mxfp8"}, dict(tp=2, pp=1, micro_batch=2, zero=2)),
     "gpt13-fp16-zero0": ("gpt3-13b", "dgx-a100-1024", {"precision": "fp16"}, dict(tp=2, pp=1, micro_batch=1, zero=0, recompute="full")),
+    "qwen3-flex-overlap-bf16grad": ("qwen3-30b-a3b", "dgx-h100-1024",
+                                    {"moe_dispatcher": "flex", "moe_a2a_overlap": True, "grad_reduce_dtype": "bf16"},
+                                    dict(tp=1, pp=1, ep=16, micro_batch=1, zero=1, gpus=32)),
 }
 
 
@@ -435,3 +438,33 @@ def test_a_power_cap_is_said_not_dropped():
 def test_gpus_range_has_no_single_layout_to_export_or_draw(extra):
     r = CliRunner().invoke(app, ["search", "gpt3-13b", "dgx-a100-1024", "--gpus-range", "64:256", *extra])
     assert r.exit_code == 2 and "--gpus-range" in r.output
+
+
+def test_grad_reduce_dispatcher_and_a2a_overlap_per_framework():
+    words = {w[0]: w[1:] for w in _megatron_words(exported("qwen3-flex-overlap-bf16grad", "megatron")[0].text)}
+    assert "--grad-reduce-in-bf16" in words and words["--moe-token-dispatcher-type"] == ["flex"]
+    # core_v0.15.0 (vendored) runs DeepEP with --moe-enable-deepep; --moe-flex-dispatcher-backend is later
+    assert "--moe-enable-deepep" in words and "--moe-flex-dispatcher-backend" not in megatron_flags()
+    assert "--overlap-moe-expert-parallel-comm" in words and "--delay-wgrad-compute" in words
+    plain = {w[0] for w in _megatron_words(exported("deepseek-moe-mla", "megatron")[0].text)}
+    assert {"--grad-reduce-in-bf16", "--moe-enable-deepep", "--overlap-moe-expert-parallel-comm"}.isdisjoint(plain)
+    nemo = exported("qwen3-flex-overlap-bf16grad", "nemo")[0]
+    lines = dict(line.split("=", 1) for line in nemo.text.splitlines() if not line.startswith("#"))
+    assert lines["trainer.plugins.grad_reduce_in_fp32"] == "False" and lines["trainer.strategy.ddp.grad_reduce_in_fp32"] == "False"
+    assert lines["model.config.moe_token_dispatcher_type"] == "flex" and lines["model.config.moe_enable_deepep"] == "True"
+    assert lines["trainer.strategy.ddp.delay_wgrad_compute"] == "True"
+    assert any("overlap_moe_expert_parallel_comm" in n for n in nemo.notes)
+    default = dict(line.split("=", 1) for line in exported("deepseek-moe-mla", "nemo")[0].text.splitlines())
+    assert default["trainer.plugins.grad_reduce_in_fp32"] == "True" and default["model.config.moe_token_dispatcher_type"] == "alltoall"
+    titan = exported("qwen3-flex-overlap-bf16grad", "torchtitan")[0]
+    assert "--parallelism.expert_parallel_comm_backend=deepep" in titan.text.splitlines()
+    assert any("grad_reduce_dtype bf16" in n for n in titan.notes) and any("moe_a2a_overlap" in n for n in titan.notes)
+    ds = exported("qwen3-flex-overlap-bf16grad", "deepspeed")[0]
+    assert json.loads(ds.text)["communication_data_type"] == "bf16"
+    assert any("flex" in n for n in ds.notes) and any("moe_a2a_overlap" in n for n in ds.notes)
+
+
+def test_a2a_overlap_where_megatron_refuses_it_is_a_note():
+    m, c = _model("qwen3-30b-a3b", moe_a2a_overlap=True), load_cluster("dgx-h100-1024")
+    export = export_settings("megatron", estimate_layout(m, c, tp=1, pp=2, ep=8, micro_batch=1, zero=1, gpus=32), m, c)
+    assert any("needs virtual stages" in n for n in export.notes)

@@ -238,3 +238,17 @@ def test_cli_timeline_of_an_interleaving_with_no_schedule_exits_2_after_the_numb
                                  "--tp", "8", "--pp", "8", "--micro-batch", "1", "--vpp", "4", "--timeline", str(png)])
     assert r.exit_code == 2 and "125 micro-batches" in r.stderr and "interleaving" in r.stdout
     assert not png.exists()
+
+
+def test_the_drawn_moe_comm_is_what_the_a2a_overlap_leaves_exposed():
+    model, cluster = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100-1024")
+    hidden = model.model_copy(update={"training": model.training.model_copy(update={"moe_a2a_overlap": True})})
+    # no pipeline: one rank does every layer of every micro-batch, so its drawn communication is the
+    # breakdown's exposed TP + CP + EP, and the overlap leaves less of the EP part than without it
+    shown = {}
+    for name, m in (("plain", model), ("hidden", hidden)):
+        scored = estimate_layout(m, cluster, tp=1, pp=1, ep=16, micro_batch=1, zero=1, gpus=32)
+        tb, tl = scored.time_breakdown_s, timeline_events(m, cluster, scored)
+        assert tl.total_s("comm", 0) == pytest.approx(tb.tp_comm + tb.cp_comm + tb.ep_comm, rel=1e-9)
+        shown[name] = tb.ep_comm
+    assert 0 < shown["hidden"] < shown["plain"]

@@ -230,7 +230,9 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     `group`: (size, stride) of the reducing group (default dp x cp; routed experts: edp)."""
     dp, stride = group if group is not None else data_group(layouts)
     bus, lat = group_links(cluster, dp, stride, layouts.gpus)
-    grads, weights = prec.grad_bytes * params_per_gpu, prec.weight_bytes * params_per_gpu
+    # grad_bytes: 4 (fp32 main_grad) or 2 (grad_reduce_dtype bf16); the parameter gather moves
+    # param_gather_bytes (1 for per-tensor FP8 with fp8_param_gather, else 2; planner/precision.py).
+    grads, weights = prec.grad_bytes * params_per_gpu, prec.param_gather_bytes * params_per_gpu
     plain = all_reduce_s(grads, dp, bus, *lat)
     sharded = reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
     zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, *lat) + reduce_scatter_s(grads, dp, bus, *lat))
@@ -257,7 +259,7 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
     if stack.zero3_prefetch_params > 0:
         units = np.maximum(np.minimum(units, np.ceil(layer / stack.zero3_prefetch_params)), 1)
-    gather = units * all_gather_s(prec.weight_bytes * layer / units, dp, bus, *lat)
+    gather = units * all_gather_s(prec.param_gather_bytes * layer / units, dp, bus, *lat)
     buckets = np.ceil(layer / stack.zero3_reduce_bucket_params) if stack.zero3_reduce_bucket_params > 0 else units
     reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, bus, *lat)
     return gather, reduce
@@ -287,12 +289,43 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> 
     return np.where(cp > 1, passes * fwd + bwd, 0.0)
 
 
+def remote_domains_per_token(experts: int, top_k: int, ep, per_domain) -> np.ndarray:
+    """Expected NVLink domains other than the token's own that its top_k experts touch, under
+    uniform routing, with the ep group spanning D = ep / per_domain domains of E/D = experts / ep x
+    per_domain experts each (arrays over layouts). A domain holds none of the token's top_k distinct
+    experts with probability C(E - E/D, top_k) / C(E, top_k), so D (1 - that) domains are hit on
+    average; the token's own is one of the D alike, so (D - 1) / D of them are remote (linearity of
+    expectation; DeepSeek-V3 Sec. 3.2.2 bounds this by node-limited routing, here it is not bounded).
+    The ratio of binomials is the product over i < top_k of (E - E/D - i) / (E - i), 0 once a factor is."""
+    ep, per_domain = np.asarray(ep, dtype=float), np.asarray(per_domain, dtype=float)
+    domains = ep / per_domain
+    outside = experts - experts / ep * per_domain  # experts of the other domains
+    i = np.arange(top_k, dtype=float).reshape((-1,) + (1,) * outside.ndim)
+    none_here = np.prod(np.maximum((outside - i) / (experts - i), 0.0), axis=0)
+    return (domains - 1) * (1.0 - none_here)
+
+
+def _ep_bytes(model: ModelSpec, kind: LayerKind, nbytes, ep, k) -> tuple:
+    """(NVLink, network) bytes of one all-to-all moving this GPU's `nbytes` of routed copies, with k of
+    the ep ranks in its NVLink domain. alltoall: a copy for another GPU of the domain goes over
+    NVLink, every copy for a GPU outside it over the network. flex (Megatron-Core's flex dispatcher
+    with DeepEP / HybridEP; DeepEP README, DeepSeek-V3 Sec. 3.2.2): a token crosses the network once
+    per remote domain its experts touch (`remote_domains_per_token` of its top_k copies), and the
+    receiving GPU forwards it over NVLink to the domain's other GPUs holding its experts: of the
+    (ep - k) / ep copies for remote domains, the (k - 1) / k not for the receiving GPU itself."""
+    if model.training.moe_dispatcher != "flex":
+        return nbytes * (k - 1) / ep, nbytes * (ep - k) / ep
+    network = nbytes * remote_domains_per_token(kind.experts, kind.top_k, ep, k) / kind.top_k
+    return nbytes * ((k - 1) / ep + (ep - k) / ep * (k - 1) / k), network
+
+
 def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: LayerKind) -> np.ndarray:
     """Token dispatch and combine of one MoE layer per micro-batch, all passes [s]: two all-to-alls
     forward (dispatch, combine) and two backward, each moving this GPU's s b top_k / (cp tp) routed
     copies of h values (Megatron-Core's alltoall dispatcher; DeepSeek-V3 Sec. 3.2.2). Copies for the
-    GPU's own experts stay; those for its NVLink domain go over NVLink, the rest over the network,
-    concurrently: the slower link bounds it. The busiest rank receives load_imbalance x the mean.
+    GPU's own experts stay; those for its NVLink domain go over NVLink, the rest over the network
+    (`_ep_bytes`; the flex dispatcher sends a token once per remote domain), concurrently: the
+    slower link bounds it. The busiest rank receives load_imbalance x the mean.
     With etp > 1 the routed tokens are also all-gathered and reduce-scattered over the etp group."""
     ep, stride = layouts.ep, layouts.etp
     eff = cluster.gpu.efficiency
@@ -300,8 +333,9 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     nbytes = BF16.activation_bytes * slots * model.hidden * model.moe.load_imbalance
     inside, per_domain, domains = _placement(cluster, ep, stride, layouts.gpus)
     k = np.where(inside, ep, per_domain)
-    nvlink = nbytes * (k - 1) / ep / (cluster.node.nvlink_gbps * eff.nvlink * GB)
-    network = nbytes * (ep - k) / ep / (cluster.node.network_gbps * eff.network * GB)
+    nvlink_bytes, network_bytes = _ep_bytes(model, kind, nbytes, ep, k)
+    nvlink = nvlink_bytes / (cluster.node.nvlink_gbps * eff.nvlink * GB)
+    network = network_bytes / (cluster.node.network_gbps * eff.network * GB)
     latency = np.where(domains > 1, eff.network_latency_s, eff.latency_s)
     a2a = np.where(ep > 1, np.maximum(nvlink, network) + latency, 0.0)
     passes = 2.0 + (layouts.recompute == RECOMPUTE_FULL)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..space import RECOMPUTE_FULL
 from ..units import US
 from ..specs import ClusterSpec, ModelSpec
 from . import comm
@@ -75,9 +76,34 @@ def kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTime
     space repeats each many times over dp, pp, vpp and ZeRO) and spread back over the rows."""
     first, inverse = unique_rows([getattr(layouts, a) for a in LAYER_AXES])
     if first.size == len(layouts):
-        return _kind_times(model, cluster, layouts)
-    return [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse], k.ep[inverse])
-            for k in _kind_times(model, cluster, layouts.take(first))]
+        kinds = _kind_times(model, cluster, layouts)
+    else:
+        kinds = [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse], k.ep[inverse])
+                 for k in _kind_times(model, cluster, layouts.take(first))]
+    if not model.training.moe_a2a_overlap:
+        return kinds
+    # The overlap depends on the schedule (pp, vpp, micro-batches), not only on LAYER_AXES.
+    return [KindTimes(k.count, k.moe, k.lc, k.tp, k.cp, ep_exposed_s(layouts, k.lc, k.ep)) if k.moe else k
+            for k in kinds]
+
+
+def ep_exposed_s(layouts, lc: LayerCompute, ep) -> np.ndarray:
+    """Token dispatch and combine of one MoE layer per micro-batch left exposed by the combined-1F1B
+    schedule of training.moe_a2a_overlap (Megatron-Core --overlap-moe-expert-parallel-comm with
+    --delay-wgrad-compute; megatron/core/pipeline_parallel/combined_1f1b.py): a forward runs beside
+    another micro-batch's backward, so the forward's all-to-alls (half of `ep`, no full recompute)
+    hide behind that layer's backward and recomputation, the backward's behind its forward; only
+    what outlasts them shows. Unpaired units expose all: Megatron runs 2 (p - r - 1) + (v - 1) p + 1
+    warm-up forwards on rank r (schedules.py, one more with the overlap) and as many lone backwards,
+    on average v p of a rank's m v units, so p / m of every layer's all-to-alls (1 / m without a
+    pipeline: the first forward and the last backward; all of them with one micro-batch).
+    Megatron refuses the overlap with full recomputation and with pp > 1 without vpp (arguments.py):
+    there nothing hides."""
+    m = layouts.num_microbatches.astype(float)
+    paired = np.maximum(ep / 2 - lc.bwd_s - lc.recompute_s, 0.0) + np.maximum(ep / 2 - lc.fwd_s, 0.0)
+    lone = np.minimum(layouts.pp / m, 1.0)
+    allowed = (layouts.recompute != RECOMPUTE_FULL) & ((layouts.pp == 1) | (layouts.vpp > 1))
+    return np.where(allowed, lone * ep + (1.0 - lone) * paired, ep)
 
 
 def _kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:

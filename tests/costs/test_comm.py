@@ -5,6 +5,8 @@ Toy cluster (conftest): 8 GPUs per node, NVLink 200 GB/s x 0.5 = 100 GB/s achiev
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from pytest import approx
@@ -17,9 +19,11 @@ from planner.costs.comm import (
     p2p_s,
     pp_p2p_s,
     reduce_scatter_s,
+    remote_domains_per_token,
     sized_bus_gbps,
     tp_comm_per_layer_s,
 )
+from planner.precision import precision
 from planner.space import single_layout
 
 LAT = 10e-6
@@ -211,3 +215,47 @@ def test_dp_comm_across_nodes(make_cluster):
     assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(2 * 3 / 4 * 4e8 / 8e9 + 6 * LAT, rel=1e-12)
     # dp 1: no data-parallel traffic
     assert dp_comm_s(cluster, np.array([P]), lay(dp=1, tp=8, micro_batch=1))[0] == 0.0
+
+
+def test_bf16_grad_reduce_halves_the_gradient_bytes(make_cluster):
+    cluster = make_cluster()
+    P = 1e8
+    # dp 4 over NVLink (100 GB/s), ZeRO 1: reduce-scatter of gradients + all-gather of 16-bit parameters
+    layout = lay(dp=4, tp=2, micro_batch=1, num_microbatches=3, zero=1)
+    ag_weights = 3 / 4 * 2 * P / 100e9 + 3 * LAT
+    rs_fp32 = 3 / 4 * 4 * P / 100e9 + 3 * LAT  # 3 ms + 30 us
+    rs_bf16 = 3 / 4 * 2 * P / 100e9 + 3 * LAT  # half the bytes: 1.5 ms + 30 us
+    assert rs_bf16 - 3 * LAT == (rs_fp32 - 3 * LAT) / 2
+    bf16 = precision("bf16", grad_reduce_dtype="bf16")
+    assert dp_comm_s(cluster, np.array([P]), layout, bf16)[0] == approx(rs_bf16 + ag_weights, rel=1e-12)
+    assert dp_comm_s(cluster, np.array([P]), layout)[0] == approx(rs_fp32 + ag_weights, rel=1e-12)
+    # ZeRO 0: a 2-byte all-reduce, 2 x 3/4 x 2 P / 100 GB/s + 2 x 3 steps
+    plain = lay(dp=4, tp=2, micro_batch=1, num_microbatches=3, zero=0)
+    assert dp_comm_s(cluster, np.array([P]), plain, bf16)[0] == approx(2 * 3 / 4 * 2 * P / 100e9 + 6 * LAT, rel=1e-12)
+
+
+def test_fp8_param_gather_moves_one_byte_and_mxfp8_two(make_cluster):
+    cluster = make_cluster()
+    P = 1e8
+    layout = lay(dp=4, tp=2, micro_batch=1, num_microbatches=1, zero=1)
+    rs = 3 / 4 * 4 * P / 100e9 + 3 * LAT
+    fp8 = precision("fp8", fp8_param_gather=True)
+    mx = precision("mxfp8", fp8_param_gather=True)
+    # per-tensor FP8 gathers 1 byte per parameter; MXFP8 is gathered in BF16, 2 bytes (Megatron-Core)
+    assert dp_comm_s(cluster, np.array([P]), layout, fp8)[0] == approx(rs + 3 / 4 * 1 * P / 100e9 + 3 * LAT, rel=1e-12)
+    assert dp_comm_s(cluster, np.array([P]), layout, mx)[0] == approx(rs + 3 / 4 * 2 * P / 100e9 + 3 * LAT, rel=1e-12)
+
+
+def test_remote_domains_per_token_by_hand():
+    # E = 128 experts, top 8, the ep group over D = 2 domains of 64 experts: a domain holds none of a
+    # token's 8 experts with probability C(64, 8) / C(128, 8); the one other domain is hit with 1 - that
+    expected = 1 - math.comb(64, 8) / math.comb(128, 8)
+    assert remote_domains_per_token(128, 8, np.array([16]), np.array([8]))[0] == approx(expected, rel=1e-12)
+    # D = 4 domains of 32: 3 remote domains, each hit with 1 - C(96, 8) / C(128, 8)
+    four = 3 * (1 - math.comb(96, 8) / math.comb(128, 8))
+    assert remote_domains_per_token(128, 8, np.array([32]), np.array([8]))[0] == approx(four, rel=1e-12)
+    # one domain: nothing remote; top 1: a token goes to one expert, remote with probability (D - 1) / D
+    assert remote_domains_per_token(128, 8, np.array([8]), np.array([8]))[0] == 0.0
+    assert remote_domains_per_token(128, 1, np.array([32]), np.array([8]))[0] == approx(3 / 4, rel=1e-12)
+    # never more than the top_k copies alltoall sends to remote domains: 8 x (D - 1) / D
+    assert four <= 8 * 3 / 4

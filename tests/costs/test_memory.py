@@ -140,6 +140,18 @@ def test_zero_stages_shard_exactly_what_they_say(make_model, toy_gpu, zero, w_di
     assert mem.optimizer[0] * GIB == approx(12 * TINY_P / o_div, rel=1e-12)
 
 
+@pytest.mark.parametrize("zero, g_div", [(0, 1), (1, 1), (2, 4), (3, 4)])
+def test_bf16_grad_reduce_keeps_two_byte_gradients(make_model, toy_gpu, zero, g_div):
+    # grad_reduce_dtype bf16 (Megatron-Core grad_reduce_in_fp32=False): main_grad is 2 B, not 4; ZeRO-2/3
+    # shard it over dp 4, and ZeRO-3's one layer of unsharded gradients is 2 B x 49,984 too
+    model = make_model(**TINY, training=dict(global_batch=4, grad_reduce_dtype="bf16"))
+    layout = lay(dp=4, tp=1, pp=1, zero=zero, num_microbatches=1)
+    mem = memory_breakdown(model, toy_gpu, layout)
+    gathered_g = 2 * TINY_LAYER if zero == 3 else 0
+    assert mem.gradients[0] * GIB == approx(2 * TINY_P / g_div + gathered_g, rel=1e-12)
+    assert mem.optimizer[0] * GIB == approx(12 * TINY_P / (1 if zero == 0 else 4), rel=1e-12)
+
+
 def test_fig1_22b_parameter_state(make_model, a100):
     # Fig. 1 counts 18 B per transformer-layer weight (12 h^2, no biases): 48 * 12 * 6144^2 * 18 / 8
     # = 48,922,361,856 B = 45.5625 GiB. The planner also counts biases/LNs (13 h per layer) and, at

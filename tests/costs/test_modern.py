@@ -4,8 +4,10 @@ at 50 %, network 10 GB/s at 80 %, 10 us per step, flash attention at 25 % of pea
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
+import pytest
 from pytest import approx
 
 from planner.costs.comm import cp_comm_per_layer_s, ep_comm_per_layer_s
@@ -185,6 +187,38 @@ def test_all_to_all_inside_and_across_nodes(make_model, make_cluster):
     assert network > 32768 * 7 / 16 / 100e9
     assert ep_comm_per_layer_s(cluster, model, lay(dp=16, ep=4 * 4, micro_batch=2), moe)[0] == approx(
         4 * (network + 10e-6), rel=REL)
+
+
+def test_flex_dispatch_crosses_the_network_once_per_remote_domain(make_model, make_cluster):
+    wide = {**TINY_MOE, "moe": {**TINY_MOE["moe"], "experts": 128, "top_k": 8}}
+    flex = make_model(**wide, training=dict(moe_dispatcher="flex"))
+    alltoall = make_model(**wide)
+    (_, moe) = layer_kinds(flex)
+    cluster = make_cluster()  # 8 GPUs per node, NVLink 100 GB/s achieved, network 8 GB/s achieved
+    layout = lay(dp=16, ep=16, micro_batch=2)  # ep 16 over D = 2 nodes of 8 ranks, 64 experts each
+    # 2 x 64 tokens x 8 routed copies of 64 BF16 values = 131,072 B per all-to-all
+    nbytes = 2 * 64 * 8 * 64 * 2
+    # alltoall: 8/16 of the copies cross the network
+    a2a = nbytes * 8 / 16 / 8e9 + 10e-6
+    assert ep_comm_per_layer_s(cluster, alltoall, layout, moe)[0] == approx(4 * a2a, rel=REL)
+    # flex: a token crosses once if the other node holds any of its 8 experts, 1 - C(64,8)/C(128,8),
+    # of its 8 copies; NVLink carries the 7/16 for the own node and forwards 7/8 of the 8/16 remote
+    remote = 1 - math.comb(64, 8) / math.comb(128, 8)  # 0.9969
+    network = nbytes * remote / 8 / 8e9
+    nvlink = nbytes * (7 / 16 + 8 / 16 * 7 / 8) / 100e9
+    assert network > nvlink  # 2.04 us against 1.15 us: the network still bounds it, a quarter of alltoall's
+    assert ep_comm_per_layer_s(cluster, flex, layout, moe)[0] == approx(4 * (network + 10e-6), rel=REL)
+    # inside one node the two dispatchers move the same bytes
+    inside = lay(dp=8, ep=8, micro_batch=2)
+    assert ep_comm_per_layer_s(cluster, flex, inside, moe)[0] == approx(
+        ep_comm_per_layer_s(cluster, alltoall, inside, moe)[0], rel=REL)
+
+
+def test_moe_training_fields_need_a_moe_model(make_model):
+    with pytest.raises(ValueError, match="need a moe: section"):
+        make_model(training=dict(moe_dispatcher="flex"))
+    with pytest.raises(ValueError, match="need a moe: section"):
+        make_model(training=dict(moe_a2a_overlap=True))
 
 
 def test_expert_states_shard_over_ep_and_edp(make_model, make_cluster):

@@ -10,10 +10,11 @@ GPU: Adam step at 1000 GB/s x 0.5, 0.5 s fixed per step.
 """
 from __future__ import annotations
 
+import numpy as np
 from pytest import approx
 
-from planner.costs.compute import layer_compute
-from planner.costs.pipeline import step_time
+from planner.costs.compute import LayerCompute, layer_compute
+from planner.costs.pipeline import ep_exposed_s, kind_times, step_time
 from planner.precision import BF16
 from planner.space import single_layout
 
@@ -174,3 +175,58 @@ def test_zero2_overlaps_with_every_micro_batch(make_model, make_cluster):
     assert times.dp_comm[0] == approx(max(raw - 4 * 8 * t_layer, 0.1 * raw), rel=REL)
     # optimizer states sharded over dp = 2: Adam touches half the parameters
     assert times.optimizer[0] == approx(ADAM_BYTES_PER_PARAM * DP_PARAMS / 2 / 500e9, rel=REL)
+
+
+# --- MoE all-to-all overlap (training.moe_a2a_overlap, combined 1F1B) ------------------------------
+
+def _lc(fwd, bwd, rec=0.0):
+    return LayerCompute(np.array([fwd]), np.array([bwd]), np.array([rec]), np.array([0.0]))
+
+
+def test_a2a_overlap_hides_behind_the_other_micro_batchs_compute():
+    lc = _lc(1e-3, 2e-3)  # forward 1 ms, backward 2 ms
+    raw = np.array([1e-3])  # dispatch + combine, forward 0.5 ms and backward 0.5 ms
+    # both halves shorter than the compute they hide behind: only the unpaired units show, the first
+    # forward and the last backward of m = 4 micro-batches: 1 ms / 4
+    assert ep_exposed_s(lay(num_microbatches=4), lc, raw)[0] == approx(1e-3 / 4, rel=REL)
+    # one micro-batch: nothing to pair with, all of it shows
+    assert ep_exposed_s(lay(num_microbatches=1), lc, raw)[0] == approx(1e-3, rel=REL)
+    # many micro-batches: the exposed part goes to 0
+    assert ep_exposed_s(lay(num_microbatches=1_000_000), lc, raw)[0] == approx(0.0, abs=1e-9)
+    # a2a 4 ms: the forward's 2 ms hide behind the 2 ms backward, the backward's 2 ms show 1 ms past the
+    # 1 ms forward; m = 4: 4 ms / 4 + 3/4 x 1 ms = 1.75 ms
+    long = np.array([4e-3])
+    assert ep_exposed_s(lay(num_microbatches=4), lc, long)[0] == approx(4e-3 / 4 + 3 / 4 * 1e-3, rel=REL)
+    # selective recompute runs in the backward: the forward's a2a hides behind it too (2 ms - 1.5 ms - 1 ms < 0)
+    assert ep_exposed_s(lay(num_microbatches=4), _lc(1e-3, 1.5e-3, 1e-3), long)[0] == approx(
+        4e-3 / 4 + 3 / 4 * (0 + 1e-3), rel=REL)
+
+
+def test_a2a_overlap_with_a_pipeline_and_where_megatron_refuses_it():
+    lc, raw = _lc(1e-3, 2e-3), np.array([4e-3])
+    paired = 1e-3  # as above
+    # pp 2, vpp 2, m 4: on average v p = 4 of a rank's m v = 8 units are unpaired, p / m = 1/2
+    assert ep_exposed_s(lay(pp=2, vpp=2, num_microbatches=4), lc, raw)[0] == approx(0.5 * 4e-3 + 0.5 * paired, rel=REL)
+    # pp 2 without virtual stages, or full recomputation: Megatron asserts, nothing hides
+    assert ep_exposed_s(lay(pp=2, num_microbatches=4), lc, raw)[0] == approx(4e-3, rel=REL)
+    assert ep_exposed_s(lay(num_microbatches=4, recompute="full"), lc, raw)[0] == approx(4e-3, rel=REL)
+
+
+def test_a2a_overlap_in_the_step(make_model, make_cluster):
+    moe = dict(layers=2, hidden=64, heads=4, ffn_act="swiglu", vocab=100, seq_len=64,
+               moe=dict(experts=8, top_k=2, expert_ffn_hidden=32))
+    plain = make_model(**moe)
+    hidden = make_model(**moe, training=dict(moe_a2a_overlap=True))
+    cluster = make_cluster()
+    one = lay(dp=8, ep=8, num_microbatches=1)
+    # one micro-batch: the same step
+    assert step_time(hidden, cluster, one).total[0] == step_time(plain, cluster, one).total[0]
+    many = lay(dp=1, ep=1, num_microbatches=8)
+    ep8 = lay(dp=8, ep=8, num_microbatches=8)
+    # the exposed EP of the breakdown is what kind_times charges: 8 micro-batches x 2 MoE layers
+    kinds = {k.moe: k for k in kind_times(hidden, cluster, ep8)}
+    raw = {k.moe: k for k in kind_times(plain, cluster, ep8)}
+    expected = ep_exposed_s(ep8, raw[True].lc, raw[True].ep)
+    assert kinds[True].ep[0] == approx(expected[0], rel=REL) and kinds[True].ep[0] < raw[True].ep[0]
+    assert step_time(hidden, cluster, ep8).ep_comm[0] == approx(8 * 2 * expected[0], rel=REL)
+    assert step_time(hidden, cluster, many).ep_comm[0] == 0.0  # ep 1: no all-to-all to hide
