@@ -78,9 +78,10 @@ SOURCES = {
         "nemo2025", "NVIDIA NeMo 25.02/25.04 performance tables (Mixtral 8x7B, B200/GB200)", "megatron-core", "bf16",
         0, 0, 1, "as Megatron-Bridge; FP8 printed as per-tensor (current) scaling"),
     "vtrain": Source(
-        "vtrain", "vTrain (Megatron-DeepSpeed, A100)", "megatron-deepspeed", "fp16", 300, 25, 0,
-        "fp16, fused-softmax attention, no recomputation, no sequence parallelism, no overlap, vocabulary "
-        "51,200, DGX A100 nodes (the files do not state them)"),
+        "vtrain", "vTrain (Megatron-DeepSpeed, A100)", "megatron-deepspeed", "fp16", 300, 12.5, 0,
+        "full recomputation, gradients all-reduced after the backward, 800 Gb/s per 8-GPU node (vTrain's "
+        "validation configs); assumed: fp16, fused-softmax attention, no sequence parallelism, vocabulary "
+        "51,200, NVLink 300 GB/s (DGX A100)"),
 }
 _PREFIX = {"korthikanti2022": "korthikanti2022", "narayanan2021": "narayanan2021", "vocabpar_": "vocabpar2024",
            "mpt_llmfoundry": "llmfoundry", "dgxc_": "dgxc2024", "megatron_bridge_": "megatronbridge",
@@ -89,6 +90,41 @@ _PREFIX = {"korthikanti2022": "korthikanti2022", "narayanan2021": "narayanan2021
 # width, MoE layer pattern or shared-expert width); sequence, batch and precision from the run.
 _SHIPPED = {"llama31_8b": "llama3.1-8b", "llama3_8b": "llama3.1-8b", "qwen3_30b_a3b": "qwen3-30b-a3b",
             "gpt_oss_120b": "gpt-oss-120b", "mixtral_8x7b": "mixtral-8x7b"}
+# Settings of the NVIDIA benchmark recipes the tables do not print, read in the recipes' code (tags
+# Megatron-Bridge v0.2.0 = 25.11, v0.4.2 = 26.04.01, v0.5.0 = 26.06; NeMo v2.2.0 = 25.02, v2.3.0 =
+# 25.04): (id prefixes, training settings, model MoE settings, where it is written).
+_MB, _NEMO = ("megatron_bridge_",), ("nemo_25",)
+RECIPES = (
+    (_MB + _NEMO, dict(grad_reduce_dtype="bf16"), {},
+     "every MoE and Llama 3 perf script sets grad_reduce_in_fp32 = False (Megatron-Bridge scripts/performance/"
+     "configs/*/*_llm_pretrain.py set_*_common_configs; NeMo recipes pretrain_performance_optimizations)"),
+    (("megatron_bridge_26_04_01_dgx_b200_qwen3", "megatron_bridge_26_06_dgx_"),
+     dict(moe_dispatcher="flex"), {},
+     "Qwen3-30B-A3B: HybridEP flex dispatcher on every GPU from 26.04 on (qwen3_workload_base_configs.py); "
+     "GPT-OSS-120B MXFP8 26.06: hybridep on GB200, GB300, B300 (gpt_oss_workload_base_configs.py)"),
+    (("megatron_bridge_26_06_dgx_gb", "megatron_bridge_26_06_dgx_b300_qwen3", "megatron_bridge_26_04_01_dgx_gb200_gpt"),
+     dict(moe_a2a_overlap=True), {},
+     "moe_a2a_overlap=True (overlap_moe_expert_parallel_comm, delay_wgrad_compute): Qwen3 MXFP8 GB200/GB300/B300 "
+     "and GPT-OSS MXFP8 GB200/GB300 in 26.06 (commit bac3ffeb), GPT-OSS BF16 GB200 in 26.04.01"),
+    (("nemo_25",), {}, dict(capacity_factor=1.0),
+     "Mixtral 8x7B performance mode: MegatronTokenDropCallback, capacity factor 1.0 padded to capacity "
+     "(NeMo nemo/lightning/pytorch/callbacks/moe_token_drop.py defaults)"),
+)
+
+
+def _recipe_settings(case_id: str, precision: str) -> tuple[dict, dict]:
+    """(training, moe) settings of a benchmark recipe for the case (RECIPES); FP8 recipes gather FP8
+    parameters (fp8_param_gather=True in bf16_with_fp8_*_mixed() and bf16_with_mxfp8_mixed())."""
+    training, moe = {}, {}
+    for prefixes, tr, mo, _ in RECIPES:
+        if case_id.startswith(prefixes):
+            training.update(tr)
+            moe.update(mo)
+    if case_id.startswith(_MB + _NEMO) and precision in ("fp8", "mxfp8"):
+        training["fp8_param_gather"] = True
+    return training, moe
+
+
 # The GPU preset of a printed GPU name, and its node: (GPUs per node, NVLink GB/s, network GB/s per
 # GPU, NVLink domain), from the shipped cluster presets (DGX B300: 8 x 800 Gb/s per node = 100 GB/s).
 _GPUS = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H100", "h100-sxm-80gb"))
@@ -162,8 +198,11 @@ def _model(raw: dict, src: Source) -> ModelSpec:
     shipped = next((preset for key, preset in _SHIPPED.items() if key in raw["id"]), None)
     if shipped is not None:
         base = load_model(shipped)
-        training = base.training.model_copy(update=dict(global_batch=tr["global_batch"], precision=_precision(raw, src)))
-        return base.model_copy(update=dict(name=raw["id"], seq_len=m["seq_len"], training=training))
+        prec = _precision(raw, src)
+        recipe, moe = _recipe_settings(raw["id"], prec)
+        training = base.training.model_copy(update=dict(global_batch=tr["global_batch"], precision=prec, **recipe))
+        extra = dict(moe=base.moe.model_copy(update=moe)) if moe and base.moe is not None else {}
+        return base.model_copy(update=dict(name=raw["id"], seq_len=m["seq_len"], training=training, **extra))
     extra = dict(_NEMOTRON) if "nemotron" in raw["id"] else {}
     if src.key == "llmfoundry":
         extra = dict(position_embedding="rope", tied_embeddings=True)  # ALiBi adds no parameters
@@ -278,12 +317,7 @@ def load_cases(files=FILES, vtrain: bool = False) -> list[Case]:
                 cases.append(case)
     if vtrain:
         for i, m, c, lay, t in vtrain_groups():
-            # Recomputation is not stated: each run gets the fastest of none/selective/full that fits.
-            k = 3
-            cols = {name: np.repeat(v, k) for name, v in lay.columns().items()}
-            cols["recompute"] = np.tile(np.arange(k, dtype=np.int64), len(lay))
-            alt = Layouts(**cols)
-            cases.append(Case(i, "vtrain", "iteration", m, c, alt, {"iteration_s": t}, k, fitting(m, c, alt)))
+            cases.append(Case(i, "vtrain", "iteration", m, c, lay, {"iteration_s": t}, 1, fitting(m, c, lay)))
     return cases
 
 

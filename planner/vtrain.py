@@ -1,9 +1,12 @@
-"""The vTrain measurements (1,549 A100 iteration times, Megatron-DeepSpeed) as hold-out cases.
+"""The vTrain measurements (1,549 A100 iteration times, Megatron-DeepSpeed) as calibration cases.
 
-Not fitted to: the A100 constants come from Korthikanti et al. 2022 alone. The files do not state
-precision, recomputation, vocabulary or interconnect; assumed here (and said in the README):
-fp16, standard attention, no recomputation, no sequence parallelism, no communication overlap,
-vocabulary 51,200, DGX A100 nodes (8 GPUs, NVLink 300 GB/s, 25 GB/s per GPU between nodes).
+The measurement files do not state recomputation or interconnect; vTrain's own validation configs
+do (VIA-Research/vTrain@f8dda84, config/validation/{single,multi}/*.json, one per measured run, all
+1,548 alike): `use_checkpoint: true` (full activation recomputation), `use_gradient_bucket: false`
+(gradients all-reduced after the backward), `pipeline_scheduling: 1f1b`, `node_size: 8`,
+`inter_node_bandwidth: 800` (Gb/s per node, src/config.py: 12.5 GB/s per GPU). Still assumed (said in
+the README): fp16, standard attention, no sequence parallelism, vocabulary 51,200 (GPT-2's, padded),
+NVLink 300 GB/s per GPU (DGX A100).
 """
 from __future__ import annotations
 
@@ -13,12 +16,14 @@ import numpy as np
 
 from .loading import load_gpu_data
 from .shipped import shared_dir
-from .space import Layouts
+from .space import RECOMPUTE_FULL, Layouts
 from .specs import ClusterSpec, ModelSpec
 
 DATA_DIR = shared_dir("data") / "calibration"
 FILES = ("ground_truth_single.csv", "ground_truth_multi.csv")
 
+# 800 Gb/s per 8-GPU node (vTrain's validation configs, inter_node_bandwidth in Gb/s per node).
+NETWORK_GBPS = 800 / 8 / 8
 COLUMNS = ("gpus", "global_batch", "micro_batch", "hidden", "heads", "layers", "seq_len", "tp", "dp", "pp", "ms")
 
 
@@ -49,10 +54,11 @@ def _inputs(key: tuple, group: list[dict]) -> tuple[ModelSpec, ClusterSpec, Layo
     gpus = int(max(r["gpus"] for r in group))
     cluster = ClusterSpec.model_validate(dict(
         name="vtrain", gpu=load_gpu_data("a100-sxm-80gb"), nodes=max(1, -(-gpus // 8)),
-        node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=25)))
+        node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=NETWORK_GBPS)))
     arr = {k: np.array([r[k] for r in group], dtype=np.int64) for k in ("dp", "tp", "pp", "micro_batch")}
-    # Axes the files do not state (vpp, recompute, sp, zero) take the registry's defaults.
-    lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]))
+    # Full recomputation (the validation configs); vpp, sp and zero take the registry's defaults.
+    lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]),
+                  recompute=np.full(len(group), RECOMPUTE_FULL, dtype=np.int64))
     return model, cluster, lay
 
 
