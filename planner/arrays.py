@@ -68,19 +68,46 @@ def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
-def replace_rows(rows: T, index: np.ndarray, new: T) -> T:
-    """A copy of `rows` with rows `index` taken from `new` (one row of `new` per index, in order)."""
+def replace_rows(rows: T, index: np.ndarray, new: T, in_place: bool = False) -> T:
+    """A copy of `rows` with rows `index` taken from `new` (one row of `new` per index, in order).
+    A column whose rows already hold those values is shared, not copied; `in_place`: the caller
+    owns `rows` and drops it, so a column that owns its memory alone is written in place (a full
+    space's columns are MBs each: copying them all took as long as scoring the changed rows)."""
+    shared = _roots(rows) if in_place else None
+    return _replace(rows, index, new, shared)
+
+
+def _replace(rows: T, index: np.ndarray, new: T, shared: dict | None) -> T:
     out = {}
     for f in fields(rows):
         value, other = getattr(rows, f.name), getattr(new, f.name)
         if value is None:
             out[f.name] = None
         elif is_dataclass(value):
-            out[f.name] = replace_rows(value, index, other)
+            out[f.name] = _replace(value, index, other, shared)
         elif isinstance(value, np.ndarray):
-            arr = value.astype(np.result_type(value, other), copy=True)
+            dtype = np.result_type(value, other)
+            if dtype == value.dtype and np.array_equal(value[index], other):
+                out[f.name] = value  # unchanged rows (NaN compares unequal: copied)
+                continue
+            alone = shared is not None and value.base is None and shared.get(id(value)) == 1
+            arr = value if alone and dtype == value.dtype and value.flags.writeable else value.astype(dtype, copy=True)
             arr[index] = other
             out[f.name] = arr
         else:
             out[f.name] = value
     return replace(rows, **out)
+
+
+def _roots(rows, counts: dict | None = None) -> dict:
+    """id of each array's memory owner -> how many array fields use it (views counted with their base)."""
+    counts = {} if counts is None else counts
+    for f in fields(rows):
+        value = getattr(rows, f.name)
+        if is_dataclass(value):
+            _roots(value, counts)
+        elif isinstance(value, np.ndarray):
+            while isinstance(value.base, np.ndarray):
+                value = value.base
+            counts[id(value)] = counts.get(id(value), 0) + 1
+    return counts

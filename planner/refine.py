@@ -50,8 +50,9 @@ def candidates(scores, masks, cost: np.ndarray, top: int) -> np.ndarray:
 
 def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limits: Limits, *, top: int = SPLIT_TOP,
            reference: float | None = None, levels=None, critical_batch_tokens: float | None = None,
-           time_limit_s: float = 1.0) -> Refined:
-    """`cost_of(scores) -> array`: the search objective; `levels`: the power-cap levels the rows index."""
+           time_limit_s: float = 1.0, in_place: bool = False) -> Refined:
+    """`cost_of(scores) -> array`: the search objective; `levels`: the power-cap levels the rows index;
+    `in_place`: the caller drops `scores`, whose columns may then take the refined rows in place."""
     from .score import score  # score imports the cost models; keep this module light to import
 
     if top <= 0:
@@ -80,4 +81,4 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
         return Refined(scores, splits, solves)
     changed = np.array(list(splits), dtype=np.int64)
     new = parts[0] if len(parts) == 1 else scatter(len(parts), [(np.array([k]), p) for k, p in enumerate(parts)])
-    return Refined(replace_rows(scores, changed, new), splits, solves)
+    return Refined(replace_rows(scores, changed, new, in_place), splits, solves)

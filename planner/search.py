@@ -243,7 +243,7 @@ def _refined(model, cluster, scores, objective, limits, reference, levels, criti
     masks = evaluate(model, cluster, scores, limits, reference)
     refined = refine(model, cluster, scores, masks, lambda s: objective_cost(cluster, s, objective), limits,
                      top=split_top, reference=reference, levels=levels, critical_batch_tokens=critical_batch_tokens,
-                     time_limit_s=min(time_limit_s, SPLIT_TIME_LIMIT))
+                     time_limit_s=min(time_limit_s, SPLIT_TIME_LIMIT), in_place=True)  # search drops `scores`
     if refined.splits:
         masks = evaluate(model, cluster, refined.scores, limits, reference)
     return refined, masks

@@ -26,7 +26,7 @@ from ..space import RECOMPUTE_FULL, RECOMPUTE_NONE
 from ..specs import GpuSpec, ModelSpec
 from ..units import GIB
 from .compute import expert_rows
-from .stages import PipelineRanks, heaviest, layers_in_flight, pick, pipeline_ranks
+from .stages import PipelineRanks, default_in_flight, heaviest, layers_in_flight, pick, pipeline_ranks
 
 __all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params", "rank_param_split",
            "parameters_per_gpu", "expert_data_parallel",
@@ -148,24 +148,31 @@ def zero3_transient_params(model: ModelSpec, layouts, stack) -> tuple[np.ndarray
     return gathered, bucket * np.ones_like(t)
 
 
-def _sharded(dense, experts, layouts, stage: int, from_stage) -> tuple:
-    """Bytes-to-be of dense and expert parameters with ZeRO stage >= `stage` sharding them: dense
-    over dp*cp (Megatron's distributed optimizer), experts over their edp replicas."""
+def _shards(dense, experts, layouts) -> tuple:
+    """(dense, experts, their shards): dense parameters over dp*cp (Megatron's distributed
+    optimizer), experts over their edp replicas; divided once for the three ZeRO stages."""
+    return dense, experts, dense / (layouts.dp * layouts.cp), experts / expert_data_parallel(layouts)
+
+
+def _sharded(shards: tuple, stage: int, from_stage) -> tuple:
+    """Bytes-to-be of dense and expert parameters with ZeRO stage >= `stage` sharding them."""
+    dense, experts, dense_shard, expert_shard = shards
     on = from_stage >= stage
-    return (np.where(on, dense / (layouts.dp * layouts.cp), dense)
-            + np.where(on, experts / expert_data_parallel(layouts), experts))
+    return np.where(on, dense_shard, dense) + np.where(on, expert_shard, experts)
 
 
-def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks) -> MemoryBreakdown:
-    """The breakdown of each rank of `ranks` ((k, n) arrays)."""
+def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks,
+                    params: tuple | None = None) -> MemoryBreakdown:
+    """The breakdown of each rank of `ranks` ((k, n) arrays). `params`: rank_param_split of the
+    same ranks, when already known (planner/score.py computes it once for time and memory)."""
     prec = model.training.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
-    dense, experts = rank_param_split(model, layouts, ranks=ranks)
+    shards = _shards(*(params or rank_param_split(model, layouts, ranks=ranks)), layouts)
     # FP8 weight copies (planner/precision.py) sit beside the 16-bit weights and shard with them.
-    weights = _sharded(dense, experts, layouts, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
-    grads = _sharded(dense, experts, layouts, 2, z) * prec.grad_bytes
-    optim = _sharded(dense, experts, layouts, 1, z) * prec.optimizer_state_bytes
+    weights = _sharded(shards, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
+    grads = _sharded(shards, 2, z) * prec.grad_bytes
+    optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
     gathered, bucket = zero3_transient_params(model, layouts, model.training.stack)
     weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
@@ -173,7 +180,7 @@ def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
     acts = 0.0
     rebuilt_max = 0.0
     explicit = ranks.in_flight is not None  # an explicit split counts its peak chunk by chunk
-    in_flight = ranks.in_flight if explicit else layers_in_flight(model, layouts, ranks.rank, ranks.layers)
+    in_flight = ranks.in_flight if explicit else default_in_flight(model, layouts, ranks)
     kinds = layer_kinds(model)
     for kind in kinds:
         stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
@@ -197,10 +204,11 @@ def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
     return MemoryBreakdown(weights / GIB, grads / GIB, optim / GIB, acts / GIB, other / GIB)
 
 
-def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks | None = None) -> MemoryBreakdown:
+def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks | None = None,
+                     params: tuple | None = None) -> MemoryBreakdown:
     """The breakdown of each layout's heaviest rank among `ranks` (default: the first and the
-    last, which bound the others; see planner/costs/stages.py)."""
-    per_rank = memory_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts))
+    last, which bound the others; see planner/costs/stages.py); `params` as in memory_per_rank."""
+    per_rank = memory_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts), params)
     index = heaviest(per_rank.total)
     return MemoryBreakdown(*(pick(getattr(per_rank, f), index)
                              for f in ("weights", "gradients", "optimizer", "activations", "other")))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..axes import AXES, degrees
 from ..space import RECOMPUTE_FULL
 from ..units import US
 from ..specs import ClusterSpec, ModelSpec
@@ -143,8 +144,10 @@ def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
     return out
 
 
-def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None) -> TimeBreakdown:
-    """`ranks`: the pipeline ranks to evaluate (default: the bounding ranks, which bound the others)."""
+def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None,
+              params: tuple | None = None) -> TimeBreakdown:
+    """`ranks`: the pipeline ranks to evaluate (default: the bounding ranks, which bound the others);
+    `params`: rank_param_split of those ranks, when already known (planner/score.py)."""
     gpu = cluster.gpu
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
@@ -173,15 +176,16 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     bubble = np.maximum(pipeline - compute - recompute - tp_comm - cp_comm - ep_comm, 0.0)
 
     prec = model.training.numerics
-    p2p = comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts, prec.activation_bytes)
-    pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * p2p, 0.0)
+    pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * _p2p_s(model, cluster, layouts), 0.0)
 
-    dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*rank_param_split(model, layouts, ranks=ranks)))
+    params = params or rank_param_split(model, layouts, ranks=ranks)
+    dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*params))
     raw_dense, raw_experts, gather, reduce = _dp_traffic(model, cluster, layouts, dense, experts)
     most, fewest = ranks.layers.max(axis=0), ranks.layers.min(axis=0)
-    dp_comm = _dp_exposed_s(model, layouts, mean_layer(kinds), raw_dense, gather, reduce, st, most, fewest)
+    mean = mean_layer(kinds)
+    dp_comm = _dp_exposed_s(model, layouts, mean, raw_dense, gather, reduce, st, most, fewest)
     if model.moe is not None:
-        dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean_layer(kinds), raw_experts, 0.0, 0.0, st, most, fewest)
+        dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean, raw_experts, 0.0, 0.0, st, most, fewest)
 
     sharded = np.where(layouts.zero >= 1, layouts.dp * layouts.cp, 1)
     expert_sharded = np.where(layouts.zero >= 1, comm.expert_data_group(layouts)[0], 1)
@@ -191,6 +195,19 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     overhead = st.step_overhead_s + m * micro
     bubble = np.maximum(bubble - m * micro, 0.0)
     return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead, cp_comm, ep_comm)
+
+
+# The axes a pipeline send depends on: the degrees (group placement) and the tensor's size.
+P2P_AXES = (*(a.name for a in degrees(AXES)), "micro_batch", "sequence_parallel")
+
+
+def _p2p_s(model: ModelSpec, cluster: ClusterSpec, layouts) -> np.ndarray:
+    """comm.pp_p2p_s once per distinct combination of P2P_AXES, spread back over the rows."""
+    act = model.training.numerics.activation_bytes
+    first, inverse = unique_rows([getattr(layouts, a) for a in P2P_AXES])
+    if first.size == len(layouts):
+        return comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts, act)
+    return comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts.take(first), act)[inverse]
 
 
 # The axes data-parallel traffic depends on (the parameters per GPU follow tp, pp, vpp, ep, etp).

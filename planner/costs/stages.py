@@ -126,6 +126,20 @@ def layers_in_flight(model: ModelSpec, layouts, rank=0, layers: np.ndarray | Non
     return np.where(v > 1, interleaved, one_f_one_b)
 
 
+def default_in_flight(model: ModelSpec, layouts, ranks: "PipelineRanks") -> np.ndarray:
+    """`layers_in_flight` of ranks under the default split (their layers follow pp, vpp and the
+    rank), once per distinct (pp, vpp, micro-batches, ranks): a full space has a few hundred."""
+    rank = np.broadcast_to(ranks.rank, np.broadcast(ranks.rank, ranks.layers).shape)
+    layers = np.broadcast_to(ranks.layers, rank.shape)
+    if rank.ndim != 2 or rank.shape[1] != len(layouts):
+        return layers_in_flight(model, layouts, rank, layers)
+    first, inverse = unique_rows([layouts.pp, layouts.vpp, layouts.num_microbatches, *rank])
+    if first.size == len(layouts):
+        return layers_in_flight(model, layouts, rank, layers)
+    few = layers_in_flight(model, layouts.take(first), rank[:, first], layers[:, first])
+    return np.take(few, inverse, axis=1)
+
+
 def warmup_units(p: int, v: int, m: int, rank: int) -> int:
     """Forward (micro-batch, chunk) units rank r runs before its first backward: p - r - 1 under
     1F1B, 2 (p - r - 1) + (v - 1) p interleaved (Megatron-LM schedules.py), never more than m v."""
@@ -166,8 +180,19 @@ class PipelineRanks:
 
 
 def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
-    """The ranks `rank` (default: the bounding ranks) of each layout."""
-    rank = bounding_ranks(layouts, model) if rank is None else rank
+    """The ranks `rank` (default: the bounding ranks) of each layout. The bounding ranks and what
+    they hold follow (pp, vpp) alone: computed once per distinct pair (a handful in a full space)
+    and spread back over the rows, integers and booleans, so exactly as row by row."""
+    if rank is None:
+        first, inverse = unique_rows([layouts.pp, layouts.vpp])
+        if first.size < len(layouts):
+            few = _ranks_of(model, layouts.take(first), bounding_ranks(layouts.take(first), model))
+            return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in ("rank", "layers", "moe_layers", "first", "last")))
+        rank = bounding_ranks(layouts, model)
+    return _ranks_of(model, layouts, rank)
+
+
+def _ranks_of(model: ModelSpec, layouts, rank: np.ndarray) -> PipelineRanks:
     return PipelineRanks(rank, rank_layers(model, layouts, rank), rank_moe_layers(model, layouts, rank),
                          holds_embedding(rank), holds_logits(layouts, rank))
 
