@@ -13,6 +13,7 @@ beside the first/last flags, and a layout string implies them (it allows neither
 from __future__ import annotations
 
 from .export_common import Export, Launch, comments, is_even, shell
+from .layers import windowed_layers
 from .specs import ModelSpec
 
 Flags = list[tuple[str, object]]  # (flag, value); value None: a switch
@@ -94,6 +95,11 @@ def model_args(model: ModelSpec) -> Flags:
     f += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
     if model.position_embedding == "rope":
         f.append(("--position-embedding-type", "rope"))
+    if model.sliding_window is not None:
+        # Megatron-Core's window (left, right) spans keys i - left .. i + right: w keys is (w - 1, 0)
+        f.append(("--window-size", f"{model.sliding_window - 1},0"))
+        if model.full_attention_every is not None:
+            f.append(("--window-attn-skip-freq", model.full_attention_every))
     if model.ffn_act == "swiglu":
         f.append(("--swiglu", None))
     if not model.tied_embeddings:
@@ -129,7 +135,9 @@ def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
     if lay.sequence_parallel:
         f.append(("--sequence-parallel", None))
     if lay.cp > 1:
-        f.append(("--cp-comm-type", "allgather" if model.training.stack.cp_comm == "all_gather" else "p2p"))
+        # a sliding window needs all_gather or a2a (Transformer Engine, attn_forward_func_with_cp)
+        gather = model.training.stack.cp_comm == "all_gather" or windowed_layers(model)
+        f.append(("--cp-comm-type", "allgather" if gather else "p2p"))
     return f
 
 

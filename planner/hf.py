@@ -58,6 +58,14 @@ _MOE_KEYS = {
                "shared_expert_ffn_hidden": ("intermediate_size",), "layer_every": ("interleave_moe_layer_step",),
                "ffn_hidden": ("intermediate_size_mlp",)},
 }
+# Sliding-window attention, when the config has no layer_types list (transformers configuration_*.py,
+# v4.55.0-v4.57.3, which build layer_types the same way): "all": every layer (MistralConfig, MixtralConfig:
+# one sliding_window for all layers); "alternate": layer i full when (i + 1) % 2 == 0 (Gemma2Config,
+# GptOssConfig); "pattern": full when (i + 1) % sliding_window_pattern == 0 (Gemma3TextConfig, 6 when
+# absent: "BC -> the pattern used to be a simple int"); "qwen": only with use_sliding_window, layers
+# i >= max_window_layers windowed (Qwen2Config, Qwen3Config; Qwen3MoeConfig has no max_window_layers: all).
+_WINDOW_RULES = ("all", "alternate", "pattern", "qwen")
+_WINDOW_KEYS = ("use_sliding_window", "sliding_window", "layer_types", "sliding_window_pattern", "max_window_layers")
 # Explicit per-layer lists: key -> what its entries are (checked against the spec's regular pattern).
 _LAYER_LISTS = {"mlp_only_layers": "dense", "moe_layers": "moe"}
 
@@ -79,39 +87,38 @@ class Family:
     moe: str | None = None  # a key of _MOE_KEYS
     mla: bool = False
     nested: str | None = None  # the key a multimodal config keeps its text model under
+    window: str | None = None  # which layers a sliding_window covers when layer_types is absent (_WINDOW_RULES)
     notes: tuple[str, ...] = ()
 
 
 FAMILIES = (
     Family("llama", ("llama", "mistral"), ("LlamaForCausalLM", "MistralForCausalLM"), _LLAMA_KEYS, "swiglu", "rope", False,
-           notes=("hidden_act silu: gated MLP (SwiGLU)", _NORMS, "Mistral's sliding-window attention not modelled")),
+           window="all", notes=("hidden_act silu: gated MLP (SwiGLU)", _NORMS)),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="mixtral",
-           notes=("every layer MoE; intermediate_size is each expert's width", _NORMS,
-                  "sliding-window attention not modelled")),
-    Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False,
+           window="all", notes=("every layer MoE; intermediate_size is each expert's width", _NORMS)),
+    Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, window="qwen",
            notes=("QKV biases: the spec's QKV biases; it also counts an attention-output bias Qwen2 lacks "
-                  "(hidden per layer)", "RMSNorm counted as LayerNorm (+2 x hidden per norm)",
-                  "sliding-window attention (use_sliding_window) not modelled")),
-    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False,
+                  "(hidden per layer)", "RMSNorm counted as LayerNorm (+2 x hidden per norm)")),
+    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, window="qwen",
            notes=("head_dim given explicitly", "q/k RMSNorm (2 x head_dim per layer) not counted", _NORMS)),
     Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="qwen3_moe",
-           notes=("MoE layer i: (i + 1) % decoder_sparse_step == 0 and not in mlp_only_layers; dense layers use "
+           window="qwen", notes=("MoE layer i: (i + 1) % decoder_sparse_step == 0 and not in mlp_only_layers; dense layers use "
                   "intermediate_size", "q/k RMSNorm not counted", _NORMS)),
     Family("deepseek_v3", ("deepseek_v3",), ("DeepseekV3ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False,
            moe="deepseek_v3", mla=True,
            notes=("multi-token prediction module (num_nextn_predict_layers) not modelled: the published 671B "
                   "excludes its ~14B too", "sigmoid routing with group-limited top-k and YaRN RoPE not modelled",
                   "the spec's MLA counts no attention biases; RMSNorm counted as LayerNorm")),
-    Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", True,
+    Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", True, window="alternate",
            notes=("gated GELU (GeGLU) mapped to swiglu: the same three matrices (gate, up, down), so the same "
                   "parameters and GEMM FLOPs; only the elementwise activation differs",
                   "four RMSNorms per layer (pre and post): counted as the spec's two LayerNorms, same size",
-                  "logit soft-capping and sliding-window attention on alternate layers not modelled")),
+                  "logit soft-capping not modelled")),
     Family("gemma3", ("gemma3", "gemma3_text"), ("Gemma3ForConditionalGeneration", "Gemma3ForCausalLM"), _LLAMA_KEYS,
-           "swiglu", "rope", True, nested="text_config",
+           "swiglu", "rope", True, nested="text_config", window="pattern",
            notes=("text model only: the SigLIP vision tower and multimodal projector are not modelled",
                   "gated GELU (GeGLU) mapped to swiglu: same three matrices, same parameters and GEMM FLOPs",
-                  "q/k RMSNorm not counted; 5:1 local (sliding-window) to global attention not modelled")),
+                  "q/k RMSNorm not counted")),
     Family("gpt_neox", ("gpt_neox",), ("GPTNeoXForCausalLM",), _LLAMA_KEYS, "gelu", "rope", False,
            notes=("rotary on rotary_pct of each head: rope (no parameters)",
                   "parallel residual (use_parallel_residual) changes neither parameters nor FLOPs")),
@@ -119,9 +126,10 @@ FAMILIES = (
            notes=("learned positions: the spec sizes the table as seq_len x hidden (n_positions by default)",
                   "n_inner null: 4 x n_embd")),
     Family("gpt_oss", ("gpt_oss",), ("GptOssForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="gpt_oss",
+           window="alternate",
            notes=("clamped SwiGLU experts: swiglu (same matrices); intermediate_size is each expert's width",
                   "attention sinks, expert and router biases not counted (< 0.1% of parameters)",
-                  "sliding-window attention on alternate layers and YaRN RoPE not modelled")),
+                  "YaRN RoPE not modelled")),
     Family("llama4", ("llama4", "llama4_text"), ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"), _LLAMA_KEYS,
            "swiglu", "rope", False, moe="llama4", nested="text_config",
            notes=("text model only: the vision tower and projector are not modelled",
@@ -153,20 +161,20 @@ _TF = "src/transformers/models/{0}/configuration_{0}.py"
 _LLAMA_SHAPE = {"vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
                 "tie_word_embeddings": False}
 _MISTRAL_SHAPE = _LLAMA_SHAPE | {"intermediate_size": 14336, "num_key_value_heads": 8,
-                                 "max_position_embeddings": 4096 * 32}
+                                 "max_position_embeddings": 4096 * 32}  # MixtralConfig: sliding_window None
 _QWEN_SHAPE = {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
                "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
-               "tie_word_embeddings": False}
+               "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 4096}
 _GEMMA_SHAPE = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
                 "num_key_value_heads": 4, "head_dim": 256, "tie_word_embeddings": True}
 CONFIG_CLASSES = {
     "llama": ConfigClass("LlamaConfig", _TF.format("llama"),
                          _LLAMA_SHAPE | {"intermediate_size": 11008, "max_position_embeddings": 2048}),
-    "mistral": ConfigClass("MistralConfig", _TF.format("mistral"), _MISTRAL_SHAPE),
+    "mistral": ConfigClass("MistralConfig", _TF.format("mistral"), _MISTRAL_SHAPE | {"sliding_window": 4096}),
     "mixtral": ConfigClass("MixtralConfig", _TF.format("mixtral"),
                            _MISTRAL_SHAPE | {"num_local_experts": 8, "num_experts_per_tok": 2}),
-    "qwen2": ConfigClass("Qwen2Config", _TF.format("qwen2"), _QWEN_SHAPE),
-    "qwen3": ConfigClass("Qwen3Config", _TF.format("qwen3"), _QWEN_SHAPE | {"head_dim": 128}),
+    "qwen2": ConfigClass("Qwen2Config", _TF.format("qwen2"), _QWEN_SHAPE | {"max_window_layers": 28}),
+    "qwen3": ConfigClass("Qwen3Config", _TF.format("qwen3"), _QWEN_SHAPE | {"head_dim": 128, "max_window_layers": 28}),
     "qwen3_moe": ConfigClass("Qwen3MoeConfig", _TF.format("qwen3_moe"), _QWEN_SHAPE | {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24, "num_key_value_heads": 4,
         "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1}),
@@ -177,9 +185,10 @@ CONFIG_CLASSES = {
         "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 256, "num_experts_per_tok": 8,
         "moe_intermediate_size": 2048, "n_shared_experts": 1, "first_k_dense_replace": 3}),
     "gemma2": ConfigClass("Gemma2Config", _TF.format("gemma2"),
-                          _GEMMA_SHAPE | {"vocab_size": 256000, "max_position_embeddings": 8192}),
+                          _GEMMA_SHAPE | {"vocab_size": 256000, "max_position_embeddings": 8192, "sliding_window": 4096}),
     "gemma3_text": ConfigClass("Gemma3TextConfig", _TF.format("gemma3"),
-                               _GEMMA_SHAPE | {"vocab_size": 262208, "max_position_embeddings": 131072}),
+                               _GEMMA_SHAPE | {"vocab_size": 262208, "max_position_embeddings": 131072,
+                                               "sliding_window": 4096, "sliding_window_pattern": 6}),
     # the wrapper: text_config None -> Gemma3TextConfig(); tie_word_embeddings from PretrainedConfig's **kwargs
     "gemma3": ConfigClass("Gemma3Config", _TF.format("gemma3") + " and src/transformers/configuration_utils.py",
                           {"tie_word_embeddings": True}, text="gemma3_text"),
@@ -193,7 +202,8 @@ CONFIG_CLASSES = {
     "gpt_oss": ConfigClass("GptOssConfig", _TF.format("gpt_oss"), {
         "num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
         "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
-        "tie_word_embeddings": False, "max_position_embeddings": 131072, "num_experts_per_tok": 4}),
+        "tie_word_embeddings": False, "max_position_embeddings": 131072, "num_experts_per_tok": 4,
+        "sliding_window": 128}),
     "llama4_text": ConfigClass("Llama4TextConfig", _TF.format("llama4"), {
         "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
         "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
@@ -239,6 +249,10 @@ def find_family(config: dict) -> Family:
                     expected="model_type one of: " + ", ".join(t for f in FAMILIES for t in f.model_types))
 
 
+class _Names(list):
+    """The kind of a list of names (layer_types) for _Reader.get."""
+
+
 class _Reader:
     """Reads typed values from the text part of a config, recording each key read; an absent key (not
     one given as null) gets its transformers config class's default (`CONFIG_CLASSES`), recorded too."""
@@ -275,11 +289,15 @@ class _Reader:
 
     def _typed(self, value: Any, path: tuple, kind: type):
         self.read.append(".".join(path))
-        ok = isinstance(value, bool) if kind is bool else isinstance(value, kind) and not isinstance(value, bool)
+        base = list if kind is _Names else kind
+        ok = isinstance(value, bool) if kind is bool else isinstance(value, base) and not isinstance(value, bool)
         if kind is list and ok and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             ok = False
+        if kind is _Names and ok and not all(isinstance(v, str) for v in value):
+            ok = False
         if not ok:
-            want = {int: "an integer", bool: "true or false", list: "a list of layer indices"}[kind]
+            want = {int: "an integer", bool: "true or false", list: "a list of layer indices",
+                    _Names: "a list of layer type names"}[kind]
             raise SpecError(f"wrong type: got {json.dumps(value)[:40]}", path=".".join(path), expected=want)
         return value
 
@@ -345,6 +363,48 @@ def _layer_lists(r: _Reader, layers: int, moe: dict, notes: list[str]) -> None:
                      f"every {moe['layer_every']}-th layer being MoE")
 
 
+def _full_layers(r: _Reader, rule: str, layers: int) -> tuple[list[int], tuple | None]:
+    """Indices of the full-attention layers and the key they came from, by the family's rule."""
+    types, path = r.get(("layer_types",), _Names, required=False)
+    if types is not None:
+        return [i for i, t in enumerate(types[:layers]) if t != "sliding_attention"], path
+    if rule == "alternate":
+        return [i for i in range(layers) if (i + 1) % 2 == 0], None
+    if rule == "pattern":
+        n, path = r.get(("sliding_window_pattern",), int, required=False)
+        return ([i for i in range(layers) if (i + 1) % n == 0] if n and n > 0 else []), path
+    if rule == "qwen":
+        first, path = r.get(("max_window_layers",), int, required=False)
+        return list(range(min(first or 0, layers))), path
+    return [], None
+
+
+def _window(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]) -> None:
+    """sliding_window and full_attention_every: layer i (0-based) full when (i + 1) % n == 0, as HF's
+    sliding_window_pattern and Megatron's --window-attn-skip-freq; another set of full layers maps to
+    the n giving the nearest count of them (costs take the mean layer, so the count is what matters)."""
+    if family.window == "qwen" and not r.get(("use_sliding_window",), bool, required=False)[0]:
+        return
+    window, path = r.get(("sliding_window",), int, required=False)
+    if window is None:
+        return  # null: full attention everywhere (Mixtral, Mistral v0.2 on)
+    layers = spec["layers"]
+    full, full_path = _full_layers(r, family.window, layers)
+    if len(full) == layers:
+        return
+    spec["sliding_window"], sources[("sliding_window",)] = window, path
+    if not full:
+        return
+    every = next((n for n in range(2, layers + 1) if full == [i for i in range(layers) if (i + 1) % n == 0]), None)
+    if every is None:
+        every = min(range(2, layers + 1), key=lambda n: abs(layers // n - len(full)))
+        notes.append(f"{'.'.join(full_path or ('sliding_window',))} gives {len(full)} full-attention layers in no "
+                     f"pattern the spec has: mapped to every {every}-th layer full ({layers // every} of them)")
+    spec["full_attention_every"] = every
+    if full_path:
+        sources[("full_attention_every",)] = full_path
+
+
 def _mla(r: _Reader, spec: dict, sources: dict) -> None:
     mla = {}
     for name, keys in _MLA_KEYS.items():
@@ -395,7 +455,7 @@ def _training(spec: dict, max_positions: int | None, given: dict, overlay: Mappi
 
 
 _ORDER = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "seq_len",
-          "tied_embeddings", "position_embedding", "mla", "moe", "training")
+          "tied_embeddings", "position_embedding", "sliding_window", "full_attention_every", "mla", "moe", "training")
 
 
 def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_batch: int | None = None,
@@ -414,6 +474,8 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
         _mla(r, spec, sources)
     if family.moe:
         _moe(r, family, spec, sources, notes)
+    if family.window:
+        _window(r, family, spec, sources, notes)
     given = {"seq_len": seq_len, "global_batch": global_batch, "precision": precision}
     spec, used = _training(spec, max_positions, given, overlay)
     ordered = {k: spec[k] for k in _ORDER if k in spec} | {k: v for k, v in spec.items() if k not in _ORDER}

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 Split = Literal["col", "row", "none"]
 
 
@@ -156,8 +158,67 @@ def gemm_flops_per_token(kind: LayerKind) -> float:
     return 2.0 * (kind.active_params - kind.norm_params - sum(m.n for m in kind.tp_matrices if m.bias))
 
 
-def attention_core_flops_per_seq(model: Any) -> float:
-    """Forward FLOPs of QK^T and attention-over-V of one sequence, no causal saving:
-    2 s^2 heads (qk_dim + v_dim) (= 4 s^2 h for multi-head attention)."""
+def attention_core_flops_per_seq(model: Any, windowed: bool = True) -> float:
+    """Forward FLOPs of QK^T and attention-over-V of one sequence of the model's mean layer, no causal
+    saving: 2 s^2 heads (qk_dim + v_dim) (= 4 s^2 h for multi-head attention), times the share of
+    full causal attention's work its sliding windows leave (`window_work_fraction`; 1 without, or
+    with `windowed` false: what a kernel computing every score does)."""
     d = attention_dims(model)
-    return 2.0 * model.seq_len**2 * d.heads * (d.qk_dim + d.v_dim)
+    full = 2.0 * model.seq_len**2 * d.heads * (d.qk_dim + d.v_dim)
+    return full * window_work_fraction(model) if windowed else full
+
+
+# Sliding-window (local) attention: a query attends to itself and the w - 1 keys before it (HF
+# `sliding_window` w: Mistral, Gemma 2/3, GPT-OSS; Megatron-Core --window-size w-1,0). Every n-th
+# layer (1-based layer number % n == 0) keeps full attention: Megatron-Core's window_attn_skip_freq
+# (megatron/core/transformer/utils.py is_layer_window_attention), HF Gemma 3's sliding_window_pattern.
+# Costs take the mean over the layers: exact for a step when every pipeline rank holds the same mix;
+# a rank whose share of layers is odd holds one windowed layer more or less than the mean says.
+
+def causal_pairs(seq_len: int, window: int | None = None) -> float:
+    """(query, key) pairs of causal attention per head and sequence: the sum over query positions
+    i = 1..s of min(i, w) keys = s w - w (w - 1) / 2 with a window w < s, s (s + 1) / 2 without."""
+    w = seq_len if window is None else min(window, seq_len)
+    return float(seq_len * w - w * (w - 1) // 2)
+
+
+def windowed_layers(model: Any) -> int:
+    """Layers with the sliding window: all, or all but every `full_attention_every`-th."""
+    if model.sliding_window is None:
+        return 0
+    n = model.full_attention_every
+    return model.layers - (model.layers // n if n else 0)
+
+
+def window_work_fraction(model: Any) -> float:
+    """Mean over the layers of a layer's causal pairs / full causal attention's (1.0 without a window)."""
+    s, k = model.seq_len, windowed_layers(model)
+    if k == 0 or model.sliding_window >= s:
+        return 1.0
+    ratio = causal_pairs(s, model.sliding_window) / causal_pairs(s)
+    return ((model.layers - k) + k * ratio) / model.layers
+
+
+# FlashAttention skips a key block only when the window or the causal mask masks all of it; a block
+# it touches is computed whole. FA2 runs head dims up to 64 in 128 x 128 tiles (flash_fwd_launch_
+# template.h, run_mha_fwd_hdim64: Flash_fwd_kernel_traits<64, 128, 128, ...>); FA3 in 192 x 128.
+FLASH_BLOCK_TOKENS = 128
+
+
+def flash_tiles(seq_len: int, window: int | None = None, block: int = FLASH_BLOCK_TOKENS) -> float:
+    """Tiles (query block, key block) a causal flash kernel computes per head and sequence: query
+    block i reaches key blocks floor((i B - w + 1) / B) .. i (0 .. i without a window)."""
+    i = np.arange(-(-seq_len // block))
+    first = 0 if window is None else np.maximum((i * block - window + 1) // block, 0)
+    return float(np.sum(i - first + 1))
+
+
+def flash_work_fraction(model: Any) -> float:
+    """Mean over the layers of the flash tiles of a layer / those of full causal attention (1.0
+    without a window): time follows the blocks computed (w = 128 at s = 4,096: 63 / 528 tiles,
+    about twice the 6.2 % of the pairs)."""
+    s, k = model.seq_len, windowed_layers(model)
+    if k == 0 or model.sliding_window >= s:
+        return 1.0
+    ratio = flash_tiles(s, model.sliding_window) / flash_tiles(s)
+    return ((model.layers - k) + k * ratio) / model.layers

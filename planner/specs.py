@@ -516,6 +516,13 @@ class ModelSpec(_Spec):
     seq_len: int = Field(gt=0, le=100_000_000)
     tied_embeddings: bool = False
     position_embedding: Literal["learned", "rope"] = "learned"
+    sliding_window: int | None = Field(default=None, gt=0, le=100_000_000, description=(
+        "sliding-window (local) attention: keys each query attends to, itself included (HF sliding_window; "
+        "Megatron --window-size w-1,0); null: full causal attention on every layer"))
+    full_attention_every: int | None = Field(default=None, ge=2, le=10_000, description=(
+        "with sliding_window: every n-th layer keeps full attention, the others use the window (Megatron "
+        "--window-attn-skip-freq, HF Gemma 3 sliding_window_pattern; GPT-OSS and Gemma 2: 2, Gemma 3: 6); "
+        "null: every layer uses the window"))
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     training: TrainingSpec
@@ -528,6 +535,11 @@ class ModelSpec(_Spec):
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) is more than the {self.layers} layers")
         if self.num_kv_heads > self.heads or self.heads % self.num_kv_heads:
             raise ValueError(f"kv_heads ({self.num_kv_heads}) must divide heads ({self.heads})")
+        if self.full_attention_every is not None and self.sliding_window is None:
+            raise ValueError("full_attention_every needs sliding_window (the window of the other layers)")
+        if self.full_attention_every is not None and self.full_attention_every > self.layers:
+            raise ValueError(f"full_attention_every ({self.full_attention_every}) is more than the {self.layers} "
+                             "layers: no layer would keep full attention (leave it out to window every layer)")
         t = self.training
         if self.moe is None and (t.moe_dispatcher != "alltoall" or t.moe_a2a_overlap):
             raise ValueError("training.moe_dispatcher and training.moe_a2a_overlap need a moe: section (a MoE model)")

@@ -173,6 +173,8 @@ CASES = {
     "qwen3-flex-overlap-bf16grad": ("qwen3-30b-a3b", "dgx-h100-1024",
                                     {"moe_dispatcher": "flex", "moe_a2a_overlap": True, "grad_reduce_dtype": "bf16"},
                                     dict(tp=1, pp=1, ep=16, micro_batch=1, zero=1, gpus=32)),
+    "gpt-oss-window-cp": ("gpt-oss-120b", "dgx-h100-1024", {}, dict(tp=2, pp=1, cp=2, ep=32, micro_batch=5,
+                                                                     sequence_parallel=True, zero=1)),
 }
 
 
@@ -468,3 +470,12 @@ def test_a2a_overlap_where_megatron_refuses_it_is_a_note():
     m, c = _model("qwen3-30b-a3b", moe_a2a_overlap=True), load_cluster("dgx-h100-1024")
     export = export_settings("megatron", estimate_layout(m, c, tp=1, pp=2, ep=8, micro_batch=1, zero=1, gpus=32), m, c)
     assert any("needs virtual stages" in n for n in export.notes)
+
+
+def test_sliding_window_exports_megatrons_window_flags():
+    # Megatron-Core's window (left, right) spans keys i - left .. i + right: 128 keys is (127, 0); every
+    # 2nd layer full (--window-attn-skip-freq 2); Transformer Engine refuses p2p CP with a window
+    words = {w[0]: w[1:] for w in _megatron_words(exported("gpt-oss-window-cp", "megatron")[0].text)}
+    assert words["--window-size"] == ["127,0"] and words["--window-attn-skip-freq"] == ["2"]
+    assert words["--cp-comm-type"] == ["allgather"]
+    assert "--window-size" not in {w[0] for w in _megatron_words(exported("gpt3-cp-interleaved", "megatron")[0].text)}

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from planner import cli_import
 from planner.errors import SpecError
-from planner.hf import (_MLA_KEYS, _MOE_KEYS, CONFIG_CLASSES, DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN_CAP, FAMILIES,
+from planner.hf import (_MLA_KEYS, _MOE_KEYS, _WINDOW_KEYS, CONFIG_CLASSES, DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN_CAP, FAMILIES,
                         is_hf_config, spec_from_hf, spec_yaml)
 from planner.loading import load_model
 
@@ -287,7 +287,7 @@ def test_llama4_scout_text_model_plus_its_vision_tower_is_the_published_count():
 def test_config_class_defaults_cover_every_family_and_only_keys_the_mapping_reads():
     read = {k for f in FAMILIES for keys in f.keys.values() for k in keys}
     read |= {k for keys in [*_MLA_KEYS.values(), *(v for m in _MOE_KEYS.values() for v in m.values())]
-             if not isinstance(keys, int) for k in keys}
+             if not isinstance(keys, int) for k in keys} | set(_WINDOW_KEYS)
     for fam in FAMILIES:
         for model_type in fam.model_types:
             cls = CONFIG_CLASSES[model_type]
@@ -379,3 +379,57 @@ def test_flag_errors_name_the_flag(tmp_path):
     with pytest.raises(SpecError) as info:
         cli_import.import_config(bad, precision="fp8", overlay=None)
     assert info.value.file == str(bad) and info.value.path == "kv_heads"
+
+
+# --- sliding-window attention (transformers v4.55.0-v4.57.3 configuration_*.py) ----------------------
+
+_GPT_OSS_LIKE = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "num_local_experts": 4,
+                 "num_experts_per_tok": 2, "vocab_size": 100, "sliding_window": 128,
+                 "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}
+
+
+def test_gpt_oss_and_gemma3_windows_import():
+    spec = spec_from_hf(_GPT_OSS_LIKE, name="g").spec
+    assert (spec["sliding_window"], spec["full_attention_every"]) == (128, 2)
+    # no layer_types: GptOssConfig builds the same alternation (layer i full when (i + 1) % 2 == 0)
+    assert spec_from_hf({k: v for k, v in _GPT_OSS_LIKE.items() if k != "layer_types"}, name="g").spec == spec
+    # Gemma 3: 5 local layers of window 1024 per global one, from sliding_window_pattern (or its default 6)
+    gemma = {"model_type": "gemma3_text", "num_hidden_layers": 12, "hidden_size": 64, "intermediate_size": 128,
+             "sliding_window": 1024, "sliding_window_pattern": 6}
+    imported = spec_from_hf(gemma, name="g3")
+    assert (imported.spec["sliding_window"], imported.spec["full_attention_every"]) == (1024, 6)
+    del gemma["sliding_window_pattern"]
+    imported = spec_from_hf(gemma, name="g3")
+    assert imported.spec["full_attention_every"] == 6
+    assert any(d.startswith("sliding_window_pattern = 6, defaulted from Gemma3TextConfig") for d in imported.defaulted)
+    # the shipped fixtures: google/gemma-3-12b lists layer_types (8 of 48 full), openai/gpt-oss-20b too
+    g12 = spec_from_hf(json.loads((HF / "gemma3.json").read_text()), name="g").spec
+    assert (g12["sliding_window"], g12["full_attention_every"]) == (1024, 6)
+    oss = spec_from_hf(json.loads((HF / "gpt_oss.json").read_text()), name="o").spec
+    assert (oss["sliding_window"], oss["full_attention_every"]) == (128, 2)
+    assert not any("sliding" in n for n in spec_from_hf(_GPT_OSS_LIKE, name="g").notes)
+
+
+def test_mistral_qwen_and_mixtral_windows():
+    config = json.loads((HF / "llama.json").read_text())
+    assert "sliding_window" not in spec_from_hf(config, name="l").spec  # LlamaConfig has none
+    # Mistral 7B v0.1: window 4096 on every layer (MistralConfig's default too); v0.2 on: null
+    mistral = spec_from_hf({**config, "model_type": "mistral", "sliding_window": 4096}, name="m").spec
+    assert mistral["sliding_window"] == 4096 and "full_attention_every" not in mistral
+    assert "sliding_window" not in spec_from_hf({**config, "model_type": "mistral", "sliding_window": None}, name="m").spec
+    # Qwen2/3: only with use_sliding_window (false in the shipped configs), layers >= max_window_layers
+    qwen = json.loads((HF / "qwen3.json").read_text())
+    assert "sliding_window" not in spec_from_hf(qwen, name="q").spec
+    on = spec_from_hf({**qwen, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 0}, name="q")
+    assert on.spec["sliding_window"] == 4096 and "full_attention_every" not in on.spec
+    # the first 12 of 36 layers full: no pattern of the spec; every 3rd layer keeps the count (12)
+    part = spec_from_hf({**qwen, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 12}, name="q")
+    assert part.spec["full_attention_every"] == 3 and any("12 full-attention layers" in n for n in part.notes)
+    assert "sliding_window" not in spec_from_hf(json.loads((HF / "mixtral.json").read_text()), name="x").spec
+
+
+def test_bad_layer_types_point_at_the_key():
+    with pytest.raises(SpecError) as err:
+        spec_from_hf({**_GPT_OSS_LIKE, "layer_types": [0, 1, 0, 1]}, name="g")
+    assert err.value.path == "layer_types" and "layer type names" in str(err.value)

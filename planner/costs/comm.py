@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..layers import LayerKind, attention_dims, layer_kinds
+from ..layers import LayerKind, attention_dims, layer_kinds, windowed_layers
 from ..precision import BF16, Precision
 from ..space import RECOMPUTE_FULL, process_group
 from ..specs import ClusterSpec, ModelSpec
@@ -271,14 +271,17 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> 
     s/cp tokens (K and V of kv_heads / tp heads) while attention runs on the one at hand, so only
     what outlasts the attention shows; backward sends K/V and their gradients, twice the bytes
     (Liu et al. 2023, Ring Attention; Megatron-Core context_parallel.md). all_gather: K/V gathered
-    before attention, their gradients reduce-scattered after it, nothing overlapped."""
+    before attention, their gradients reduce-scattered after it, nothing overlapped. A model with
+    sliding-window layers gathers too: Transformer Engine refuses p2p with a window (attn_forward_func_
+    with_cp: "cannot support sliding window attention" unless cp_comm_type is a2a or all_gather). It
+    gathers all of K/V though a window w <= s / (2 cp) needs only the previous chunk's: conservative."""
     d = attention_dims(model)
     cp, stride = process_group(layouts, "cp")
     chunk = BF16.activation_bytes * layouts.micro_batch * model.seq_len / cp * (d.k_width + d.v_width) / layouts.tp
     bus, lat = group_links(cluster, cp, stride, layouts.gpus)
     bus = sized_bus_gbps(bus, chunk, cluster.gpu.efficiency.message_half_mb)
     passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)
-    if model.training.stack.cp_comm == "all_gather":
+    if model.training.stack.cp_comm == "all_gather" or windowed_layers(model):
         gather = all_gather_s(chunk * cp, cp, bus, *lat)
         fwd_wait, bwd_wait = gather, 2 * gather
     else:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..layers import LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, layer_kinds
+from ..layers import (LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, flash_work_fraction,
+                      layer_kinds)
 from ..precision import BF16, FP32_BYTES, Precision, precision
 from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from ..specs import GpuSpec, ModelSpec
@@ -142,12 +143,17 @@ def _attention_core(model: ModelSpec, gpu: GpuSpec, layouts, peak16: float) -> t
     d = attention_dims(model)
     t, c = layouts.tp.astype(float), layouts.cp.astype(float)
     b, s, act = layouts.micro_batch.astype(float), model.seq_len, BF16.activation_bytes
-    attn_flops = attention_core_flops_per_seq(model) * b / (t * c)
+    attn_flops = attention_core_flops_per_seq(model, windowed=False) * b / (t * c)
     hbm = gpu.hbm_bytes_per_s * eff.hbm
     if model.training.attention == "flash":
-        # Fused kernel in 16 bits; causal masking skips half the blocks. Backward recomputes the scores: ~2.5x.
-        core_fwd = 0.5 * attn_flops / (peak16 * eff.flash_attention * flash_sequence_factor(s / c, eff.flash_half_seq))
+        # Fused kernel in 16 bits; causal masking skips half the blocks, a sliding window the blocks
+        # outside its band (flash_work_fraction). Backward recomputes the scores: ~2.5x.
+        work = 0.5 * attn_flops * flash_work_fraction(model)
+        core_fwd = work / (peak16 * eff.flash_attention * flash_sequence_factor(s / c, eff.flash_half_seq))
         return core_fwd, 2.5 * core_fwd
+    # The unfused path computes, masks and stores every score, a sliding window's too (Megatron-Core's
+    # own DotProductAttention applies the window as an s x s mask: transformer/utils.py
+    # get_sliding_window_causal_mask), so a window saves nothing here.
     scores_bytes = act * d.heads * s * (s / c) * b / t
     io = act * (b * s / c) * (d.q_width + d.k_width + d.v_width + d.out_width) / t
     gemm_part = attn_flops / (peak16 * eff.gemm) + (2 * scores_bytes + io) / hbm

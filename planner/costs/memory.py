@@ -72,7 +72,9 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
         # key/value and the decoupled RoPE key (DeepSeek-V2 Sec. 2.1)
         mla = model.mla
         replicated = replicated + g * ((mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim) * sb
-    scores = 5.0 * d.heads * s * sb / t  # softmax output, dropout mask and output (standard attention only)
+    # softmax output, dropout mask and output (standard attention only); a sliding window's s x s too:
+    # the unfused path masks the scores, it does not drop them (planner/costs/compute.py)
+    scores = 5.0 * d.heads * s * sb / t
     keep_scores = (layouts.recompute == RECOMPUTE_NONE) & (model.training.attention == "standard")
     per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0)
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)

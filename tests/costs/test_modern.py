@@ -267,3 +267,37 @@ def test_search_equals_brute_force_on_a_small_moe_instance(make_model, make_clus
                 best = min(best, s.step_time_s[0])
     assert seen == brute
     assert result.best.step_time_s == approx(best, rel=1e-12)
+
+
+# --- sliding-window attention ----------------------------------------------------------------------
+
+def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_cluster):
+    # seq 512, 16 heads of 64, flash; a window of 128 on 4 of the 8 layers (full_attention_every 2)
+    full = make_model()
+    windowed = make_model(sliding_window=128, full_attention_every=2)
+    cluster = make_cluster()
+    one = lay()
+    # flash tiles of 128: 4 query blocks; causal 1 + 2 + 3 + 4 = 10 tiles, windowed 1 + 2 + 2 + 2 = 7
+    tiles = (4 + 4 * 7 / 10) / 8  # 0.85 of full causal attention's blocks on the mean layer
+    core_full = 0.5 * 2 * 512**2 * 16 * 128 / 25e12  # 2.684 us, as in the CP test above with cp 1
+    lc_full, lc_win = layer_compute(full, cluster.gpu, one), layer_compute(windowed, cluster.gpu, one)
+    assert lc_full.attention_fwd_s[0] == approx(core_full, rel=REL)
+    assert lc_win.attention_fwd_s[0] == approx(tiles * core_full, rel=REL)
+    assert lc_win.fwd_s[0] - lc_full.fwd_s[0] == approx((tiles - 1) * core_full, rel=REL)
+    assert lc_win.bwd_s[0] - lc_full.bwd_s[0] == approx(2.5 * (tiles - 1) * core_full, rel=REL)
+    # model FLOPs: causal pairs 512 x 128 - 128 x 127 / 2 = 57,408 of 512 x 513 / 2 = 131,328 on 4 layers
+    pairs = (4 + 4 * 57_408 / 131_328) / 8
+    attention = 2 * 512**2 * 16 * 128  # forward, per layer, per sequence, no window
+    assert model_flops_per_seq(full) - model_flops_per_seq(windowed) == approx(3 * 8 * attention * (1 - pairs), rel=1e-9)
+    # the unfused path computes and stores every score, window or not
+    std = dict(training=dict(attention="standard"))
+    assert layer_compute(make_model(sliding_window=128, **std), cluster.gpu, one).fwd_s[0] == approx(
+        layer_compute(make_model(**std), cluster.gpu, one).fwd_s[0], rel=REL)
+    assert activation_bytes_per_layer(make_model(sliding_window=128, **std), one)[0][0] == approx(
+        activation_bytes_per_layer(make_model(**std), one)[0][0], rel=REL)
+    # context parallelism: Transformer Engine needs all_gather with a window; K/V of all 512 tokens
+    # gathered over the 4 GPUs (3 x a 524,288 B chunk at 100 GB/s + 3 steps of 10 us), twice backward
+    cp = lay(cp=4)
+    gather = 3 * (524288 / 100e9 + 10e-6)
+    lc = layer_compute(windowed, cluster.gpu, cp)
+    assert cp_comm_per_layer_s(cluster, windowed, cp, lc)[0] == approx(gather + 2 * gather, rel=1e-6)
