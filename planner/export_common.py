@@ -84,3 +84,17 @@ def comments(notes: list[str]) -> list[str]:
 def shell(value: Any) -> str:
     """A value as one shell word (Python booleans and None as NeMo-Run and Megatron read them)."""
     return shlex.quote(str(value))
+
+
+def window_pattern(model: ModelSpec) -> str | None:
+    """The model's sliding window in words, for the exports' notes (None without a window): layer numbers
+    1-based, every n-th one keeping full attention (Megatron-Core's is_layer_window_attention)."""
+    if model.sliding_window is None:
+        return None
+    n = model.full_attention_every
+    where = "on every layer" if n is None else f"on all but every {_ordinal(n)} layer (layers {n}, {2 * n}, ... full attention)"
+    return f"sliding-window attention of {model.sliding_window} keys (the query's own included) {where}"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .export_common import Export, Launch, is_even, runs
+from .export_common import Export, Launch, is_even, runs, window_pattern
 from .specs import ModelSpec
 
 
@@ -61,6 +61,9 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
         notes.append(f"recompute={lay.recompute}: activation_checkpointing configures deepspeed.checkpointing; "
                      "the model code chooses what it checkpoints (full: each layer)"
                      + ("; selective (core attention only) has no DeepSpeed switch" if lay.recompute == "selective" else ""))
+    if model.sliding_window is not None:
+        notes.append(f"{window_pattern(model)}: not a ds_config key; the model's own code sets it "
+                     "(DeepSpeed's sparse_attention local/sliding-window blocks are a different block-sparse attention)")
     if model.training.precision in ("fp8", "mxfp8"):
         notes.append(f"{model.training.precision} GEMMs are not a ds_config key: Transformer Engine layers in the model "
                      "code; the config sets their BF16 mixed precision")

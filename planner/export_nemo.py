@@ -7,8 +7,9 @@ OptimizerConfig; checked in tests/data/frameworks/nemo.txt. Every layout value i
 default, since recipes set their own (gpt3_175b sets virtual_pipeline_model_parallel_size=6)."""
 from __future__ import annotations
 
-from .export_common import Export, Launch, comments, is_even
+from .export_common import Export, Launch, comments, is_even, window_pattern
 from .export_megatron import megatron_first_last, megatron_layout
+from .layers import windowed_layers
 from .specs import ClusterSpec, ModelSpec
 
 Overrides = list[tuple[str, object]]
@@ -80,6 +81,25 @@ def nemo_moe(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
     return o, notes
 
 
+def nemo_window(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """The sliding window as Megatron Core TransformerConfig fields (vendored): window_attn_skip_freq as
+    an override (None: every layer windowed; written, as a recipe may set its own), and, with cp > 1,
+    cp_comm_type all_gather (Transformer Engine refuses p2p context parallelism with a window). window_size
+    (w - 1, 0), as the Megatron export's --window-size, is a note: its type Optional[Tuple[int, int]] has no
+    parser in NeMo-Run's CLI (v0.4.0 nemo_run/cli/cli_parser.py TypeParser: int, float, str, bool, list,
+    dict, Union, Optional, Literal, Path; vendored in tests/data/frameworks/nemo-run.txt), so
+    `model.config.window_size=(127,0)` would stop the launch with a ParseError."""
+    if model.sliding_window is None:
+        return [], []
+    c = "model.config."
+    o: Overrides = [(c + "window_attn_skip_freq", model.full_attention_every)]
+    if lay.cp > 1 and windowed_layers(model):
+        o.append((c + "cp_comm_type", "all_gather"))
+    return o, [f"{window_pattern(model)}: set model.config.window_size = ({model.sliding_window - 1}, 0) in the "
+               "recipe's Python (Megatron Core TransformerConfig; NeMo-Run's CLI cannot parse its Tuple[int, int] "
+               "type, so it is no override here)"]
+
+
 def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export:
     per_node = min(cluster.node.gpus, lay.gpus)
     s = "trainer.strategy."
@@ -87,10 +107,12 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
                     (s + "tensor_model_parallel_size", lay.tp), (s + "pipeline_model_parallel_size", lay.pp)]
     o += nemo_split(lay)
     o += [(s + "context_parallel_size", lay.cp), (s + "sequence_parallel", lay.sequence_parallel)]
-    notes = []
+    window, notes = nemo_window(lay, model)
+    o += window
     if model.moe is not None:
-        moe, notes = nemo_moe(lay, model)
+        moe, moe_notes = nemo_moe(lay, model)
         o += moe
+        notes += moe_notes
     o += nemo_memory(lay)
     o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
           ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]

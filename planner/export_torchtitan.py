@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .export_common import Export, Launch, comments
+from .export_common import Export, Launch, comments, window_pattern
 from .specs import ModelSpec
 
 Overrides = list[tuple[str, object]]
@@ -155,4 +155,8 @@ def torchtitan_settings(lay: Launch, model: ModelSpec) -> Export:
     compute, compute_notes = titan_compute(lay, model, fsdp=lay.zero >= 2 or lay.cp > 1)
     o += compute
     notes += compute_notes
+    if model.sliding_window is not None:
+        # job_config.py has no attention-window field: a model's window is its own code and flavor
+        notes.append(f"{window_pattern(model)}: torchtitan has no job_config setting for it; the model's own "
+                     "code and flavor (--model.name / --model.flavor) must set it")
     return Export(text="\n".join(comments(notes) + [_line(k, v) for k, v in o]), notes=notes)

@@ -60,6 +60,7 @@ def test_layout_roundtrip_and_runs():
 #   torchtitan.txt   pytorch/torchtitan v0.2.2 (73a0e6979d) torchtitan/config/job_config.py, BSD-3-Clause
 #   deepspeed.txt    deepspeedai/DeepSpeed v0.19.5 (cf44300453) deepspeed/runtime/{constants,precision_config,
 #                    zero/config,activation_checkpointing/config}.py, Apache-2.0
+#   nemo-run.txt     NVIDIA/NeMo-Run v0.4.0 (33458c85ff) nemo_run/cli/cli_parser.py TypeParser's value parsers, Apache-2.0
 import ast
 import json
 import shlex
@@ -479,3 +480,57 @@ def test_sliding_window_exports_megatrons_window_flags():
     assert words["--window-size"] == ["127,0"] and words["--window-attn-skip-freq"] == ["2"]
     assert words["--cp-comm-type"] == ["allgather"]
     assert "--window-size" not in {w[0] for w in _megatron_words(exported("gpt3-cp-interleaved", "megatron")[0].text)}
+
+
+def _nemo_field_type(name: str) -> str:
+    """The annotation of a vendored Megatron Core TransformerConfig field (nemo.txt's model.config lines)."""
+    found = [line for line in _lines("nemo.txt") if re.match(rf"^{name}\s*:", line)]
+    assert len(found) == 1, name
+    return found[0].split(":", 1)[1].split("=")[0].strip()
+
+
+def _nemo_run_parses() -> set[str]:
+    """The annotation origins NeMo-Run's CLI parses an override's value into (vendored TypeParser table)."""
+    return {line.split(":")[0] for line in _lines("nemo-run.txt") if re.match(r"^\w+: self\.parse_", line)}
+
+
+def test_sliding_window_in_nemo_torchtitan_and_deepspeed():
+    # gpt-oss-120b: a window of 128 keys, every 2nd layer (2, 4, ...) full attention; cp 2
+    nemo = exported("gpt-oss-window-cp", "nemo")[0]
+    lines = dict(line.split("=", 1) for line in nemo.text.splitlines() if not line.startswith("#"))
+    assert lines["model.config.window_attn_skip_freq"] == "2"
+    # Transformer Engine refuses p2p context parallelism with a window (as --cp-comm-type for megatron)
+    assert lines["model.config.cp_comm_type"] == "all_gather"
+    # window_size is Optional[Tuple[int, int]], which NeMo-Run's CLI has no parser for: a note, not an override
+    assert _nemo_field_type("window_size") == "Optional[Tuple[int, int]]" and "tuple" not in _nemo_run_parses()
+    assert {"int", "list", "Union", "Optional"} <= _nemo_run_parses()  # window_attn_skip_freq's type parses
+    assert _nemo_field_type("window_attn_skip_freq") == "Optional[Union[int, List[int]]]"
+    assert "model.config.window_size" not in lines
+    window = "sliding-window attention of 128 keys (the query's own included) on all but every 2nd layer (layers 2, 4, ... full attention)"
+    assert any(n.startswith(window) and "model.config.window_size = (127, 0)" in n for n in nemo.notes)
+    titan = exported("gpt-oss-window-cp", "torchtitan")[0]
+    assert any(n.startswith(window) and "model's own" in n for n in titan.notes)
+    assert any(line.startswith(f"# {window}") for line in titan.text.splitlines())
+    ds = exported("gpt-oss-window-cp", "deepspeed")[0]
+    assert any(n.startswith(window) and "model's own code" in n for n in ds.notes)
+    assert "window" not in ds.text  # the JSON stays the config's keys
+
+
+def test_a_window_on_every_layer_writes_none_and_cp1_no_comm_type():
+    # full_attention_every left out: every layer windowed, Megatron Core's window_attn_skip_freq None
+    m, c = _model("gpt-oss-120b").model_copy(update={"full_attention_every": None}), load_cluster("dgx-h100-1024")
+    lay = estimate_layout(m, c, tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=1)
+    nemo = export_settings("nemo", lay, m, c)
+    lines = dict(line.split("=", 1) for line in nemo.text.splitlines() if not line.startswith("#"))
+    assert lines["model.config.window_attn_skip_freq"] == "None" and "model.config.cp_comm_type" not in lines
+    assert any(n.startswith("sliding-window attention of 128 keys (the query's own included) on every layer")
+               for n in nemo.notes)
+
+
+@pytest.mark.parametrize("kind", ("nemo", "torchtitan", "deepspeed"))
+def test_no_window_lines_without_a_window(kind):
+    for case in ("gpt3-cp-interleaved", "deepseek-moe-mla"):
+        export, model = exported(case, kind)
+        assert model.sliding_window is None
+        assert not any("window" in n for n in export.notes)
+        assert "window" not in export.text and "cp_comm_type" not in export.text

@@ -1,4 +1,4 @@
-"""How tests/data/frameworks/*.txt were extracted (run by hand, once, with git clones of the four
+"""How tests/data/frameworks/*.txt were extracted (run by hand, once, with git clones of the
 repositories under /work/.mirror/<owner>+<name>/repo; the tests read only the .txt files)."""
 import ast, re, subprocess
 
@@ -133,3 +133,20 @@ head = f"""# DeepSpeed config keys, vendored to check planner/export.py's names 
 # annotated field of DeepSpeedZeroConfig (Python's ast), the keys of "zero_optimization".
 """
 open("/work/main/tests/data/frameworks/deepspeed.txt", "w").write(head + "\n".join(sec) + "\n")
+
+# ---- NeMo-Run (the CLI that reads the nemo overrides; NeMo v2.4.0 requirements/requirements_run.txt leaves
+# nemo_run unpinned): the types its TypeParser can parse an override's value into
+NR = "NVIDIA+NeMo-Run"; NRT = "v0.4.0"
+src = show(NR, NRT, "nemo_run/cli/cli_parser.py")
+init = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef) and n.name == "__init__"
+            and any(isinstance(t, ast.Attribute) and t.attr == "parsers" for s in n.body if isinstance(s, ast.Assign) for t in s.targets))
+table = next(s for s in init.body if isinstance(s, ast.Assign) and s.targets[0].attr == "parsers")
+head = f"""# NeMo-Run's CLI value parsers, vendored to check which NeMo override values it can parse offline.
+# repo: https://github.com/NVIDIA/NeMo-Run  tag: {NRT}  commit: {commit(NR, NRT)}  licence: Apache-2.0
+# NeMo v2.4.0 leaves nemo_run unpinned (requirements/requirements_run.txt). Extracted with Python's ast:
+# the verbatim lines of TypeParser.__init__'s `self.parsers = {{...}}` (annotation origin -> parser),
+# indentation stripped; an origin missing here (e.g. tuple) raises UnknownTypeError in strict mode.
+## from: NVIDIA/NeMo-Run {NRT} nemo_run/cli/cli_parser.py, TypeParser.__init__
+"""
+open("/work/main/tests/data/frameworks/nemo-run.txt", "w").write(
+    head + "\n".join(l.strip() for l in lines_of(src, table.lineno, table.end_lineno)) + "\n")
