@@ -190,13 +190,18 @@ def windowed_layers(model: Any) -> int:
     return model.layers - (model.layers // n if n else 0)
 
 
-def window_work_fraction(model: Any) -> float:
-    """Mean over the layers of a layer's causal pairs / full causal attention's (1.0 without a window)."""
+def _layer_mean(model: Any, work) -> float:
+    """Mean over the layers of work(s, window) / work(s, None): 1 for a full-attention layer."""
     s, k = model.seq_len, windowed_layers(model)
     if k == 0 or model.sliding_window >= s:
         return 1.0
-    ratio = causal_pairs(s, model.sliding_window) / causal_pairs(s)
+    ratio = work(s, model.sliding_window) / work(s, None)
     return ((model.layers - k) + k * ratio) / model.layers
+
+
+def window_work_fraction(model: Any) -> float:
+    """Mean over the layers of a layer's causal pairs / full causal attention's (1.0 without a window)."""
+    return _layer_mean(model, causal_pairs)
 
 
 # FlashAttention skips a key block only when the window or the causal mask masks all of it; a block
@@ -217,8 +222,4 @@ def flash_work_fraction(model: Any) -> float:
     """Mean over the layers of the flash tiles of a layer / those of full causal attention (1.0
     without a window): time follows the blocks computed (w = 128 at s = 4,096: 63 / 528 tiles,
     about twice the 6.2 % of the pairs)."""
-    s, k = model.seq_len, windowed_layers(model)
-    if k == 0 or model.sliding_window >= s:
-        return 1.0
-    ratio = flash_tiles(s, model.sliding_window) / flash_tiles(s)
-    return ((model.layers - k) + k * ratio) / model.layers
+    return _layer_mean(model, flash_tiles)
