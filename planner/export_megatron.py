@@ -135,9 +135,11 @@ def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
     if lay.sequence_parallel:
         f.append(("--sequence-parallel", None))
     if lay.cp > 1:
-        # a sliding window needs all_gather or a2a (Transformer Engine, attn_forward_func_with_cp)
+        # a sliding window needs all_gather or a2a (Transformer Engine, attn_forward_func_with_cp).
+        # Spelled as Megatron-Core's TransformerConfig.cp_comm_type and Transformer Engine compare it
+        # ("all_gather"), which the flag passes through unchanged; its help text says "allgather".
         gather = model.training.stack.cp_comm == "all_gather" or windowed_layers(model)
-        f.append(("--cp-comm-type", "allgather" if gather else "p2p"))
+        f.append(("--cp-comm-type", "all_gather" if gather else "p2p"))
     return f
 
 

@@ -478,7 +478,8 @@ def test_sliding_window_exports_megatrons_window_flags():
     # 2nd layer full (--window-attn-skip-freq 2); Transformer Engine refuses p2p CP with a window
     words = {w[0]: w[1:] for w in _megatron_words(exported("gpt-oss-window-cp", "megatron")[0].text)}
     assert words["--window-size"] == ["127,0"] and words["--window-attn-skip-freq"] == ["2"]
-    assert words["--cp-comm-type"] == ["allgather"]
+    # the value Megatron-Core's TransformerConfig documents and Transformer Engine compares with
+    assert words["--cp-comm-type"] == ["all_gather"]
     assert "--window-size" not in {w[0] for w in _megatron_words(exported("gpt3-cp-interleaved", "megatron")[0].text)}
 
 
