@@ -63,6 +63,8 @@ class Efficiency(_Spec):
     flash_attention: float = Field(ge=MIN_FRACTION, le=1, description="fraction of peak the fused attention kernel reaches (forward, head dim 128)")
     flash_half_seq: float = Field(default=0.0, ge=0, le=1e7, description=(
         "sequence length at which fused attention reaches half its long-sequence rate (0: no dependence)"))
+    flash_half_head_dim: float = Field(default=0.0, ge=0, le=1e4, description=(
+        "head dim at which fused attention reaches half its large-head-dim rate (0: no dependence)"))
     nvlink: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
     network: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
     latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send inside a node [us]")

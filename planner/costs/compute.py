@@ -94,6 +94,19 @@ def flash_sequence_factor(seq_len: float, half_seq: float) -> float:
     return seq_len / (seq_len + half_seq) / ref
 
 
+# The same saturation in the head dim (`flash_half_head_dim`): a tile's two GEMMs have inner size d
+# while its softmax and rescaling cost per score, so small heads reach less of the peak.
+# `flash_attention` is the efficiency at head dim 128.
+FLASH_REFERENCE_HEAD_DIM = 128.0
+
+
+def flash_head_dim_factor(head_dim: float, half_dim: float) -> float:
+    if half_dim <= 0:
+        return 1.0
+    ref = FLASH_REFERENCE_HEAD_DIM / (FLASH_REFERENCE_HEAD_DIM + half_dim)
+    return head_dim / (head_dim + half_dim) / ref
+
+
 def _floor(gpu_s, launch_s):
     """The larger of GPU time and launch time, smoothly (an L6 norm: within 12 % of the max where they
     are equal, exact far from it), so that a refit can find a floor that starts below the GPU time."""
@@ -149,7 +162,10 @@ def _attention_core(model: ModelSpec, gpu: GpuSpec, layouts, peak16: float) -> t
         # Fused kernel in 16 bits; causal masking skips half the blocks, a sliding window the blocks
         # outside its band (flash_work_fraction). Backward recomputes the scores: ~2.5x.
         work = 0.5 * attn_flops * flash_work_fraction(model)
-        core_fwd = work / (peak16 * eff.flash_attention * flash_sequence_factor(s / c, eff.flash_half_seq))
+        # QK^T runs over qk_dim, attention-over-V over v_dim (MLA: 192 and 128): their mean.
+        rate = flash_sequence_factor(s / c, eff.flash_half_seq) * flash_head_dim_factor(
+            (d.qk_dim + d.v_dim) / 2, eff.flash_half_head_dim)
+        core_fwd = work / (peak16 * eff.flash_attention * rate)
         return core_fwd, 2.5 * core_fwd
     # The unfused path computes, masks and stores every score, a sliding window's too (Megatron-Core's
     # own DotProductAttention applies the window as an s x s mask: transformer/utils.py

@@ -165,3 +165,23 @@ def test_flash_attention_efficiency_saturates_with_sequence():
     assert flash_sequence_factor(512, 230.0) == approx(0.6900 / 0.8990, rel=1e-3)
     assert flash_sequence_factor(16384, 230.0) == approx(0.9862 / 0.8990, rel=1e-3)
     assert flash_sequence_factor(512, 0.0) == 1.0  # off
+
+
+def test_flash_attention_efficiency_saturates_with_head_dim(make_model, toy_gpu_data):
+    from planner.costs.compute import flash_head_dim_factor
+
+    # d / (d + 36), relative to head dim 128: 128 / 164 = 0.7805; at 64: 64 / 100 = 0.64 -> 0.8200,
+    # FA3's head-dim-64 / 128 rate on H100 forward and backward together (Shah et al. 2024: 0.77 and
+    # 0.84, the backward 2.5x the forward's FLOPs: 3.5 / (1 / 0.77 + 2.5 / 0.84) = 0.82)
+    assert flash_head_dim_factor(128, 36.0) == approx(1.0)
+    assert flash_head_dim_factor(64, 36.0) == approx(0.64 / 0.7805, rel=1e-3)
+    assert 3.5 / (1 / 0.77 + 2.5 / 0.84) == approx(0.82, abs=0.002)
+    assert flash_head_dim_factor(64, 0.0) == 1.0  # off
+
+    # Same attention FLOPs (4 s^2 h, hidden 1024): 16 heads of 64 take 1 / 0.82 of 8 heads of 128.
+    gpu = GpuSpec.model_validate(toy_gpu_data(efficiency=dict(flash_half_head_dim=36.0)))
+    layout = single_layout(dp=1, tp=1, pp=1, micro_batch=1, num_microbatches=8)
+    narrow = layer_compute(make_model(heads=16), gpu, layout)
+    wide = layer_compute(make_model(heads=8), gpu, layout)
+    assert narrow.attention_fwd_s[0] / wide.attention_fwd_s[0] == approx(0.7805 / 0.64, rel=1e-3)
+    assert narrow.attention_bwd_s[0] / wide.attention_bwd_s[0] == approx(0.7805 / 0.64, rel=1e-3)
