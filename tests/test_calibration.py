@@ -52,7 +52,7 @@ def test_h100_fp8_and_context_parallel_runs(rows):
 def test_other_stacks_and_vtrain(rows):
     assert _errs(rows, "narayanan2021").mean() <= 0.05
     assert _errs(rows, "mpt_llmfoundry").mean() <= 0.05
-    assert _errs(rows, "vocabpar_").mean() <= 0.06
+    assert _errs(rows, "vocabpar_").mean() <= 0.05
     assert _errs(rows, "vtrain_single").mean() <= 0.08
     assert _errs(rows, "vtrain_multi").mean() <= 0.10  # 0.15 before vTrain's stated recomputation
 
@@ -60,11 +60,12 @@ def test_other_stacks_and_vtrain(rows):
 def test_moe_runs_with_their_recipes_settings(rows):
     # NeMo Mixtral 8x7B (B200, GB200) and Megatron-Bridge 26.06 Qwen3-30B-A3B on GB200/GB300/B300,
     # replayed with BF16 gradient reduction, HybridEP and the all-to-all overlap of their recipes
-    # (before: Mixtral on B200 +62 %, Qwen3 +15 to +45 %).
+    # (before: Mixtral on B200 +62 %, Qwen3 +15 to +45 %; within 4 % while the loss passes were fitted
+    # to 25, GB200 -9 % with Megatron's counted 6.5).
     assert _errs(rows, "nemo_25").max() <= 0.10
     qwen = [r for r in rows if r[0].id.startswith("megatron_bridge_26_06_dgx_") and "qwen3" in r[0].id
             and "h100" not in r[0].id]
-    assert len(qwen) == 3 and max(abs(r[4]) for r in qwen) <= 0.08
+    assert len(qwen) == 3 and max(abs(r[4]) for r in qwen) <= 0.10
 
 
 def test_every_iteration_case_is_replayed(rows):
@@ -97,3 +98,17 @@ def test_moe_and_blackwell_runs_regression_bound(rows):
     # Fidelity: the 5 % is not met; a missing MoE mechanism). A bound against regressions.
     assert _errs(rows, "megatron_bridge_").mean() <= 0.25
     assert _errs(rows, "nemo_25").mean() <= 0.35
+
+
+def test_yeung_runs_as_their_artifact_ran_them():
+    # sail-sg/VocabularyParallelism@6191c3b: pretrain_gpt.sh has --use-flash-attn and no recomputation,
+    # vocabularies are 32,000-256,000 (exp_one_host.csv); the MFU is model FLOPs (show_result_full_exp.py:
+    # 3 (2 b s h V + l (8 b s h^2 + 4 b s^2 h + 4 b s h f))). 4B model, pp 8, seq 2048, V 32,000, 128
+    # micro-batches of 1: per micro-batch 2 s h V = 402,653,184,000; a layer 8 s h^2 = 154,618,822,656,
+    # 4 s^2 h = 51,539,607,552, 4 s h f = 309,237,645,312 (515,396,075,520 for each of 32 layers):
+    # 3 x 16,895,327,600,640 x 128 = 6.48781e15 FLOPs at 46.16 % of 312 TFLOP/s on 8 GPUs: 5.6311 s.
+    case = next(c for c in load_cases() if c.id == "vocabpar_baseline_pp8_seq2048_v32k")
+    assert case.model.vocab == 32000 and case.model.training.attention == "flash"
+    assert list(case.layouts.recompute) == [0]  # none
+    assert case.measured["iteration_s"] == pytest.approx(6.48781e15 / (0.4616 * 312e12 * 8), rel=1e-5)
+    assert case.measured["iteration_s"] == pytest.approx(5.6311, abs=1e-3)

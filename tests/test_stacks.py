@@ -96,3 +96,18 @@ def test_an_old_gpu_preset_is_told_where_its_software_constants_went(tmp_path):
     with pytest.raises((SpecError, SpecErrors)) as exc:
         load_gpu(str(path))
     assert "moved from the GPU preset to the software-stack profile" in str(exc.value)
+
+
+def test_loss_passes_are_counted_in_the_stacks_code_not_fitted():
+    # Megatron's vocab_parallel_cross_entropy per fp32 logit: forward cast 2 + 4, max 4, subtract
+    # 4 + 4, exp 4 + 4, sum 4, normalise 4 + 4 = 38 B; backward scale 4 + 4, cast 4 + 2 = 14 B. The
+    # planner charges passes x 4 B forward and as many backward: 52 / (2 x 4) = 6.5 passes.
+    megatron = (38 + 14) / (2 * 4)
+    # llm-foundry's fused_crossentropy (flash-attn Triton): 16-bit logits read forward (2 B), read and
+    # gradient written backward (2 + 2 B): 6 / (2 x 4) = 0.75
+    fused = (2 + 2 + 2) / (2 * 4)
+    for name, passes in (("megatron-core", megatron), ("megatron-lm-2022", megatron),
+                         ("megatron-deepspeed", megatron), ("deepspeed-zero3", megatron), ("pytorch-fsdp", fused)):
+        stack = load_stack(name)
+        for gpu in ("a100-sxm-80gb", "h100-sxm-80gb", "gb200"):
+            assert stack.for_gpu(gpu).loss_fp32_passes == passes, (name, gpu)
