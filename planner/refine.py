@@ -15,6 +15,7 @@ import numpy as np
 from .arrays import replace_rows, scatter
 from .constraints import Limits, evaluate
 from .costs.stages import default_split, split_ranks
+from .solver import contenders
 from .stage_split import SplitResult, instance, solve
 from .specs import ClusterSpec, ModelSpec
 
@@ -44,6 +45,7 @@ def candidates(scores, masks, cost: np.ndarray, top: int) -> np.ndarray:
     rows = []
     for pool in (ok & pipelined, others_ok & ~ok & pipelined):
         index = np.flatnonzero(pool)
+        index = index[contenders(cost[index], top)]  # the stable sort's first `top`, sorting fewer
         rows.extend(index[np.argsort(cost[index], kind="stable")[:top]].tolist())
     return np.array(rows, dtype=np.int64)
 
