@@ -154,18 +154,17 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
     derived = [a for a in axes if a.role == "derived"]
     degree_names = {a.name for a in degs}
     early = tuple(r for r in rules if set(r.axes) <= degree_names)
-    late = tuple(r for r in rules if r not in early)
+    # Rules on the degrees and one option prune that option's values before the product.
+    single = {a.name: tuple(r for r in rules if set(r.axes) - degree_names == {a.name}) for a in options}
+    late = tuple(r for r in rules if r not in early and not any(r in s for s in single.values()))
     blocks: list[tuple[dict, np.ndarray]] = []
     for chosen, rest in _degree_combos(free, gpus, limits, {}):
         chosen[filler.name] = rest
         fixed_fill = getattr(limits, filler.name, None)
         if (fixed_fill is not None and rest != fixed_fill) or not _passes(early, chosen, ctx):
             continue
-        values = []
-        for a in options:
-            fixed = getattr(limits, a.name, None)
-            values.append([a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, chosen))
-        if all(values):
+        values = [_option_values(a, limits, ctx, chosen, single[a.name]) for a in options]
+        if all(v.size for v in values):
             blocks.append((chosen, _product(values)))
     # Derived axes and the remaining rules run once over all blocks (one vectorised pass).
     counts = [g.shape[1] for _, g in blocks]
@@ -178,6 +177,16 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
     if not np.all(ok):
         cols = {k: v[ok] for k, v in cols.items()}
     return _expand_outer(cls, cols, [a for a in axes if a.role == "outer"], ctx, limits)
+
+
+def _option_values(a: Axis, limits, ctx: SpaceContext, chosen: dict, rules: tuple[Rule, ...]) -> np.ndarray:
+    """The values option `a` tries under the degrees `chosen`, less those breaking `rules` (which
+    read only `a` and the degrees): the product of the options shrinks, its row order stays."""
+    fixed = getattr(limits, a.name, None)
+    values = np.asarray([a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, chosen), dtype=np.int64)
+    if not rules or not values.size:
+        return values
+    return values[np.broadcast_to(_passes(rules, {**chosen, a.name: values}, ctx), values.shape)]
 
 
 def _expand_outer(cls, base: dict, outer: list[Axis], ctx: SpaceContext, limits) -> Any:
