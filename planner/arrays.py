@@ -58,10 +58,34 @@ def scatter(n: int, parts: list[tuple[np.ndarray, T]]) -> T:
 def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each distinct combination, inverse: which combination each row has) of aligned
     integer columns, for costs that depend on a few axes only (compute them once per combination).
-    Combinations are numbered in lexicographic order of the columns, as np.unique numbers them, but
-    without sorting: the columns are combined into one key, renumbered through a lookup table
-    whenever its range would outgrow a few entries per row."""
+    Combinations are numbered in lexicographic order of the columns, as np.unique numbers them.
+    A space's rows come in runs of equal combinations (the options that vary fastest are often
+    not among the columns): those are found first and only their first rows compared."""
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    starts = _run_starts(cols)
+    if starts is None:
+        return _unique_codes(cols)
+    first, inverse = _unique_codes([c[starts] for c in cols])
+    return starts[first], np.repeat(inverse, np.diff(starts, append=cols[0].size))
+
+
+def _run_starts(cols: list[np.ndarray]) -> np.ndarray | None:
+    """First row of each run of rows equal in every column, or None if runs average < 8 rows."""
+    n = cols[0].size
+    if n < 64:
+        return None
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in reversed(cols):  # the axes that vary fastest come last: give up early
+        change[1:] |= c[1:] != c[:-1]
+        if np.count_nonzero(change) > n // 8:
+            return None
+    return np.flatnonzero(change)
+
+
+def _unique_codes(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """unique_rows without runs: the columns combined into one key, renumbered through a lookup
+    table whenever its range would outgrow a few entries per row (no sort)."""
     n = cols[0].size
     table = 4 * n + 4096  # a lookup table this long costs about one pass over the rows
     key, span = _column(cols[0], table)
