@@ -210,20 +210,32 @@ def _p2p_s(model: ModelSpec, cluster: ClusterSpec, layouts) -> np.ndarray:
     return comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts.take(first), act)[inverse]
 
 
-# The axes data-parallel traffic depends on (the parameters per GPU follow tp, pp, vpp, ep, etp).
-DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero", "ep", "etp")
+# The axes dense data-parallel traffic and ZeRO-3's per-layer traffic depend on (the dense
+# parameters per GPU follow tp, pp and vpp); the routed experts' follow their own group (below).
+DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero")
 
 
 def _dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, dense, experts) -> tuple:
     """(dense gradient/parameter traffic per step, the routed experts', one ZeRO-3 layer gather,
-    its reduce-scatter) [s] before overlap, once per distinct combination of DP_AXES."""
+    its reduce-scatter) [s] before overlap, once per distinct combination of the axes each reads."""
     first, inverse = unique_rows([getattr(layouts, a) for a in DP_AXES])
     sub = layouts.take(first)
     prec = model.training.numerics
     raw_dense = comm.dp_comm_s(cluster, dense[first], sub, prec)
-    raw_experts = comm.dp_comm_s(cluster, experts[first], sub, prec, comm.expert_data_group(sub)) if model.moe else 0 * raw_dense
     gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, model.training.stack)
-    return raw_dense[inverse], raw_experts[inverse], gather[inverse], reduce[inverse]
+    raw_experts = _expert_dp_traffic(model, cluster, layouts, experts) if model.moe else 0 * raw_dense[inverse]
+    return raw_dense[inverse], raw_experts, gather[inverse], reduce[inverse]
+
+
+def _expert_dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, experts) -> np.ndarray:
+    """The routed experts' data-parallel traffic, once per distinct expert-data group (size,
+    stride), pp, vpp (their parameters per GPU follow pp, vpp and ep*etp, the stride), micro-batches
+    and ZeRO stage: a twelfth of the rows of DeepSeek-V3's space."""
+    size, stride = comm.expert_data_group(layouts)
+    first, inverse = unique_rows([size, stride, layouts.pp, layouts.vpp, layouts.num_microbatches, layouts.zero])
+    sub = layouts.take(first)
+    raw = comm.dp_comm_s(cluster, experts[first], sub, model.training.numerics, comm.expert_data_group(sub))
+    return raw[inverse]
 
 
 def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, reduce, st, most, fewest) -> np.ndarray:
