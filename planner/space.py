@@ -176,7 +176,8 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
         cols[a.name] = np.asarray(a.derive(cols, ctx), dtype=np.int64)
     ok = _passes(late, cols, ctx)
     if not np.all(ok):
-        cols = {k: v[ok] for k, v in cols.items()}
+        keep = np.flatnonzero(ok)  # once: a boolean mask is turned into indices on every use
+        cols = {k: np.take(v, keep) for k, v in cols.items()}
     return _expand_outer(cls, cols, [a for a in axes if a.role == "outer"], ctx, limits)
 
 
