@@ -164,13 +164,15 @@ def _sharded(shards: tuple, stage: int, from_stage) -> np.ndarray:
 
 
 def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks,
-                    params: tuple | None = None) -> MemoryBreakdown:
+                    params: tuple | None = None, rows: tuple | None = None) -> MemoryBreakdown:
     """The breakdown of each rank of `ranks` ((k, n) arrays). `params`: rank_param_split of the
-    same ranks, when already known (planner/score.py computes it once for time and memory)."""
-    return MemoryBreakdown(*(x / GIB for x in _bytes_per_rank(model, gpu, layouts, ranks, params)))
+    same ranks (planner/score.py computes it once for time and memory); `rows`: unique_rows of the
+    axes activation_bytes_per_layer reads (costs/pipeline.py layer_rows), when already known."""
+    return MemoryBreakdown(*(x / GIB for x in _bytes_per_rank(model, gpu, layouts, ranks, params, rows)))
 
 
-def _bytes_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks, params: tuple | None) -> tuple:
+def _bytes_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks, params: tuple | None,
+                    rows: tuple | None = None) -> tuple:
     """(weights, gradients, optimizer, activations, other) of each rank of `ranks` [bytes]."""
     prec = model.training.numerics
     t = layouts.tp.astype(float)
@@ -183,7 +185,7 @@ def _bytes_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
     gathered, bucket = zero3_transient_params(model, layouts, model.training.stack)
     weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
-    acts = _activation_bytes(model, layouts, ranks)
+    acts = _activation_bytes(model, layouts, ranks, rows)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster).
     logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
@@ -191,15 +193,20 @@ def _bytes_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
     return weights, grads, optim, acts, other
 
 
-def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks) -> np.ndarray:
+def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tuple | None = None) -> np.ndarray:
     """Stored activations of each rank [bytes]: each kind's layers in flight, and the layer rebuilt
-    by full recomputation."""
+    by full recomputation. `rows`: (first, inverse) of rows alike in tp, cp, micro-batch, sequence
+    parallelism, recomputation, ep and etp (all a layer's activations read): computed on the first."""
     acts = 0.0
     rebuilt_max = 0.0
     kinds = layer_kinds(model)
     flying = _in_flight_by_kind(model, layouts, ranks, kinds)
     for kind, in_flight in zip(kinds, flying):
-        stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
+        if rows is None or rows[0].size == len(layouts):
+            stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
+        else:
+            few = activation_bytes_per_layer(model, layouts.take(rows[0]), kind)
+            stored, rebuilt = (x[rows[1]] for x in few)
         if len(kinds) == 1:
             acts, rebuilt_max = stored * in_flight, rebuilt
             break
@@ -230,10 +237,10 @@ def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -
 
 
 def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks | None = None,
-                     params: tuple | None = None) -> MemoryBreakdown:
+                     params: tuple | None = None, rows: tuple | None = None) -> MemoryBreakdown:
     """The breakdown of each layout's heaviest rank among `ranks` (default: the first and the
-    last, which bound the others; see planner/costs/stages.py); `params` as in memory_per_rank."""
-    parts = _bytes_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts), params)
+    last, which bound the others; see planner/costs/stages.py); `params`, `rows` as in memory_per_rank."""
+    parts = _bytes_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts), params, rows)
     parts = np.broadcast_arrays(*parts)
     weights, grads, optim, acts, other = parts
     # In bytes, then GiB: dividing by a power of two is exact, so the heaviest rank and the picked

@@ -85,10 +85,15 @@ def kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTime
             for k in kinds]
 
 
-def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> tuple:
+def layer_rows(layouts) -> tuple[np.ndarray, np.ndarray]:
+    """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them."""
+    return unique_rows([getattr(layouts, a) for a in LAYER_AXES])
+
+
+def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, layouts, rows: tuple | None = None) -> tuple:
     """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
-    when every row is one)."""
-    first, inverse = unique_rows([getattr(layouts, a) for a in LAYER_AXES])
+    when every row is one). `rows`: layer_rows(layouts), when already known."""
+    first, inverse = rows or layer_rows(layouts)
     if first.size == len(layouts):
         return _kind_times(model, cluster, layouts), None
     return _kind_times(model, cluster, layouts.take(first)), inverse
@@ -111,13 +116,14 @@ class KindSums:
     mean: LayerCompute
 
 
-def kind_sums(model: ModelSpec, cluster: ClusterSpec, layouts) -> tuple[KindSums, tuple]:
+def kind_sums(model: ModelSpec, cluster: ClusterSpec, layouts, rows: tuple | None = None) -> tuple[KindSums, tuple]:
     """(KindSums, whether each kind is MoE). They follow LAYER_AXES alone (without moe_a2a_overlap),
-    so they are summed once per distinct combination and only the sums spread back over the rows."""
+    so they are summed once per distinct combination and only the sums spread back over the rows.
+    `rows`: layer_rows(layouts), when already known."""
     if model.training.moe_a2a_overlap:
         kinds, inverse = kind_times(model, cluster, layouts), None
     else:
-        kinds, inverse = _distinct_kind_times(model, cluster, layouts)
+        kinds, inverse = _distinct_kind_times(model, cluster, layouts, rows)
 
     def total(part):
         return sum(k.count * part(k) for k in kinds)
@@ -192,9 +198,10 @@ def _rank_time_s(layers, moe, logits, ranks: PipelineRanks) -> np.ndarray:
 
 
 def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None,
-              params: tuple | None = None) -> TimeBreakdown:
+              params: tuple | None = None, rows: tuple | None = None) -> TimeBreakdown:
     """`ranks`: the pipeline ranks to evaluate (default: the bounding ranks, which bound the others);
-    `params`: rank_param_split of those ranks, when already known (planner/score.py)."""
+    `params`: rank_param_split of those ranks, `rows`: layer_rows(layouts), when already known
+    (planner/score.py)."""
     gpu = cluster.gpu
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
@@ -202,7 +209,7 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     m = layouts.num_microbatches.astype(float)
     p = layouts.pp.astype(float)
     v = layouts.vpp.astype(float)
-    sums, moe = kind_sums(model, cluster, layouts)
+    sums, moe = kind_sums(model, cluster, layouts, rows)
     logits = sums.logits
 
     # The slowest rank sets the steady state; every layer and the logits run once per micro-batch
