@@ -57,15 +57,68 @@ def scatter(n: int, parts: list[tuple[np.ndarray, T]]) -> T:
 
 def unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each distinct combination, inverse: which combination each row has) of aligned
-    integer columns, for costs that depend on a few axes only (compute them once per combination)."""
+    integer columns, for costs that depend on a few axes only (compute them once per combination).
+    Combinations are numbered in lexicographic order of the columns, as np.unique numbers them.
+    A space's rows come in runs of equal combinations (the options that vary fastest are often
+    not among the columns): those are found first and only their first rows compared."""
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
-    spans = [int(c.max(initial=0)) + 1 for c in cols]
-    if all(c.min(initial=0) >= 0 for c in cols) and float(np.prod([float(x) for x in spans])) < 2.0**62:
-        key = np.ravel_multi_index(cols, spans)
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    else:
-        _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
+    starts = _run_starts(cols)
+    if starts is None:
+        return _unique_codes(cols)
+    first, inverse = _unique_codes([c[starts] for c in cols])
+    return starts[first], np.repeat(inverse, np.diff(starts, append=cols[0].size))
+
+
+def _run_starts(cols: list[np.ndarray]) -> np.ndarray | None:
+    """First row of each run of rows equal in every column, or None if runs average < 8 rows."""
+    n = cols[0].size
+    if n < 64:
+        return None
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for c in reversed(cols):  # the axes that vary fastest come last: give up early
+        change[1:] |= c[1:] != c[:-1]
+        if np.count_nonzero(change) > n // 8:
+            return None
+    return np.flatnonzero(change)
+
+
+def _unique_codes(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """unique_rows without runs: the columns combined into one key, renumbered through a lookup
+    table whenever its range would outgrow a few entries per row (no sort)."""
+    n = cols[0].size
+    table = 4 * n + 4096  # a lookup table this long costs about one pass over the rows
+    key, span = _column(cols[0], table)
+    for c in cols[1:]:
+        value, count = _column(c, table)
+        if span * count > table:
+            key, span = _dense_codes(key, span, table)
+        key = key * count + value  # lexicographic: the earlier columns weigh more
+        span = span * count
+    inverse, distinct = _dense_codes(key, span, table)
+    first = np.full(distinct, n, dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(n, dtype=np.int64))
+    return first, inverse
+
+
+def _column(values: np.ndarray, table: int) -> tuple[np.ndarray, int]:
+    """(a column as integers 0..span-1 in the order of its values, span): its values less their
+    minimum, or their ranks when they spread wider (dp 1..1024: 11 values) and would widen the key."""
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    shifted, span = (values if low == 0 else values - low), high - low + 1
+    return _dense_codes(shifted, span, table) if span > 64 else (shifted, span)
+
+
+def _dense_codes(key: np.ndarray, span: int, table: int) -> tuple[np.ndarray, int]:
+    """(each key's rank among the distinct keys, how many there are) of keys in 0..span-1: a
+    lookup table when the span is at most `table`, else a sort (both rank in increasing order)."""
+    if span > table:
+        distinct, inverse = np.unique(key, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64, copy=False), int(distinct.size)
+    present = np.zeros(span, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return rank[key], int(rank[-1]) + 1
 
 
 def replace_rows(rows: T, index: np.ndarray, new: T, in_place: bool = False) -> T:

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import replace_rows, scatter
+from .arrays import replace_rows, scatter, take
 from .constraints import Limits, evaluate
+from .costs.pipeline import kind_times
 from .costs.stages import default_split, split_ranks
+from .solver import contenders
 from .stage_split import SplitResult, instance, solve
 from .specs import ClusterSpec, ModelSpec
 
@@ -44,6 +46,7 @@ def candidates(scores, masks, cost: np.ndarray, top: int) -> np.ndarray:
     rows = []
     for pool in (ok & pipelined, others_ok & ~ok & pipelined):
         index = np.flatnonzero(pool)
+        index = index[contenders(cost[index], top)]  # the stable sort's first `top`, sorting fewer
         rows.extend(index[np.argsort(cost[index], kind="stable")[:top]].tolist())
     return np.array(rows, dtype=np.int64)
 
@@ -60,9 +63,11 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     cost = cost_of(scores)
     usable_gib = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)
     parts, splits, solves = [], {}, {}
-    for i in candidates(scores, masks, cost, top).tolist():
+    rows = candidates(scores, masks, cost, top)
+    kinds = kind_times(model, cluster, scores.layouts.take(rows)) if rows.size else []  # one call, not one a row
+    for j, i in enumerate(rows.tolist()):
         row = scores.layouts.take(np.array([i]))
-        inst = instance(model, cluster, row, usable_gib)
+        inst = instance(model, cluster, row, usable_gib, kinds=[take(k, np.array([j])) for k in kinds])
         default = default_split(model, inst.pp, inst.vpp)
         # the fastest split (no memory tie-break: a search keeps only splits that are faster)
         result = solve(inst, default=default, time_limit_s=time_limit_s, memory_tiebreak=False)

@@ -14,7 +14,7 @@ from .costs.compute import peak_flops
 from .costs.energy import Energy, step_energy
 from .costs.flops import model_flops_per_step
 from .costs.memory import MemoryBreakdown, memory_breakdown, rank_param_split
-from .costs.pipeline import TimeBreakdown, step_time
+from .costs.pipeline import TimeBreakdown, layer_rows, step_time
 from .costs.price import step_co2e_g, step_cost_usd
 from .costs.power_caps import cap_levels, capped_cluster, uncapped
 from .costs.stages import PipelineRanks, pipeline_ranks
@@ -97,7 +97,8 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
     prec = model.training.numerics
     ranks = ranks or pipeline_ranks(model, layouts)  # first and last bound the others (costs/stages.py)
     params = rank_param_split(model, layouts, ranks=ranks)  # the same for time and memory
-    times = step_time(model, run, layouts, ranks, params)
+    rows = layer_rows(layouts)  # the same for time and memory
+    times = step_time(model, run, layouts, ranks, params, rows)
     step = times.total
     gpus = layouts.gpus
     flops = model_flops_per_step(model)
@@ -105,7 +106,7 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
     fraction = None
     if run.gpu.power.full_power_compute_fraction is not None:
         fraction = flops / (gpus * (times.compute + times.recompute)) / peak_flops(run.gpu, model.training.precision)
-    memory = memory_breakdown(model, cluster.gpu, layouts, ranks, params)
+    memory = memory_breakdown(model, cluster.gpu, layouts, ranks, params, rows)
     energy = step_energy(run, times, gpus, compute_fraction=fraction)
     tokens_per_s = model.training.global_batch * model.seq_len / step
     rel = reliability(cluster, layouts, memory, tokens_per_s)

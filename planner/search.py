@@ -15,7 +15,7 @@ from .errors import InfeasibleError, SpecError
 from .frontier import pareto_front
 from .results import ScoredLayout, Violation, scored_layout
 from .score import Scores, score
-from .solver import SolveResult, choose
+from .solver import SolveResult, choose, contenders
 from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
 from .shipped import shipped_names, stack_data, unknown_stack_message
 from .precision import PRECISIONS
@@ -221,9 +221,7 @@ def search(
     feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
         feasible &= m.ok
-    rows = np.flatnonzero(feasible)
-    result = choose(choice_keys(cluster, scores, objective, rows), top_k)
-    chosen = rows[result.chosen]
+    result, chosen = _choose(cluster, scores, objective, feasible, top_k)
     front = None
     if frontier:
         front = pareto_front(scores.step_time_s, scores.energy_j_per_token, np.flatnonzero(feasible),
@@ -235,6 +233,16 @@ def search(
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
                         frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
                         split_solves=refined.solves)
+
+
+def _choose(cluster, scores, objective, feasible, top_k) -> tuple[SolveResult, np.ndarray]:
+    """The best `top_k` feasible rows (choice_keys' order): (the answer, indices into the feasible
+    rows; the chosen rows). Only rows whose objective can make the top k are sorted."""
+    rows = np.flatnonzero(feasible)
+    near = contenders(objective_cost(cluster, scores, objective)[rows], top_k)
+    result = choose(choice_keys(cluster, scores, objective, rows[near]), top_k)
+    result = replace(result, chosen=near[result.chosen])
+    return result, rows[result.chosen]
 
 
 def _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens, split_top,

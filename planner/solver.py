@@ -41,6 +41,20 @@ def choose(keys: list[np.ndarray], k: int) -> SolveResult:
     return SolveResult("OPTIMAL", order.astype(np.int64), best, best, time.perf_counter() - started)
 
 
+def contenders(first: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the rows that can be among the best `k` in any lexicographic order whose most
+    significant key is `first` (smaller first): those at most its k-th smallest value, ties kept.
+    Sorting only these picks the same rows (in row order, so ties keep their order), and a full
+    space has few: sorting every feasible row took longer than scoring one cost term."""
+    first = np.asarray(first)
+    if k <= 0 or first.size <= k:
+        return np.arange(first.size)
+    kth = np.partition(first, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k numbers: NaN sorts last, keep everything
+        return np.arange(first.size)
+    return np.flatnonzero(first <= kth)
+
+
 def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolver:
     """One worker, a fixed seed and a deterministic (not wall-clock) limit: the same answer every run."""
     solver = cp_model.CpSolver()

@@ -15,6 +15,7 @@ per-layout options of each as one array product.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import field, make_dataclass
 from typing import Any, Mapping
@@ -154,19 +155,18 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
     derived = [a for a in axes if a.role == "derived"]
     degree_names = {a.name for a in degs}
     early = tuple(r for r in rules if set(r.axes) <= degree_names)
-    late = tuple(r for r in rules if r not in early)
-    blocks: list[tuple[dict, np.ndarray]] = []
+    # Rules on the degrees and one option prune that option's values before the product.
+    single = {a.name: tuple(r for r in rules if set(r.axes) - degree_names == {a.name}) for a in options}
+    late = tuple(r for r in rules if r not in early and not any(r in s for s in single.values()))
+    combos: list[dict] = []
     for chosen, rest in _degree_combos(free, gpus, limits, {}):
         chosen[filler.name] = rest
         fixed_fill = getattr(limits, filler.name, None)
-        if (fixed_fill is not None and rest != fixed_fill) or not _passes(early, chosen, ctx):
-            continue
-        values = []
-        for a in options:
-            fixed = getattr(limits, a.name, None)
-            values.append([a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, chosen))
-        if all(values):
-            blocks.append((chosen, _product(values)))
+        if (fixed_fill is None or rest == fixed_fill) and _passes(early, chosen, ctx):
+            combos.append(chosen)
+    values = [_option_values(a, limits, ctx, combos, single[a.name]) for a in options]
+    blocks = [(chosen, _product([v[i] for v in values])) for i, chosen in enumerate(combos)
+              if all(v[i].size for v in values)]
     # Derived axes and the remaining rules run once over all blocks (one vectorised pass).
     counts = [g.shape[1] for _, g in blocks]
     cols = {a.name: np.repeat(np.array([c[a.name] for c, _ in blocks], dtype=np.int64), counts) for a in degs}
@@ -176,8 +176,26 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
         cols[a.name] = np.asarray(a.derive(cols, ctx), dtype=np.int64)
     ok = _passes(late, cols, ctx)
     if not np.all(ok):
-        cols = {k: v[ok] for k, v in cols.items()}
+        keep = np.flatnonzero(ok)  # once: a boolean mask is turned into indices on every use
+        cols = {k: np.take(v, keep) for k, v in cols.items()}
     return _expand_outer(cls, cols, [a for a in axes if a.role == "outer"], ctx, limits)
+
+
+def _option_values(a: Axis, limits, ctx: SpaceContext, combos: list[dict], rules: tuple[Rule, ...]) -> list:
+    """The values option `a` tries under each degree combination, less those breaking `rules` (which
+    read only `a` and the degrees; one vectorised test over all combinations): the product of the
+    options shrinks, its row order stays."""
+    fixed = getattr(limits, a.name, None)
+    lists = [[a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, c) for c in combos]
+    sizes = np.array([len(x) for x in lists], dtype=np.int64)
+    values = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
+    if rules and values.size:
+        owner = np.repeat(np.arange(len(combos)), sizes)
+        degrees = {k: np.array([c[k] for c in combos], dtype=np.int64)[owner] for k in combos[0]}
+        ok = np.broadcast_to(_passes(rules, {**degrees, a.name: values}, ctx), values.shape)
+        values, sizes = values[ok], np.bincount(owner[ok], minlength=len(combos))
+    ends = np.cumsum(sizes).tolist()
+    return [values[end - size:end] for end, size in zip(ends, sizes.tolist())]
 
 
 def _expand_outer(cls, base: dict, outer: list[Axis], ctx: SpaceContext, limits) -> Any:

@@ -111,11 +111,12 @@ class SplitResult:
     peak_memory_gib: float | None = None  # the second objective: the highest rank's peak
 
 
-def instance(model: ModelSpec, cluster: ClusterSpec, layout, usable_gib: float) -> SplitInstance:
-    """The split problem of a one-row layout, its coefficients read off the cost models."""
+def instance(model: ModelSpec, cluster: ClusterSpec, layout, usable_gib: float, kinds=None) -> SplitInstance:
+    """The split problem of a one-row layout, its coefficients read off the cost models; `kinds`:
+    its kind_times, when already known (a search computes them for all its rows at once)."""
     assert len(layout) == 1
     p, v, m = int(layout.pp[0]), int(layout.vpp[0]), int(layout.num_microbatches[0])
-    kinds = kind_times(model, cluster, layout)
+    kinds = kind_times(model, cluster, layout) if kinds is None else kinds
     t = {k.moe: float(k.layer[0]) for k in kinds}
     held, act, const, first, last = _memory_terms(model, cluster, layout)
     moe = model.moe

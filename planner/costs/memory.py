@@ -26,7 +26,7 @@ from ..space import RECOMPUTE_FULL, RECOMPUTE_NONE
 from ..specs import GpuSpec, ModelSpec
 from ..units import GIB
 from .compute import expert_rows
-from .stages import PipelineRanks, default_in_flight, heaviest, layers_in_flight, pick, pipeline_ranks
+from .stages import PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks
 
 __all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params", "rank_param_split",
            "parameters_per_gpu", "expert_data_parallel",
@@ -151,22 +151,29 @@ def zero3_transient_params(model: ModelSpec, layouts, stack) -> tuple[np.ndarray
 
 
 def _shards(dense, experts, layouts) -> tuple:
-    """(dense, experts, their shards): dense parameters over dp*cp (Megatron's distributed
-    optimizer), experts over their edp replicas; divided once for the three ZeRO stages."""
-    return dense, experts, dense / (layouts.dp * layouts.cp), experts / expert_data_parallel(layouts)
+    """(all parameters, their shards): dense parameters over dp*cp (Megatron's distributed
+    optimizer), experts over their edp replicas; summed once for the three ZeRO stages."""
+    return dense + experts, dense / (layouts.dp * layouts.cp) + experts / expert_data_parallel(layouts)
 
 
-def _sharded(shards: tuple, stage: int, from_stage) -> tuple:
-    """Bytes-to-be of dense and expert parameters with ZeRO stage >= `stage` sharding them."""
-    dense, experts, dense_shard, expert_shard = shards
-    on = from_stage >= stage
-    return np.where(on, dense_shard, dense) + np.where(on, expert_shard, experts)
+def _sharded(shards: tuple, stage: int, from_stage) -> np.ndarray:
+    """Parameters-to-be of a state with ZeRO stage >= `stage` sharding it (dense + experts either
+    way: the same sums as adding the selected dense and expert parts)."""
+    whole, shard = shards
+    return np.where(from_stage >= stage, shard, whole)
 
 
 def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks,
-                    params: tuple | None = None) -> MemoryBreakdown:
+                    params: tuple | None = None, rows: tuple | None = None) -> MemoryBreakdown:
     """The breakdown of each rank of `ranks` ((k, n) arrays). `params`: rank_param_split of the
-    same ranks, when already known (planner/score.py computes it once for time and memory)."""
+    same ranks (planner/score.py computes it once for time and memory); `rows`: unique_rows of the
+    axes activation_bytes_per_layer reads (costs/pipeline.py layer_rows), when already known."""
+    return MemoryBreakdown(*(x / GIB for x in _bytes_per_rank(model, gpu, layouts, ranks, params, rows)))
+
+
+def _bytes_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks, params: tuple | None,
+                    rows: tuple | None = None) -> tuple:
+    """(weights, gradients, optimizer, activations, other) of each rank of `ranks` [bytes]."""
     prec = model.training.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
@@ -178,39 +185,65 @@ def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRank
     gathered, bucket = zero3_transient_params(model, layouts, model.training.stack)
     weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
+    acts = _activation_bytes(model, layouts, ranks, rows)
+    # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
+    # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster).
+    logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
+    other = gpu.memory_reserve_gib * GIB + logits * ranks.last
+    return weights, grads, optim, acts, other
 
+
+def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tuple | None = None) -> np.ndarray:
+    """Stored activations of each rank [bytes]: each kind's layers in flight, and the layer rebuilt
+    by full recomputation. `rows`: (first, inverse) of rows alike in tp, cp, micro-batch, sequence
+    parallelism, recomputation, ep and etp (all a layer's activations read): computed on the first."""
     acts = 0.0
     rebuilt_max = 0.0
-    explicit = ranks.in_flight is not None  # an explicit split counts its peak chunk by chunk
-    in_flight = ranks.in_flight if explicit else default_in_flight(model, layouts, ranks)
     kinds = layer_kinds(model)
-    for kind in kinds:
-        stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
+    flying = _in_flight_by_kind(model, layouts, ranks, kinds)
+    for kind, in_flight in zip(kinds, flying):
+        if rows is None or rows[0].size == len(layouts):
+            stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
+        else:
+            few = activation_bytes_per_layer(model, layouts.take(rows[0]), kind)
+            stored, rebuilt = (x[rows[1]] for x in few)
         if len(kinds) == 1:
             acts, rebuilt_max = stored * in_flight, rebuilt
             break
         held = ranks.moe_layers if kind.is_moe else ranks.layers - ranks.moe_layers
-        if explicit:
-            flying = ranks.in_flight_moe if kind.is_moe else in_flight - ranks.in_flight_moe
-        else:  # in-flight layer-activations of a rank, shared out over its kinds of layer
-            flying = in_flight * held / np.maximum(ranks.layers, 1)
-        acts = acts + stored * flying
+        acts = acts + stored * in_flight
         rebuilt_max = np.maximum(rebuilt_max, np.where(held > 0, rebuilt, 0.0))
     # Full recomputation rebuilds one layer's activations at a time during backward.
-    acts = acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt_max, 0.0)
+    return acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt_max, 0.0)
 
-    # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
-    # vocab-parallel cross-entropy.
-    logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
-    other = gpu.memory_reserve_gib * GIB + np.where(ranks.last, logits, 0.0)
-    return MemoryBreakdown(weights / GIB, grads / GIB, optim / GIB, acts / GIB, other / GIB)
+
+def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -> list[np.ndarray]:
+    """Layer-activations in flight at each rank's peak, per kind of layer (one kind: all of them).
+    An explicit split counts them chunk by chunk; the default split shares a rank's out over its
+    kinds of layer, once per distinct schedule (planner/costs/stages.py per_schedule)."""
+    if ranks.in_flight is not None:
+        if len(kinds) == 1:
+            return [ranks.in_flight]
+        return [ranks.in_flight_moe if k.is_moe else ranks.in_flight - ranks.in_flight_moe for k in kinds]
+
+    def shares(lay, r: PipelineRanks) -> list[np.ndarray]:
+        in_flight = layers_in_flight(model, lay, r.rank, r.layers)
+        if len(kinds) == 1:
+            return [in_flight]
+        return [in_flight * (r.moe_layers if k.is_moe else r.layers - r.moe_layers) / np.maximum(r.layers, 1)
+                for k in kinds]
+
+    return per_schedule(layouts, ranks, shares)
 
 
 def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks | None = None,
-                     params: tuple | None = None) -> MemoryBreakdown:
+                     params: tuple | None = None, rows: tuple | None = None) -> MemoryBreakdown:
     """The breakdown of each layout's heaviest rank among `ranks` (default: the first and the
-    last, which bound the others; see planner/costs/stages.py); `params` as in memory_per_rank."""
-    per_rank = memory_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts), params)
-    index = heaviest(per_rank.total)
-    return MemoryBreakdown(*(pick(getattr(per_rank, f), index)
-                             for f in ("weights", "gradients", "optimizer", "activations", "other")))
+    last, which bound the others; see planner/costs/stages.py); `params`, `rows` as in memory_per_rank."""
+    parts = _bytes_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts), params, rows)
+    parts = np.broadcast_arrays(*parts)
+    weights, grads, optim, acts, other = parts
+    # In bytes, then GiB: dividing by a power of two is exact, so the heaviest rank and the picked
+    # values are those of memory_per_rank's totals, with 5 divisions of (n,) instead of (k, n).
+    index = heaviest(weights + grads + optim + acts + other)
+    return MemoryBreakdown(*(x / GIB for x in pick_each(parts, index)))

@@ -8,7 +8,7 @@ Pipeline sends: two per micro-batch per chunk on the critical path, plus the fil
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,17 +75,65 @@ LAYER_AXES = ("tp", "cp", "micro_batch", "sequence_parallel", "recompute", "ep",
 def kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:
     """Per-layer times of each kind, computed once per distinct combination of LAYER_AXES (a full
     space repeats each many times over dp, pp, vpp and ZeRO) and spread back over the rows."""
-    first, inverse = unique_rows([getattr(layouts, a) for a in LAYER_AXES])
-    if first.size == len(layouts):
-        kinds = _kind_times(model, cluster, layouts)
-    else:
-        kinds = [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse], k.ep[inverse])
-                 for k in _kind_times(model, cluster, layouts.take(first))]
+    few, inverse = _distinct_kind_times(model, cluster, layouts)
+    kinds = few if inverse is None else [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse],
+                                                   k.ep[inverse]) for k in few]
     if not model.training.moe_a2a_overlap:
         return kinds
     # The overlap depends on the schedule (pp, vpp, micro-batches), not only on LAYER_AXES.
     return [KindTimes(k.count, k.moe, k.lc, k.tp, k.cp, ep_exposed_s(layouts, k.lc, k.ep)) if k.moe else k
             for k in kinds]
+
+
+def layer_rows(layouts) -> tuple[np.ndarray, np.ndarray]:
+    """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them."""
+    return unique_rows([getattr(layouts, a) for a in LAYER_AXES])
+
+
+def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, layouts, rows: tuple | None = None) -> tuple:
+    """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
+    when every row is one). `rows`: layer_rows(layouts), when already known."""
+    first, inverse = rows or layer_rows(layouts)
+    if first.size == len(layouts):
+        return _kind_times(model, cluster, layouts), None
+    return _kind_times(model, cluster, layouts.take(first)), inverse
+
+
+@dataclass(frozen=True)
+class KindSums:
+    """What a step reads of the kinds of layer (arrays over layouts): each kind's `layer`, the sums
+    over the model's layers of `layer`, `work`, recomputation and exposed TP, CP and EP
+    communication, the logits, and mean_layer."""
+
+    layers: tuple
+    layer: np.ndarray
+    work: np.ndarray
+    recompute: np.ndarray
+    tp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    logits: np.ndarray
+    mean: LayerCompute
+
+
+def kind_sums(model: ModelSpec, cluster: ClusterSpec, layouts, rows: tuple | None = None) -> tuple[KindSums, tuple]:
+    """(KindSums, whether each kind is MoE). They follow LAYER_AXES alone (without moe_a2a_overlap),
+    so they are summed once per distinct combination and only the sums spread back over the rows.
+    `rows`: layer_rows(layouts), when already known."""
+    if model.training.moe_a2a_overlap:
+        kinds, inverse = kind_times(model, cluster, layouts), None
+    else:
+        kinds, inverse = _distinct_kind_times(model, cluster, layouts, rows)
+
+    def total(part):
+        return sum(k.count * part(k) for k in kinds)
+
+    sums = KindSums(tuple(k.layer for k in kinds), total(lambda k: k.layer), total(lambda k: k.work),
+                    total(lambda k: k.lc.recompute_s), total(lambda k: k.tp), total(lambda k: k.cp),
+                    total(lambda k: k.ep), kinds[0].lc.logits_fwd_bwd_s, mean_layer(kinds))
+    if inverse is not None:
+        sums = replace(take(sums, inverse), layers=tuple(x[inverse] for x in sums.layers))
+    return sums, tuple(k.moe for k in kinds)
 
 
 def ep_exposed_s(layouts, lc: LayerCompute, ep) -> np.ndarray:
@@ -137,17 +185,23 @@ def mean_layer(kinds: list[KindTimes]) -> LayerCompute:
 def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
     """Time of each rank of `ranks` per micro-batch [s] ((k, n)): its layers' work, recomputation
     and exposed TP/CP/EP communication, and the logits on the last rank."""
-    out = ranks.last * kinds[0].lc.logits_fwd_bwd_s
-    for k in kinds:
-        held = ranks.moe_layers if k.moe else ranks.layers - ranks.moe_layers
-        out = out + held * k.layer
+    return _rank_time_s([k.layer for k in kinds], [k.moe for k in kinds], kinds[0].lc.logits_fwd_bwd_s, ranks)
+
+
+def _rank_time_s(layers, moe, logits, ranks: PipelineRanks) -> np.ndarray:
+    """rank_time_s from each kind's `layer` and whether it is MoE."""
+    out = ranks.last * logits
+    for layer, is_moe in zip(layers, moe):
+        held = ranks.moe_layers if is_moe else ranks.layers - ranks.moe_layers
+        out = out + held * layer
     return out
 
 
 def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None,
-              params: tuple | None = None) -> TimeBreakdown:
+              params: tuple | None = None, rows: tuple | None = None) -> TimeBreakdown:
     """`ranks`: the pipeline ranks to evaluate (default: the bounding ranks, which bound the others);
-    `params`: rank_param_split of those ranks, when already known (planner/score.py)."""
+    `params`: rank_param_split of those ranks, `rows`: layer_rows(layouts), when already known
+    (planner/score.py)."""
     gpu = cluster.gpu
     eff = gpu.efficiency
     st = model.training.stack.for_gpu(gpu.name)
@@ -155,24 +209,24 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     m = layouts.num_microbatches.astype(float)
     p = layouts.pp.astype(float)
     v = layouts.vpp.astype(float)
-    kinds = kind_times(model, cluster, layouts)
-    logits = kinds[0].lc.logits_fwd_bwd_s
+    sums, moe = kind_sums(model, cluster, layouts, rows)
+    logits = sums.logits
 
     # The slowest rank sets the steady state; every layer and the logits run once per micro-batch
     # somewhere, whatever the split, so the sum over ranks needs no per-rank arrays.
     # Per micro-batch and model chunk, every rank pays the stack's fixed scheduling cost.
     micro = st.microbatch_overhead_s * v
-    t_max = rank_time_s(kinds, ranks).max(axis=0) + micro
-    t_sum = sum(k.count * k.layer for k in kinds) + logits + p * micro
+    t_max = _rank_time_s(sums.layers, moe, logits, ranks).max(axis=0) + micro
+    t_sum = sums.layer + logits + p * micro
     pipeline = m * t_max + (t_sum - t_max) / v
 
     # Averages over ranks: what each GPU does; the rest of `pipeline` is bubble and imbalance.
-    def per_gpu(part):
-        return m * sum(k.count * part(k) for k in kinds) / p
+    def per_gpu(total):
+        return m * total / p
 
-    compute = per_gpu(lambda k: k.work) + m * logits / p
-    recompute = per_gpu(lambda k: k.lc.recompute_s)
-    tp_comm, cp_comm, ep_comm = per_gpu(lambda k: k.tp), per_gpu(lambda k: k.cp), per_gpu(lambda k: k.ep)
+    compute = per_gpu(sums.work) + m * logits / p
+    recompute = per_gpu(sums.recompute)
+    tp_comm, cp_comm, ep_comm = per_gpu(sums.tp), per_gpu(sums.cp), per_gpu(sums.ep)
     bubble = np.maximum(pipeline - compute - recompute - tp_comm - cp_comm - ep_comm, 0.0)
 
     prec = model.training.numerics
@@ -182,7 +236,7 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*params))
     raw_dense, raw_experts, gather, reduce = _dp_traffic(model, cluster, layouts, dense, experts)
     most, fewest = ranks.layers.max(axis=0), ranks.layers.min(axis=0)
-    mean = mean_layer(kinds)
+    mean = sums.mean
     dp_comm = _dp_exposed_s(model, layouts, mean, raw_dense, gather, reduce, st, most, fewest)
     if model.moe is not None:
         dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean, raw_experts, 0.0, 0.0, st, most, fewest)
@@ -210,20 +264,32 @@ def _p2p_s(model: ModelSpec, cluster: ClusterSpec, layouts) -> np.ndarray:
     return comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts.take(first), act)[inverse]
 
 
-# The axes data-parallel traffic depends on (the parameters per GPU follow tp, pp, vpp, ep, etp).
-DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero", "ep", "etp")
+# The axes dense data-parallel traffic and ZeRO-3's per-layer traffic depend on (the dense
+# parameters per GPU follow tp, pp and vpp); the routed experts' follow their own group (below).
+DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero")
 
 
 def _dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, dense, experts) -> tuple:
     """(dense gradient/parameter traffic per step, the routed experts', one ZeRO-3 layer gather,
-    its reduce-scatter) [s] before overlap, once per distinct combination of DP_AXES."""
+    its reduce-scatter) [s] before overlap, once per distinct combination of the axes each reads."""
     first, inverse = unique_rows([getattr(layouts, a) for a in DP_AXES])
     sub = layouts.take(first)
     prec = model.training.numerics
     raw_dense = comm.dp_comm_s(cluster, dense[first], sub, prec)
-    raw_experts = comm.dp_comm_s(cluster, experts[first], sub, prec, comm.expert_data_group(sub)) if model.moe else 0 * raw_dense
     gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, model.training.stack)
-    return raw_dense[inverse], raw_experts[inverse], gather[inverse], reduce[inverse]
+    raw_experts = _expert_dp_traffic(model, cluster, layouts, experts) if model.moe else 0 * raw_dense[inverse]
+    return raw_dense[inverse], raw_experts, gather[inverse], reduce[inverse]
+
+
+def _expert_dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, experts) -> np.ndarray:
+    """The routed experts' data-parallel traffic, once per distinct expert-data group (size,
+    stride), pp, vpp (their parameters per GPU follow pp, vpp and ep*etp, the stride), micro-batches
+    and ZeRO stage: a twelfth of the rows of DeepSeek-V3's space."""
+    size, stride = comm.expert_data_group(layouts)
+    first, inverse = unique_rows([size, stride, layouts.pp, layouts.vpp, layouts.num_microbatches, layouts.zero])
+    sub = layouts.take(first)
+    raw = comm.dp_comm_s(cluster, experts[first], sub, model.training.numerics, comm.expert_data_group(sub))
+    return raw[inverse]
 
 
 def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, reduce, st, most, fewest) -> np.ndarray:

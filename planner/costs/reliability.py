@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import unique_rows
 from ..specs import ClusterSpec
 from ..units import GB, GIB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
 from .energy import carbon_t
@@ -116,10 +117,9 @@ def restart_time_s(cluster: ClusterSpec, gpus) -> np.ndarray:
     gpus = np.asarray(gpus, dtype=np.int64)
     used_nodes = -(-gpus // cluster.node.gpus)
     spares = rel.spare_nodes + np.maximum(cluster.nodes - used_nodes, 0)
-    # The Poisson tail is a short loop per distinct (spares, gpus) pair; one 1-D key finds them fast.
-    width = int(gpus.max(initial=0)) + 1
-    keys, inv = np.unique(spares.ravel() * width + gpus.ravel(), return_inverse=True)
-    p = p_no_spare(keys // width, (keys % width) / rel.gpu_mtbf_h * rel.node_repair_h)[inv.reshape(-1)]
+    # The Poisson tail is a short loop per distinct (spares, gpus) pair (a search has one).
+    first, inv = unique_rows([spares.ravel(), gpus.ravel()])
+    p = p_no_spare(spares.ravel()[first], gpus.ravel()[first] / rel.gpu_mtbf_h * rel.node_repair_h)[inv]
     return rel.restart_s + p.reshape(gpus.shape) * rel.node_replace_s
 
 

@@ -129,15 +129,22 @@ def layers_in_flight(model: ModelSpec, layouts, rank=0, layers: np.ndarray | Non
 def default_in_flight(model: ModelSpec, layouts, ranks: "PipelineRanks") -> np.ndarray:
     """`layers_in_flight` of ranks under the default split (their layers follow pp, vpp and the
     rank), once per distinct (pp, vpp, micro-batches, ranks): a full space has a few hundred."""
-    rank = np.broadcast_to(ranks.rank, np.broadcast(ranks.rank, ranks.layers).shape)
-    layers = np.broadcast_to(ranks.layers, rank.shape)
-    if rank.ndim != 2 or rank.shape[1] != len(layouts):
-        return layers_in_flight(model, layouts, rank, layers)
-    first, inverse = unique_rows([layouts.pp, layouts.vpp, layouts.num_microbatches, *rank])
+    return per_schedule(layouts, ranks, lambda lay, r: [layers_in_flight(model, lay, r.rank, r.layers)])[0]
+
+
+def per_schedule(layouts, ranks: "PipelineRanks", fn) -> list[np.ndarray]:
+    """fn(layouts, ranks) -> a list of (k, n) arrays that follow the schedule alone (pp, vpp, the
+    micro-batches, and the ranks with what they hold under the default split), evaluated once per
+    distinct schedule and spread back over the rows (`ranks` fields broadcast to (k, n))."""
+    shape = np.broadcast(ranks.rank, ranks.layers).shape
+    full = PipelineRanks(*(np.broadcast_to(getattr(ranks, f), shape) for f in _RANK_FIELDS))
+    if len(shape) != 2 or shape[1] != len(layouts):
+        return fn(layouts, full)
+    first, inverse = unique_rows([layouts.pp, layouts.vpp, layouts.num_microbatches, *full.rank])
     if first.size == len(layouts):
-        return layers_in_flight(model, layouts, rank, layers)
-    few = layers_in_flight(model, layouts.take(first), rank[:, first], layers[:, first])
-    return np.take(few, inverse, axis=1)
+        return fn(layouts, full)
+    few = fn(layouts.take(first), PipelineRanks(*(getattr(full, f)[:, first] for f in _RANK_FIELDS)))
+    return [np.take(x, inverse, axis=1) for x in few]
 
 
 def warmup_units(p: int, v: int, m: int, rank: int) -> int:
@@ -179,6 +186,9 @@ class PipelineRanks:
     in_flight_moe: np.ndarray | None = None  # of which of MoE layers (with in_flight)
 
 
+_RANK_FIELDS = ("rank", "layers", "moe_layers", "first", "last")
+
+
 def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
     """The ranks `rank` (default: the bounding ranks) of each layout. The bounding ranks and what
     they hold follow (pp, vpp) alone: computed once per distinct pair (a handful in a full space)
@@ -187,7 +197,7 @@ def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) ->
         first, inverse = unique_rows([layouts.pp, layouts.vpp])
         if first.size < len(layouts):
             few = _ranks_of(model, layouts.take(first), bounding_ranks(layouts.take(first), model))
-            return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in ("rank", "layers", "moe_layers", "first", "last")))
+            return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in _RANK_FIELDS))
         rank = bounding_ranks(layouts, model)
     return _ranks_of(model, layouts, rank)
 
@@ -231,12 +241,25 @@ def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float
 
 
 def heaviest(values: np.ndarray) -> np.ndarray:
-    """Rank index (row) of the largest value per layout (the first on ties: the earlier rank)."""
-    return np.argmax(values, axis=0)
+    """Rank index (row) of the largest value per layout (the first on ties: the earlier rank), as
+    np.argmax(values, axis=0); for the few bounding ranks by comparing rows (argmax along the short
+    axis of a (3, n) array took longer than the whole memory model's arithmetic)."""
+    if values.ndim != 2 or not 2 <= values.shape[0] <= 4:
+        return np.argmax(values, axis=0)
+    best, index = values[0], np.zeros(values.shape[1], dtype=np.intp)
+    for r in range(1, values.shape[0]):
+        index = np.where(values[r] > best, r, index)  # strictly larger: the earlier rank keeps a tie
+        best = np.maximum(best, values[r])
+    return np.argmax(values, axis=0) if np.isnan(best).any() else index  # argmax returns the first NaN
 
 
 def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[index[n], n] for each layout n."""
-    if values.shape[0] == 2:  # the common case, without fancy indexing
-        return np.where(index == 0, values[0], values[1])
-    return values[index, np.arange(values.shape[1])]
+    return pick_each([values], index)[0]
+
+
+def pick_each(arrays: list[np.ndarray], index: np.ndarray) -> list[np.ndarray]:
+    """`pick` of several (k, n) arrays with one index: one flat index, then a gather each."""
+    n = index.shape[0]
+    flat = index * n + np.arange(n)
+    return [np.take(np.ascontiguousarray(a).reshape(-1), flat) for a in arrays]
