@@ -214,7 +214,7 @@ def integer_step(inst: PoolInstance, placement, layers) -> int:
     return (inst.microbatches - 1) * max(t) + sum(t)
 
 
-def solve(inst: PoolInstance, *, time_limit_s: float = 5.0, seed: int = 0) -> PoolResult:
+def solve(inst: PoolInstance, *, time_limit_s: float = 10.0, seed: int = 0) -> PoolResult:
     """The fastest step, then (same step) the fewest crossings and lowest pool indices."""
     started = time.perf_counter()
     m = build_model(inst)
@@ -286,7 +286,7 @@ class MixedPlan:
 
 
 def plan_mixed(model: ModelSpec, cluster: ClusterSpec, layouts, *, memory_headroom: float = 0.0,
-               time_limit_s: float = 5.0, seed: int = 0) -> MixedPlan:
+               time_limit_s: float = 10.0, seed: int = 0) -> MixedPlan:
     """The best placement over candidate layouts (vpp = 1 rows; the caller picks them, e.g. the best
     N of a vectorised search over the pools' total GPUs scored on the slowest pool)."""
     results = []
