@@ -83,28 +83,27 @@ def gemm_s(m, k, n, peak: float, hbm_bytes_s: float, gpu: GpuSpec, operand_bytes
 
 
 # FlashAttention throughput saturates in the sequence length like s / (s + s_half)
-# (`flash_half_seq`, a GPU constant); `flash_attention` is the efficiency at 2,048 tokens.
-FLASH_REFERENCE_SEQ = 2048.0
-
-
-def flash_sequence_factor(seq_len: float, half_seq: float) -> float:
-    if half_seq <= 0:
-        return 1.0
-    ref = FLASH_REFERENCE_SEQ / (FLASH_REFERENCE_SEQ + half_seq)
-    return seq_len / (seq_len + half_seq) / ref
-
-
-# The same saturation in the head dim (`flash_half_head_dim`): a tile's two GEMMs have inner size d
-# while its softmax and rescaling cost per score, so small heads reach less of the peak.
+# (`flash_half_seq`, a GPU constant); `flash_attention` is the efficiency at 2,048 tokens. It
+# saturates the same way in the head dim (`flash_half_head_dim`): a tile's two GEMMs have inner size
+# d while its softmax and rescaling cost per score, so small heads reach less of the peak;
 # `flash_attention` is the efficiency at head dim 128.
+FLASH_REFERENCE_SEQ = 2048.0
 FLASH_REFERENCE_HEAD_DIM = 128.0
 
 
-def flash_head_dim_factor(head_dim: float, half_dim: float) -> float:
-    if half_dim <= 0:
+def _saturation(x: float, half: float, reference: float) -> float:
+    """x / (x + half) relative to its value at `reference` (1 when half is 0: no dependence)."""
+    if half <= 0:
         return 1.0
-    ref = FLASH_REFERENCE_HEAD_DIM / (FLASH_REFERENCE_HEAD_DIM + half_dim)
-    return head_dim / (head_dim + half_dim) / ref
+    return x / (x + half) / (reference / (reference + half))
+
+
+def flash_sequence_factor(seq_len: float, half_seq: float) -> float:
+    return _saturation(seq_len, half_seq, FLASH_REFERENCE_SEQ)
+
+
+def flash_head_dim_factor(head_dim: float, half_dim: float) -> float:
+    return _saturation(head_dim, half_dim, FLASH_REFERENCE_HEAD_DIM)
 
 
 def _floor(gpu_s, launch_s):
