@@ -37,8 +37,11 @@ from planner.calibration import (  # noqa: E402
 )
 
 # Collective latencies are not fitted: they come from NCCL's own tuning model (the GPU presets).
+# GEMM efficiency is bounded by what large, wave-aligned GEMMs reach in the vendors' own benchmarks
+# (cuBLASLt: ~75-80 % of the dense peak in FP8 on Hopper and Blackwell): on a handful of runs the
+# FP8 efficiency otherwise absorbs what the model lacks elsewhere (it went to 0.94 on Mixtral's).
 HARDWARE = {
-    "gemm": (0.3, 1.0), "gemm_fp8": (0.2, 1.0), "gemm_half_gflop": (0.0, 20.0), "hbm": (0.5, 0.95), "flash_attention": (0.2, 0.9),
+    "gemm": (0.3, 1.0), "gemm_fp8": (0.2, 0.8), "gemm_half_gflop": (0.0, 20.0), "hbm": (0.5, 0.95), "flash_attention": (0.2, 0.9),
     "nvlink": (0.4, 0.95), "network": (0.3, 0.95), "message_half_mb": (0.0, 8.0),
 }
 # Weak priors (a ridge term) keep constants that no source separates near published figures:
