@@ -44,6 +44,8 @@ class Source:
     zero: int
     assumed: str
     free_knobs: bool = False  # micro-batch and vpp not printed: the planner picks them
+    recompute: str | None = None  # what the source's code states, over what its table prints
+    vocab_k: int = 1024  # what "32K" means in its vocabulary column
 
 
 SOURCES = {
@@ -53,7 +55,8 @@ SOURCES = {
     "narayanan2021": Source(
         "narayanan2021", "Narayanan et al. 2021 Table 1 (Megatron-LM, A100)", "megatron-lm-2022", "fp16", 300, 25, 0,
         "fp16, full recomputation (Eq. 3); micro-batch and interleaving not printed: the planner's fastest "
-        "fitting choice; iteration time derived from the printed TFLOP/s with Eq. 3", free_knobs=True),
+        "fitting choice; iteration time derived from the printed TFLOP/s with Eq. 3", free_knobs=True,
+        recompute="full"),
     "vocabpar2024": Source(
         "vocabpar2024", "Yeung et al. 2024 pure pipeline baselines (Megatron, A100)", "megatron-core", "fp16",
         300, 25, 0,
@@ -62,7 +65,7 @@ SOURCES = {
         "memory grows with the sequence as stored activations do: +6.5 GB from 2,048 to 4,096 tokens "
         "on 8 GPUs, +21.6 GB on 32); iteration "
         "time from the printed MFU and the paper's model FLOPs (Table 4: b s h (72 h + 12 s) a layer, "
-        "6 b s h V the output layer; no recomputation pass)"),
+        "6 b s h V the output layer; no recomputation pass)", recompute="none", vocab_k=1000),
     "llmfoundry": Source(
         "llmfoundry", "MosaicML llm-foundry (PyTorch FSDP, A100 40/80GB)", "pytorch-fsdp", "bf16", 300, 25, 3,
         "bf16, FSDP FULL_SHARD (zero 3), flash attention, ALiBi (no position embedding), tied embeddings; "
@@ -216,7 +219,7 @@ def _model(raw: dict, src: Source) -> ModelSpec:
     extra.pop("heads", None), extra.pop("kv_heads", None)
     return ModelSpec.model_validate(dict(
         name=raw["id"], layers=m["layers"], hidden=m["hidden"], heads=heads, kv_heads=kv,
-        ffn_hidden=m["ffn"], vocab=_vocab(m["vocab"], 1000 if src.key == "vocabpar2024" else 1024), seq_len=m["seq_len"], **extra,
+        ffn_hidden=m["ffn"], vocab=_vocab(m["vocab"], src.vocab_k), seq_len=m["seq_len"], **extra,
         training=dict(global_batch=tr["global_batch"], precision=_precision(raw, src), stack=src.stack)))
 
 
@@ -234,7 +237,7 @@ def _cluster(gpu: str, gpus: int, src: Source) -> ClusterSpec:
 
 def _layouts(raw: dict, model: ModelSpec, src: Source) -> tuple[Layouts, bool]:
     tr, lay = raw["training"], raw["layout"]
-    rc = {"narayanan2021": "full", "vocabpar2024": "none"}.get(src.key) or _recompute(tr["recompute"])
+    rc = src.recompute or _recompute(tr["recompute"])
     sp = tr.get("seq_parallel") if isinstance(tr.get("seq_parallel"), bool) else True
     if src.key == "korthikanti2022" and str(tr["recompute"]).startswith("selective_plus"):
         sp = True
