@@ -5,9 +5,14 @@ best `top` pipelined rows that meet every constraint, and the best `top` that fa
 (a lighter first or last stage may make them fit), the stage split (planner/stage_split.py, CP-SAT)
 chooses layers per virtual stage; each chosen split is re-scored with every rank by the same cost
 models and constraints, and replaces its row when it is feasible and at least as good.
+
+The split solves are independent and CP-SAT releases the GIL, so they run in threads, one a core;
+each stays one deterministic worker (planner/solver.py), so the answers are those of a plain loop.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +21,7 @@ from .arrays import replace_rows, scatter, take
 from .constraints import Limits, evaluate
 from .costs.pipeline import kind_times
 from .costs.stages import default_split, split_ranks
+from .errors import SpecError
 from .solver import contenders
 from .stage_split import SplitResult, instance, solve
 from .specs import ClusterSpec, ModelSpec
@@ -25,6 +31,7 @@ SPLIT_TOP = 2  # rows of each kind (feasible; failing only memory) given a stage
 # prefix) can take 0.4 s to prove optimal, and a search stays under a second; the answer is then
 # FEASIBLE (reported per row), still validated and never slower than the default split.
 SPLIT_TIME_LIMIT = 0.05
+WORKERS_ENV = "PLANNER_SPLIT_WORKERS"  # at most this many split solves at once; 1: one after another
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,12 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     parts, splits, solves = [], {}, {}
     rows = candidates(scores, masks, cost, top)
     kinds = kind_times(model, cluster, scores.layouts.take(rows)) if rows.size else []  # one call, not one a row
-    for j, i in enumerate(rows.tolist()):
-        row = scores.layouts.take(np.array([i]))
-        inst = instance(model, cluster, row, usable_gib, kinds=[take(k, np.array([j])) for k in kinds])
-        default = default_split(model, inst.pp, inst.vpp)
-        # the fastest split (no memory tie-break: a search keeps only splits that are faster)
-        result = solve(inst, default=default, time_limit_s=time_limit_s, memory_tiebreak=False)
+    layouts = [scores.layouts.take(np.array([i])) for i in rows.tolist()]
+    insts = [instance(model, cluster, row, usable_gib, kinds=[take(k, np.array([j])) for k in kinds])
+             for j, row in enumerate(layouts)]
+    defaults = [default_split(model, inst.pp, inst.vpp) for inst in insts]
+    results = solve_splits(insts, defaults, time_limit_s)
+    for i, row, inst, default, result in zip(rows.tolist(), layouts, insts, defaults, results):
         solves[i] = result
         if result.stage_layers is None or list(result.stage_layers) == default:
             continue
@@ -87,3 +94,31 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     changed = np.array(list(splits), dtype=np.int64)
     new = parts[0] if len(parts) == 1 else scatter(len(parts), [(np.array([k]), p) for k, p in enumerate(parts)])
     return Refined(replace_rows(scores, changed, new, in_place), splits, solves)
+
+
+def solve_splits(insts: list, defaults: list, time_limit_s: float, workers: int | None = None) -> list[SplitResult]:
+    """The fastest split of each instance (no memory tie-break: a search keeps only splits that are
+    faster), in their order; `workers`: solves at once (default: one a core, at most $WORKERS_ENV)."""
+    def one(k: int) -> SplitResult:
+        return solve(insts[k], default=defaults[k], time_limit_s=time_limit_s, memory_tiebreak=False)
+
+    workers = min(len(insts), split_workers() if workers is None else workers)
+    if workers <= 1:
+        return [one(k) for k in range(len(insts))]
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="stage-split")
+    try:
+        futures = [pool.submit(one, k) for k in range(len(insts))]
+        return [f.result() for f in futures]  # a solve's exception, or Ctrl-C while waiting, is raised here
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # after an error: drop the queued, finish the running
+
+
+def split_workers() -> int:
+    """One split solve a core, unless $WORKERS_ENV asks for fewer (1: serial, to debug or profile)."""
+    cores = os.cpu_count() or 1
+    text = os.environ.get(WORKERS_ENV)
+    if text is None:
+        return cores
+    if not text.strip().isdigit() or int(text) < 1:
+        raise SpecError(f"{text!r} is not a number of workers", path=WORKERS_ENV, expected="an integer >= 1")
+    return min(int(text), cores)
