@@ -18,6 +18,7 @@ defaults (stated in the YAML header `plan import` writes):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -89,6 +90,8 @@ class Family:
     nested: str | None = None  # the key a multimodal config keeps its text model under
     window: str | None = None  # which layers a sliding_window covers when layer_types is absent (_WINDOW_RULES)
     notes: tuple[str, ...] = ()
+    swiglu_limit: float | None = None  # read `swiglu_limit`; this value when absent (fixed in the modeling code)
+    bias_key: str | None = None  # a true value of this key: a bias on every linear layer (linear_bias)
 
 
 FAMILIES = (
@@ -96,6 +99,9 @@ FAMILIES = (
            window="all", notes=("hidden_act silu: gated MLP (SwiGLU)", _NORMS)),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="mixtral",
            window="all", notes=("every layer MoE; intermediate_size is each expert's width", _NORMS)),
+    # linear_bias stays false: Qwen2Attention's q/k/v projections carry biases (bias=True, no config key),
+    # o_proj and the MLP none; linear_bias is Megatron's --add-bias-linear, every linear layer, and a
+    # QKV-only bias (Megatron --add-qkv-bias) is what the spec already counts (the note below).
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, window="qwen",
            notes=("QKV biases: the spec's QKV biases; it also counts an attention-output bias Qwen2 lacks "
                   "(hidden per layer)", "RMSNorm counted as LayerNorm (+2 x hidden per norm)")),
@@ -107,7 +113,7 @@ FAMILIES = (
     Family("deepseek_v3", ("deepseek_v3",), ("DeepseekV3ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False,
            moe="deepseek_v3", mla=True,
            notes=("multi-token prediction module (num_nextn_predict_layers) not modelled: the published 671B "
-                  "excludes its ~14B too", "sigmoid routing with group-limited top-k and YaRN RoPE not modelled",
+                  "excludes its ~14B too", "sigmoid routing with group-limited top-k not modelled",
                   "the spec's MLA counts no attention biases; RMSNorm counted as LayerNorm")),
     Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", True, window="alternate",
            notes=("gated GELU (GeGLU) mapped to swiglu: the same three matrices (gate, up, down), so the same "
@@ -125,11 +131,14 @@ FAMILIES = (
     Family("gpt2", ("gpt2",), ("GPT2LMHeadModel",), _GPT2_KEYS, "gelu", "learned", True,
            notes=("learned positions: the spec sizes the table as seq_len x hidden (n_positions by default)",
                   "n_inner null: 4 x n_embd")),
+    # GptOssExperts (transformers v4.57.3 modeling_gpt_oss.py): (up + 1) * gate * sigmoid(1.702 gate), gate
+    # clamped above and up both sides at self.limit = 7.0, a constant (GptOssConfig has no swiglu_limit);
+    # biases on the experts and the router always, on q, k, v and o with attention_bias (True in GptOssConfig).
     Family("gpt_oss", ("gpt_oss",), ("GptOssForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="gpt_oss",
-           window="alternate",
-           notes=("clamped SwiGLU experts: swiglu (same matrices); intermediate_size is each expert's width",
-                  "attention sinks, expert and router biases not counted (< 0.1% of parameters)",
-                  "YaRN RoPE not modelled")),
+           window="alternate", swiglu_limit=7.0, bias_key="attention_bias",
+           notes=("clamped SwiGLU experts, (up + 1) x gate x sigmoid(1.702 gate): swiglu with swiglu_limit (same "
+                  "matrices and FLOPs); intermediate_size is each expert's width",
+                  "attention sinks, expert and router biases not counted in parameters (< 0.1%)")),
     Family("llama4", ("llama4", "llama4_text"), ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"), _LLAMA_KEYS,
            "swiglu", "rope", False, moe="llama4", nested="text_config",
            notes=("text model only: the vision tower and projector are not modelled",
@@ -203,7 +212,9 @@ CONFIG_CLASSES = {
         "num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
         "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
         "tie_word_embeddings": False, "max_position_embeddings": 131072, "num_experts_per_tok": 4,
-        "sliding_window": 128}),
+        "sliding_window": 128, "attention_bias": True,  # set in __init__ (self.attention_bias = True), not an argument
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                         "original_max_position_embeddings": 4096}}),
     "llama4_text": ConfigClass("Llama4TextConfig", _TF.format("llama4"), {
         "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
         "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
@@ -289,17 +300,17 @@ class _Reader:
 
     def _typed(self, value: Any, path: tuple, kind: type):
         self.read.append(".".join(path))
-        base = list if kind is _Names else kind
+        base = list if kind is _Names else (int, float) if kind is float else kind
         ok = isinstance(value, bool) if kind is bool else isinstance(value, base) and not isinstance(value, bool)
         if kind is list and ok and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             ok = False
         if kind is _Names and ok and not all(isinstance(v, str) for v in value):
             ok = False
         if not ok:
-            want = {int: "an integer", bool: "true or false", list: "a list of layer indices",
-                    _Names: "a list of layer type names"}[kind]
+            want = {int: "an integer", bool: "true or false", list: "a list of layer indices", float: "a number",
+                    dict: "a mapping", _Names: "a list of layer type names"}[kind]
             raise SpecError(f"wrong type: got {json.dumps(value)[:40]}", path=".".join(path), expected=want)
-        return value
+        return float(value) if kind is float else value
 
 
 def _base(r: _Reader, family: Family, spec: dict, sources: dict) -> int | None:
@@ -413,6 +424,73 @@ def _mla(r: _Reader, spec: dict, sources: dict) -> None:
     spec["mla"] = mla
 
 
+def yarn_mscale(factor: float, attention_factor: float | None = None, mscale: float | None = None,
+                mscale_all_dim: float | None = None) -> float:
+    """The factor YaRN puts on RoPE's cos and sin, by transformers' rule (src/transformers/modeling_rope_utils.py
+    _compute_yarn_parameters, as in the v4.57.3 wheel): attention_factor when given, else get_mscale(factor,
+    mscale) / get_mscale(factor, mscale_all_dim) when both are given and nonzero, else get_mscale(factor),
+    where get_mscale(s, m) = 0.1 m ln s + 1 for s > 1 and 1 otherwise (Peng et al. 2023, YaRN: sqrt(1/t) =
+    0.1 ln s + 1). Releases before DeepSeek-V3's (ef46806472) read no mscale: 0.1 ln factor + 1 always."""
+    def get_mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if attention_factor is not None:
+        return attention_factor
+    if mscale and mscale_all_dim:
+        return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+    return get_mscale(factor)
+
+
+def _rope(r: _Reader, spec: dict, sources: dict, notes: list[str]) -> None:
+    """rope_mscale from a YaRN rope_scaling (`rope_type`, or `type` as older configs spell it); every other
+    rope type leaves cos and sin unscaled (1, the spec's default). YaRN's frequency interpolation costs nothing."""
+    scaling, path = r.get(("rope_scaling",), dict, required=False)
+    if not scaling or scaling.get("rope_type", scaling.get("type")) != "yarn":
+        return
+    given = {}
+    for key in ("factor", "attention_factor", "mscale", "mscale_all_dim"):
+        value = scaling.get(key)
+        if value is None and key == "factor":
+            raise SpecError("missing key 'factor'", path=".".join(path + (key,)), expected="YaRN's scaling factor")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise SpecError(f"wrong type: got {json.dumps(value)[:40]}", path=".".join(path + (key,)), expected="a number")
+        given[key] = value
+    mscale = yarn_mscale(**given)
+    f, m, m_all = given["factor"], given["mscale"], given["mscale_all_dim"]
+    if given["attention_factor"] is not None:
+        rule = "its attention_factor"
+    elif f <= 1:
+        rule = "1 (factor <= 1)"
+    elif m and m_all:
+        rule = f"(0.1 x {m:g} ln {f:g} + 1) / (0.1 x {m_all:g} ln {f:g} + 1)" + (": they cancel" if m == m_all else "")
+    else:
+        rule = f"0.1 ln {f:g} + 1"
+    if mscale != 1.0:
+        spec["rope_mscale"], sources[("rope_mscale",)] = round(mscale, 6), path
+    notes.append(f"{'.'.join(path)}: YaRN, factor {f:g}: rope_mscale {mscale:.4f} = {rule} (transformers' "
+                 "rule), the factor on RoPE's cos and sin; its frequency interpolation changes no cost")
+
+
+def _bias_and_clamp(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]) -> None:
+    """linear_bias and swiglu_limit, for the families whose config says them (GPT-OSS)."""
+    if family.swiglu_limit is not None:
+        limit, path = r.get(("swiglu_limit",), float, required=False)
+        if limit is None:
+            limit = family.swiglu_limit
+            r.defaulted.append(f"swiglu_limit = {limit:g}, the constant of transformers' {family.name} modeling code "
+                               "(GptOssExperts.limit, src/transformers/models/gpt_oss/modeling_gpt_oss.py)")
+        else:
+            sources[("swiglu_limit",)] = path
+        spec["swiglu_limit"] = limit
+    if family.bias_key is not None:
+        bias, path = r.get((family.bias_key,), bool, required=False)
+        if bias:
+            spec["linear_bias"], sources[("linear_bias",)] = True, path
+        elif path is not None:
+            notes.append(f"{'.'.join(path)} false: only the experts and the router keep biases, not every linear layer: "
+                         "linear_bias false")
+
+
 def default_seq_len(max_positions: int | None) -> int:
     return min(max_positions or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
 
@@ -454,8 +532,9 @@ def _training(spec: dict, max_positions: int | None, given: dict, overlay: Mappi
     return spec, used
 
 
-_ORDER = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "vocab", "seq_len",
-          "tied_embeddings", "position_embedding", "sliding_window", "full_attention_every", "mla", "moe", "training")
+_ORDER = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "swiglu_limit", "vocab",
+          "seq_len", "tied_embeddings", "linear_bias", "position_embedding", "rope_mscale", "sliding_window",
+          "full_attention_every", "mla", "moe", "training")
 
 
 def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_batch: int | None = None,
@@ -476,6 +555,9 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
         _moe(r, family, spec, sources, notes)
     if family.window:
         _window(r, family, spec, sources, notes)
+    if family.position_embedding == "rope":
+        _rope(r, spec, sources, notes)
+    _bias_and_clamp(r, family, spec, sources, notes)
     given = {"seq_len": seq_len, "global_batch": global_batch, "precision": precision}
     spec, used = _training(spec, max_positions, given, overlay)
     ordered = {k: spec[k] for k in _ORDER if k in spec} | {k: v for k, v in spec.items() if k not in _ORDER}

@@ -288,6 +288,7 @@ def test_config_class_defaults_cover_every_family_and_only_keys_the_mapping_read
     read = {k for f in FAMILIES for keys in f.keys.values() for k in keys}
     read |= {k for keys in [*_MLA_KEYS.values(), *(v for m in _MOE_KEYS.values() for v in m.values())]
              if not isinstance(keys, int) for k in keys} | set(_WINDOW_KEYS)
+    read |= {"rope_scaling"} | {f.bias_key for f in FAMILIES if f.bias_key}  # rope_mscale, linear_bias
     for fam in FAMILIES:
         for model_type in fam.model_types:
             cls = CONFIG_CLASSES[model_type]
@@ -433,3 +434,100 @@ def test_bad_layer_types_point_at_the_key():
     with pytest.raises(SpecError) as err:
         spec_from_hf({**_GPT_OSS_LIKE, "layer_types": [0, 1, 0, 1]}, name="g")
     assert err.value.path == "layer_types" and "layer type names" in str(err.value)
+
+
+# --- YaRN's cos/sin factor, clamped SwiGLU and linear biases (rope_mscale, swiglu_limit, linear_bias) ------
+
+# rope_scaling -> rope_mscale by transformers' _compute_yarn_parameters (v4.57.3), each value worked by hand:
+# get_mscale(s, m) = 0.1 m ln s + 1 (s > 1), else 1; ln 32 = 3.465736, ln 4 = 1.386294, ln 40 = 3.688879.
+YARN = [
+    ({"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096},
+     0.1 * 3.465736 + 1, "GPT-OSS: 0.1 ln 32 + 1 = 1.346574"),
+    ({"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
+     1.0, "DeepSeek-V3: (0.1 ln 40 + 1) / (0.1 ln 40 + 1) = 1; `type`, the older spelling"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+     0.1 * 1.386294 + 1, "Qwen3 model cards' YaRN for 131k context: 0.1 ln 4 + 1 = 1.138629"),
+    ({"rope_type": "yarn", "factor": 40, "mscale": 0.707, "mscale_all_dim": 1.0},
+     (0.0707 * 3.688879 + 1) / (0.1 * 3.688879 + 1), "(1.260804) / (1.368888) = 0.921041"),
+    ({"rope_type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 0},
+     0.1 * 3.688879 + 1, "mscale_all_dim 0 is falsy: get_mscale(40) = 1.368888"),
+    ({"rope_type": "yarn", "factor": 8.0, "attention_factor": 1.2}, 1.2, "attention_factor given: itself"),
+    ({"rope_type": "yarn", "factor": 1.0}, 1.0, "factor <= 1: get_mscale is 1"),
+    ({"rope_type": "linear", "factor": 8.0}, 1.0, "Gemma 3's linear scaling: no cos/sin factor"),
+    ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192}, 1.0, "Llama 3.1: no cos/sin factor"),
+]
+
+
+@pytest.mark.parametrize("rope_scaling,expected,why", YARN)
+def test_rope_mscale_follows_transformers_yarn_rule(rope_scaling, expected, why):
+    qwen = json.loads((HF / "qwen3.json").read_text())
+    spec = spec_from_hf({**qwen, "rope_scaling": rope_scaling}, name="q").spec
+    assert spec.get("rope_mscale", 1.0) == pytest.approx(expected, abs=1e-6), why
+    assert ("rope_mscale" in spec) == (abs(expected - 1.0) > 1e-9)  # 1 is the spec's default: left implicit
+
+
+def test_gpt_oss_fixture_gives_clamp_biases_and_yarn_factor():
+    # openai/gpt-oss-20b: swiglu_limit 7.0, attention_bias true, rope_scaling yarn factor 32
+    imported = spec_from_hf(json.loads((HF / "gpt_oss.json").read_text()), name="o")
+    spec = imported.spec
+    assert spec["swiglu_limit"] == 7.0 and spec["linear_bias"] is True
+    assert spec["rope_mscale"] == pytest.approx(0.1 * 3.465736 + 1, abs=1e-6)  # 0.1 ln 32 + 1
+    assert {"swiglu_limit", "attention_bias", "rope_scaling"} <= set(imported.fields_read)
+    assert any(n.startswith("rope_scaling: YaRN, factor 32: rope_mscale 1.3466 = 0.1 ln 32 + 1") for n in imported.notes)
+    model = load_model(HF / "gpt_oss.json")
+    assert (model.swiglu_limit, model.linear_bias) == (7.0, True) and model.rope_mscale == pytest.approx(1.346574)
+
+
+def test_deepseek_v3_yarn_mscale_cancels():
+    imported = spec_from_hf(json.loads((HF / "deepseek_v3.json").read_text()), name="d")
+    assert "rope_mscale" not in imported.spec and load_model(HF / "deepseek_v3.json").rope_mscale == 1.0
+    assert any("rope_mscale 1.0000 = (0.1 x 1 ln 40 + 1) / (0.1 x 1 ln 40 + 1): they cancel" in n for n in imported.notes)
+    assert "swiglu_limit" not in imported.spec and "linear_bias" not in imported.spec
+
+
+def test_gpt_oss_without_the_keys_gets_what_transformers_uses():
+    # no swiglu_limit (GptOssExperts fixes limit = 7.0), no attention_bias (GptOssConfig sets True), no
+    # rope_scaling (GptOssConfig's default: yarn, factor 32)
+    imported = spec_from_hf(_GPT_OSS_LIKE, name="g")
+    spec = imported.spec
+    assert (spec["swiglu_limit"], spec["linear_bias"]) == (7.0, True)
+    assert spec["rope_mscale"] == pytest.approx(0.1 * 3.465736 + 1, abs=1e-6)
+    said = {d.split(" = ")[0]: d for d in imported.defaulted}
+    assert "GptOssExperts.limit" in said["swiglu_limit"] and "GptOssConfig" in said["attention_bias"]
+    assert "GptOssConfig" in said["rope_scaling"]
+
+
+def test_gpt_oss_attention_bias_false_is_no_linear_bias():
+    imported = spec_from_hf({**_GPT_OSS_LIKE, "attention_bias": False, "swiglu_limit": 10}, name="g")
+    assert "linear_bias" not in imported.spec and imported.spec["swiglu_limit"] == 10.0
+    assert any(n.startswith("attention_bias false: only the experts and the router keep biases") for n in imported.notes)
+
+
+def test_qwen2_qkv_bias_is_not_a_bias_on_every_linear_layer():
+    # Qwen2 has q/k/v biases only (Megatron --add-qkv-bias); linear_bias is --add-bias-linear (all of them)
+    spec = spec_from_hf(json.loads((HF / "qwen2.json").read_text()), name="q").spec
+    assert "linear_bias" not in spec and load_model(HF / "qwen2.json").linear_bias is False
+
+
+@pytest.mark.parametrize("change,path,fragment", [
+    ({"rope_scaling": {"rope_type": "yarn"}}, "rope_scaling.factor", "missing key 'factor'"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": "32"}}, "rope_scaling.factor", "wrong type"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 32, "mscale": True}}, "rope_scaling.mscale", "wrong type"),
+    ({"rope_scaling": "yarn"}, "rope_scaling", "wrong type"),
+    ({"swiglu_limit": "7"}, "swiglu_limit", "wrong type"),
+    ({"attention_bias": 1}, "attention_bias", "wrong type"),
+])
+def test_bad_yarn_clamp_and_bias_keys_point_at_the_key(change, path, fragment):
+    with pytest.raises(SpecError) as err:
+        spec_from_hf({**_GPT_OSS_LIKE, **change}, name="g")
+    assert err.value.path == path and fragment in err.value.message
+
+
+def test_a_mistyped_nested_key_gets_its_line(tmp_path):
+    config = json.loads((HF / "gpt_oss.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "rope_scaling": {**config["rope_scaling"], "factor": "32"}}, indent=2))
+    with pytest.raises(SpecError) as info:
+        load_model(path)
+    assert info.value.line == path.read_text().splitlines().index('    "factor": "32",') + 1
