@@ -114,6 +114,21 @@ RECIPES = (
      dict(moe_a2a_overlap=True), {},
      "moe_a2a_overlap=True (overlap_moe_expert_parallel_comm, delay_wgrad_compute): Qwen3 MXFP8 GB200/GB300/B300 "
      "and GPT-OSS MXFP8 GB200/GB300 in 26.06 (commit bac3ffeb), GPT-OSS BF16 GB200 in 26.04.01"),
+    (("megatron_bridge_26_06_dgx_gb200_qwen3", "megatron_bridge_26_06_dgx_gb300_qwen3", "megatron_bridge_26_06_dgx_b300_qwen3",
+      "megatron_bridge_26_06_dgx_gb200_gpt", "megatron_bridge_26_06_dgx_gb300_gpt"),
+     dict(cuda_graph_impl="full_iteration"), {},
+     "cuda_graph_impl='full_iteration' (with moe_expert_rank_capacity_factor 1.5 and paged stash: static "
+     "dispatch shapes): Qwen3 FP8_MX GB200/GB300/B300 (qwen3_workload_base_configs.py@v0.5.0) and GPT-OSS "
+     "FP8_MX_V2 GB200/GB300 (gpt_oss_workload_base_configs.py@v0.5.0 lines 201-220)"),
+    (("megatron_bridge_26_06_dgx_gb200_gpt", "megatron_bridge_26_06_dgx_gb300_gpt"), dict(te_op_fuser=True), {},
+     "GPT-OSS FP8_MX_V2 GB200/GB300: cutedsl_fused_grouped_mlp=True sets use_transformer_engine_op_fuser "
+     "(utils/overrides.py@v0.5.0 lines 238-239); every other GPT-OSS run has it forced off "
+     "(overrides.py@v0.4.2 lines 63-64)"),
+    (("megatron_bridge_26_04_01_dgx_gb300_gpt", "megatron_bridge_26_06_dgx_b300_gpt", "megatron_bridge_26_04_01_dgx_b200_qwen3"),
+     dict(cuda_graph_impl="transformer_engine"), {},
+     "cuda_graph_impl='transformer_engine' over attn, moe_router, moe_preprocess: GPT-OSS GB300 BF16 and B300 "
+     "(gpt_oss_workload_base_configs.py@v0.4.2/v0.5.0, B300 FP8_MX_V2 = B300_BF16_V2), Qwen3 B200 "
+     "(qwen3_workload_base_configs.py); the dropless dispatch outside those scopes still syncs"),
     (("nemo_25",), {}, dict(capacity_factor=1.0),
      "Mixtral 8x7B performance mode: MegatronTokenDropCallback, capacity factor 1.0 padded to capacity "
      "(NeMo nemo/lightning/pytorch/callbacks/moe_token_drop.py defaults)"),

@@ -325,6 +325,9 @@ class StackConstants(_Spec):
         "optimizer-step HBM traffic relative to one fused Adam pass (unfused multi-tensor kernels: >1)"))
     zero3_unit_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
         "fixed time per ZeRO-3 gathering unit per pass (hooks, allocation, stream sync) [us]"))
+    moe_sync_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "GPU idle per forward of a dropless MoE layer [us]: the dispatcher reads the tokens per expert "
+        "on the host (a blocking sync) before it can size and launch the rest of the layer"))
 
     @property
     def layer_overhead_s(self) -> float:
@@ -353,6 +356,7 @@ class StackGpuConstants(_Spec):
     dp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
     optimizer_step_factor: float | None = Field(default=None, gt=0, le=100)
     zero3_unit_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
+    moe_sync_us: float | None = Field(default=None, ge=0, le=1e6)
 
 
 class StackSpec(StackConstants):
@@ -447,6 +451,16 @@ class TrainingSpec(_Spec):
     moe_a2a_overlap: bool = Field(default=False, description=(
         "MoE dispatch/combine overlapped with another micro-batch's compute (combined 1F1B; Megatron "
         "--overlap-moe-expert-parallel-comm --delay-wgrad-compute)"))
+    cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = Field(
+        default="none", description=(
+            "CUDA graphs (Megatron --cuda-graph-impl): full_iteration replays the whole step, MoE dispatch "
+            "with static per-rank shapes (--moe-expert-rank-capacity-factor): no host launch floor and no "
+            "host sync per dropless MoE layer; local and transformer_engine graph parts of a layer, priced "
+            "as none (dropless MoE dispatch outside them still syncs)"))
+    te_op_fuser: bool = Field(default=False, description=(
+        "MoE expert MLP through Transformer Engine's op fuser (Megatron --use-transformer-engine-op-fuser, "
+        "Megatron-Bridge cutedsl_fused_grouped_mlp): a clamped GLU and the experts' output biases fused "
+        "into the grouped GEMMs; off: they run as separate PyTorch ops"))
 
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
 
@@ -525,6 +539,14 @@ class ModelSpec(_Spec):
         "with sliding_window: every n-th layer keeps full attention, the others use the window (Megatron "
         "--window-attn-skip-freq, HF Gemma 3 sliding_window_pattern; GPT-OSS and Gemma 2: 2, Gemma 3: 6); "
         "null: every layer uses the window"))
+    swiglu_limit: float | None = Field(default=None, gt=0, le=1e6, description=(
+        "clamp of a SwiGLU's gate (above) and linear half (both sides) before the activation (HF "
+        "swiglu_limit, Megatron --activation-func-clamp-value; GPT-OSS: 7.0); null: no clamp"))
+    linear_bias: bool = Field(default=False, description=(
+        "biases on the linear layers (Megatron --add-bias-linear; GPT-OSS: on, also on the experts)"))
+    rope_mscale: float = Field(default=1.0, gt=0, le=100, description=(
+        "factor YaRN puts on RoPE's cos and sin (GPT-OSS: 0.1 ln 32 + 1 = 1.347; DeepSeek-V3: 1, its "
+        "mscale and mscale_all_dim cancel); Megatron's fused RoPE takes only 1"))
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     training: TrainingSpec
@@ -543,8 +565,10 @@ class ModelSpec(_Spec):
             raise ValueError(f"full_attention_every ({self.full_attention_every}) is more than the {self.layers} "
                              "layers: no layer would keep full attention (leave it out to window every layer)")
         t = self.training
-        if self.moe is None and (t.moe_dispatcher != "alltoall" or t.moe_a2a_overlap):
-            raise ValueError("training.moe_dispatcher and training.moe_a2a_overlap need a moe: section (a MoE model)")
+        if self.moe is None and (t.moe_dispatcher != "alltoall" or t.moe_a2a_overlap or t.te_op_fuser):
+            raise ValueError("training.moe_dispatcher, moe_a2a_overlap and te_op_fuser need a moe: section (a MoE model)")
+        if self.swiglu_limit is not None and self.ffn_act != "swiglu":
+            raise ValueError(f"swiglu_limit clamps a SwiGLU; ffn_act is {self.ffn_act}")
         return self
 
     @property

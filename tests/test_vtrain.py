@@ -28,10 +28,20 @@ def test_vtrain_cases_have_no_alternatives():
 
 def test_recipe_settings_of_the_benchmark_runs():
     # Megatron-Bridge 26.06 Qwen3-30B-A3B MXFP8 on GB300: HybridEP (flex), EP all-to-all overlap,
-    # BF16 gradient reduction, FP8 parameter gather (bf16_with_mxfp8_mixed).
+    # BF16 gradient reduction, FP8 parameter gather (bf16_with_mxfp8_mixed), full-iteration CUDA graphs.
     tr, moe = _recipe_settings("megatron_bridge_26_06_dgx_gb300_qwen3_30b_a3b_8gpu_mxfp8", "mxfp8")
-    assert tr == dict(grad_reduce_dtype="bf16", moe_dispatcher="flex", moe_a2a_overlap=True, fp8_param_gather=True)
+    assert tr == dict(grad_reduce_dtype="bf16", moe_dispatcher="flex", moe_a2a_overlap=True, fp8_param_gather=True,
+                      cuda_graph_impl="full_iteration")
     assert moe == {}
+    # GPT-OSS MXFP8 on GB200 in 26.06 also fuses its expert MLP (cutedsl_fused_grouped_mlp); on B300
+    # it ran the BF16 V2 recipe: Transformer Engine graphs of parts of a layer, no op fuser.
+    tr, _ = _recipe_settings("megatron_bridge_26_06_dgx_gb200_gpt_oss_120b_64gpu_mxfp8", "mxfp8")
+    assert tr["te_op_fuser"] and tr["cuda_graph_impl"] == "full_iteration"
+    tr, _ = _recipe_settings("megatron_bridge_26_06_dgx_b300_gpt_oss_120b_64gpu_mxfp8", "mxfp8")
+    assert "te_op_fuser" not in tr and tr["cuda_graph_impl"] == "transformer_engine"
+    # The H100 run of 26.06 had no graphs: its dropless dispatch syncs once per MoE layer forward.
+    tr, _ = _recipe_settings("megatron_bridge_26_06_dgx_h100_qwen3_30b_a3b_16gpu_fp8", "fp8")
+    assert "cuda_graph_impl" not in tr
     # 26.04.01 GPT-OSS BF16 on B200: alltoall, no overlap; only the BF16 gradient reduction.
     tr, _ = _recipe_settings("megatron_bridge_26_04_01_dgx_b200_gpt_oss_120b_64gpu_bf16", "bf16")
     assert tr == dict(grad_reduce_dtype="bf16")

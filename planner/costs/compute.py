@@ -183,6 +183,36 @@ def _mlp_traffic(model: ModelSpec, rows, width) -> np.ndarray:
     return (6 if model.ffn_act == "swiglu" else 4) * rows * width
 
 
+def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
+    """Expert-MLP ops PyTorch runs one by one when Transformer Engine's op fuser is off (Megatron-Core
+    0.17, 2edffadb: fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl, moe/experts.py _apply_bias):
+    - swiglu_limit: chunk, two clamps and a cat over the fc1 output (rows x 2 width, 16-bit): each
+      clamp reads and writes its half, the cat reads and writes the whole: 4 passes, 16 B per row and width;
+    - linear_bias: the fc2 bias added per local expert in a Python loop, cat(t + b * p): b * p writes,
+      the add reads two and writes, the cat reads and writes: 6 passes over the fc2 output, 12 B per
+      row and hidden unit."""
+    if model.training.te_op_fuser:
+        return 0.0
+    clamp = 16.0 * rows * width if model.swiglu_limit is not None else 0.0
+    bias = 12.0 * rows * model.hidden if model.linear_bias else 0.0
+    return clamp + bias
+
+
+def _eager_rope_bytes(model: ModelSpec, tokens, t) -> np.ndarray | float:
+    """RoPE beyond the fused kernel's one read and write when Megatron falls back to its eager path
+    (mscale != 1: models/common/embeddings/rope_utils.py, 2edffadb): t * cos, the rotated half (negate,
+    cat), * sin, the add and the final cat read 6.5 and write 5.5 times each element of q and k,
+    20 B more than the fused kernel's 4 (16-bit)."""
+    if model.position_embedding != "rope" or model.rope_mscale == 1.0:
+        return 0.0
+    if model.mla is not None:  # only the rope part of each query head and the shared rope key
+        widths = (model.heads + 1) * model.mla.qk_rope_head_dim
+    else:
+        d = attention_dims(model)
+        widths = d.q_width + d.k_width
+    return 20.0 * tokens * widths / t
+
+
 def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:
     """(forward GEMM time [s], forward memory-bound bytes, backward extra bytes) of one layer."""
     prec = model.training.numerics
@@ -194,6 +224,7 @@ def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind)
     # layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask): 22 bytes per
     # element of s b h, split over tp by sequence parallelism (Korthikanti et al. 2022 Sec. 4.2.2)
     traffic = traffic + np.where(sp, 22.0 * tokens * model.hidden / t, 22.0 * tokens * model.hidden)
+    traffic = traffic + _eager_rope_bytes(model, tokens, t)
     if kind.is_moe:
         rows, local = expert_rows(model, layouts)
         etp = layouts.etp.astype(float)
@@ -206,6 +237,7 @@ def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind)
         cast_in, cast_out = cast_in + ci, cast_out + co
         width = kind.expert[-1].k / etp
         traffic = traffic + _mlp_traffic(model, rows * local, width) + 4 * BF16.activation_bytes * slots * model.hidden
+        traffic = traffic + _eager_expert_bytes(model, rows * local, width)
     return gemm, traffic + cast_in, cast_out
 
 
@@ -221,11 +253,18 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind | Non
     elem_s = traffic / hbm
 
     overhead = st.layer_overhead_s
-    # The host launches a layer's kernels no faster than layer_launch_us (PyTorch eager; CUDA graphs remove it).
-    launch_s = st.layer_launch_us * US
+    # The host launches a layer's kernels no faster than layer_launch_us (PyTorch eager); a
+    # full-iteration CUDA graph replays them without the host.
+    graphed = model.training.cuda_graph_impl == "full_iteration"
+    launch_s = 0.0 if graphed else st.layer_launch_us * US
     gpu_fwd = dense + core_fwd + elem_s
     gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + cast_out / hbm
-    fwd = _floor(gpu_fwd, launch_s) + overhead
+    # Dropless dispatch sizes its buffers and grouped GEMMs from the tokens per expert, read on the
+    # host (Megatron-Core token_dispatcher.py, DeepEP/HybridEP non_blocking=False): the GPU drains
+    # once per forward of a MoE layer. Drop-and-pad shapes are static (transformer_config.py: "moe
+    # cuda graph is only supported with drop-padding MoE"), and so are a full-iteration graph's.
+    syncs = kind.is_moe and model.moe.capacity_factor is None and not graphed
+    fwd = _floor(gpu_fwd, launch_s) + overhead + (st.moe_sync_us * US if syncs else 0.0)
     bwd = _floor(gpu_bwd, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute

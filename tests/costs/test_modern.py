@@ -301,3 +301,75 @@ def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_c
     gather = 3 * (524288 / 100e9 + 10e-6)
     lc = layer_compute(windowed, cluster.gpu, cp)
     assert cp_comm_per_layer_s(cluster, windowed, cp, lc)[0] == approx(gather + 2 * gather, rel=1e-6)
+
+
+# --- host syncs, CUDA graphs and the ops PyTorch runs one by one ----------------------------------------
+
+def _moe_lc(make_model, gpu, layout=None, stack=None, training=None, **fields):
+    """(dense, MoE) layer of TINY_MOE on the toy GPU, the toy stack changed by `stack`."""
+    toy_stack = make_model().training.stack.model_dump()
+    model = make_model(**{**TINY_MOE, **fields}, training={"stack": {**toy_stack, **(stack or {})}, **(training or {})})
+    dense, moe = layer_kinds(model)
+    layout = layout or lay()
+    return layer_compute(model, gpu, layout, dense), layer_compute(model, gpu, layout, moe)
+
+
+def test_dropless_moe_layer_waits_for_the_host_once_per_forward(make_model, toy_gpu):
+    base_dense, base = _moe_lc(make_model, toy_gpu)
+    dense, synced = _moe_lc(make_model, toy_gpu, stack=dict(moe_sync_us=300.0))
+    # 300 us more in the MoE layer's forward, nothing in its backward or in the dense layer
+    assert synced.fwd_s[0] - base.fwd_s[0] == approx(300e-6, rel=1e-9)
+    assert synced.bwd_s[0] == base.bwd_s[0] and dense.fwd_s[0] == base_dense.fwd_s[0]
+    # full recomputation runs the forward, and its sync, again
+    _, full = _moe_lc(make_model, toy_gpu, layout=lay(recompute=2), stack=dict(moe_sync_us=300.0))
+    assert full.recompute_s[0] == full.fwd_s[0] == synced.fwd_s[0]
+    # drop-and-pad (static shapes) and a full-iteration CUDA graph do not sync
+    _, padded = _moe_lc(make_model, toy_gpu, stack=dict(moe_sync_us=300.0), moe={**TINY_MOE["moe"], "capacity_factor": 1.0})
+    _, padded0 = _moe_lc(make_model, toy_gpu, moe={**TINY_MOE["moe"], "capacity_factor": 1.0})
+    assert padded.fwd_s[0] == padded0.fwd_s[0]
+    _, graphed = _moe_lc(make_model, toy_gpu, stack=dict(moe_sync_us=300.0), training=dict(cuda_graph_impl="full_iteration"))
+    assert graphed.fwd_s[0] == base.fwd_s[0]
+    # graphs of parts of a layer leave the dispatch outside them: it still syncs
+    _, scoped = _moe_lc(make_model, toy_gpu, stack=dict(moe_sync_us=300.0), training=dict(cuda_graph_impl="transformer_engine"))
+    assert scoped.fwd_s[0] == synced.fwd_s[0]
+
+
+def test_full_iteration_graph_removes_the_launch_floor(make_model, toy_gpu):
+    # a 5 ms launch floor dwarfs the tiny layer's GPU time: the forward costs the floor plus 100 us
+    _, eager = _moe_lc(make_model, toy_gpu, stack=dict(layer_launch_us=5000.0))
+    assert eager.gpu_fwd_s[0] < 1e-4
+    assert eager.fwd_s[0] == approx(5000e-6 + 100e-6, rel=1e-6)
+    # replayed by a graph: only the GPU time and the fixed 100 us
+    _, graphed = _moe_lc(make_model, toy_gpu, stack=dict(layer_launch_us=5000.0), training=dict(cuda_graph_impl="full_iteration"))
+    assert graphed.fwd_s[0] == approx(eager.gpu_fwd_s[0] + 100e-6, rel=1e-12)
+
+
+def test_eager_clamp_and_expert_bias_bytes_by_hand(make_model, toy_gpu):
+    # b 1, s 64, top 2, 4 experts on one GPU: 64 x 2 = 128 routed rows; expert width 32, hidden 64.
+    # clamp: 4 passes over the 128 x 64 fc1 output in 2 B: 16 x 128 x 32 = 65,536 B;
+    # fc2 bias per expert and cat: 6 passes over the 128 x 64 output: 12 x 128 x 64 = 98,304 B;
+    # 163,840 B / 500e9 B/s = 327.68 ns forward, twice that backward (the toy stack's factor 2)
+    _, plain = _moe_lc(make_model, toy_gpu)
+    _, eager = _moe_lc(make_model, toy_gpu, swiglu_limit=7.0, linear_bias=True)
+    assert eager.fwd_s[0] - plain.fwd_s[0] == approx(163_840 / 500e9, rel=1e-6)
+    assert eager.bwd_s[0] - plain.bwd_s[0] == approx(2 * 163_840 / 500e9, rel=1e-6)
+    # Transformer Engine's op fuser folds both into the grouped GEMMs
+    _, fused = _moe_lc(make_model, toy_gpu, swiglu_limit=7.0, linear_bias=True, training=dict(te_op_fuser=True))
+    assert fused.fwd_s[0] == plain.fwd_s[0]
+    with pytest.raises(ValueError, match="swiglu_limit clamps a SwiGLU"):
+        make_model(swiglu_limit=7.0)  # the default model's MLP is GeLU
+
+
+def test_eager_rope_when_yarn_scales_cos_and_sin(make_model, toy_gpu):
+    # h 1024, 16 heads of 64 (K as wide as Q), s 512, b 1: q and k hold 512 x 2,048 values;
+    # the eager path moves 20 B more per value than the fused kernel: 20,971,520 B / 500e9 = 41.943 us
+    fused = layer_compute(make_model(position_embedding="rope"), toy_gpu, lay())
+    eager = layer_compute(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay())
+    assert eager.fwd_s[0] - fused.fwd_s[0] == approx(20_971_520 / 500e9, rel=1e-6)
+    # tp 2 halves the heads on each GPU
+    fused2 = layer_compute(make_model(position_embedding="rope"), toy_gpu, lay(tp=2))
+    eager2 = layer_compute(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay(tp=2))
+    assert eager2.fwd_s[0] - fused2.fwd_s[0] == approx(20_971_520 / 2 / 500e9, rel=1e-6)
+    # learned positions have no RoPE to run
+    assert layer_compute(make_model(rope_mscale=1.347), toy_gpu, lay()).fwd_s[0] == layer_compute(
+        make_model(), toy_gpu, lay()).fwd_s[0]
