@@ -98,3 +98,15 @@ def window_pattern(model: ModelSpec) -> str | None:
 
 def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def architecture_extras(model: ModelSpec) -> list[str]:
+    """The model's clamped SwiGLU, linear biases and YaRN factor in words, for the exports' notes."""
+    out = []
+    if model.swiglu_limit is not None:
+        out.append(f"SwiGLU clamped at {model.swiglu_limit:g} (swiglu_limit)")
+    if model.linear_bias:
+        out.append("biases on every linear layer (linear_bias)")
+    if model.rope_mscale != 1.0:
+        out.append(f"YaRN RoPE, cos and sin x {model.rope_mscale:g} (rope_mscale)")
+    return out

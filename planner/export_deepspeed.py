@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .export_common import Export, Launch, is_even, runs, window_pattern
+from .export_common import Export, Launch, architecture_extras, is_even, runs, window_pattern
 from .specs import ModelSpec
 
 
@@ -64,6 +64,14 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
     if model.sliding_window is not None:
         notes.append(f"{window_pattern(model)}: not a ds_config key; the model's own code sets it "
                      "(DeepSpeed's sparse_attention local/sliding-window blocks are a different block-sparse attention)")
+    extras = architecture_extras(model)
+    if extras:
+        notes.append(f"{', '.join(extras)}: not ds_config keys; the model's own code sets them")
+    if t.cuda_graph_impl != "none":
+        notes.append(f"cuda_graph_impl {t.cuda_graph_impl} is not a ds_config key: CUDA graphs of the model's step are "
+                     "the training script's")
+    if t.te_op_fuser:
+        notes.append("te_op_fuser is not a ds_config key: Transformer Engine layers in the model code")
     if model.training.precision in ("fp8", "mxfp8"):
         notes.append(f"{model.training.precision} GEMMs are not a ds_config key: Transformer Engine layers in the model "
                      "code; the config sets their BF16 mixed precision")

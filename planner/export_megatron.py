@@ -9,6 +9,12 @@ stages separated by "|" in the order vpp rank x pp + pp rank (the schedule order
 "t" a decoder layer, "E" the embedding, "L" the loss, "t*n" n layers. The virtual stages per rank are
 --num-virtual-stages-per-pipeline-rank: arguments.py refuses --num-layers-per-virtual-pipeline-stage
 beside the first/last flags, and a layout string implies them (it allows neither beside it).
+
+Later releases (checked in megatron/core/transformer/transformer_config.py, whose fields
+megatron/training/argument_utils.py ArgumentGroupFactory turns into `--field-name` flags from core_v0.16.0
+on): core_v0.18.0 (ba7b5ebce1) adds --use-transformer-engine-op-fuser, --moe-expert-rank-capacity-factor
+and --cuda-graph-impl full_iteration (core_v0.15.0-0.17.0: --cuda-graph-impl local --cuda-graph-scope
+full_iteration, which d98e8a64dd still migrates).
 """
 from __future__ import annotations
 
@@ -102,6 +108,10 @@ def model_args(model: ModelSpec) -> Flags:
             f.append(("--window-attn-skip-freq", model.full_attention_every))
     if model.ffn_act == "swiglu":
         f.append(("--swiglu", None))
+    if model.swiglu_limit is not None:
+        f.append(("--activation-func-clamp-value", model.swiglu_limit))
+    if not model.linear_bias:
+        f.append(("--disable-bias-linear", None))  # Megatron's add_bias_linear defaults to True; no --add-bias-linear
     if not model.tied_embeddings:
         f.append(("--untie-embeddings-and-output-weights", None))
     if model.moe is not None:
@@ -158,6 +168,50 @@ def moe_overlap_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
     return [("--overlap-moe-expert-parallel-comm", None), ("--delay-wgrad-compute", None)], notes
 
 
+def model_notes(model: ModelSpec) -> list[str]:
+    """What the flags cannot say of the clamped SwiGLU and YaRN."""
+    notes = []
+    if model.swiglu_limit is not None:
+        # transformer_config.py: the SwiGLU clamp arrives with 2a75ac12c5 (after core_v0.19.0) and raises
+        # "only supported with MoE"; before, activation_func_clamp_value is "only used when activation_func is
+        # quick_gelu". Megatron-Bridge builds GPT-OSS as quick_gelu, clamp 7.0, glu_linear_offset 1.0
+        # (src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py, 067f987df0).
+        notes.append(f"swiglu_limit {model.swiglu_limit:g}: Megatron clamps a --swiglu MLP only after core_v0.19.0 and in "
+                     "MoE layers only; GPT-OSS's experts, (up + 1) x gate x sigmoid(1.702 gate), are --quick-geglu "
+                     "--glu-linear-offset 1.0 with the clamp (same matrices and FLOPs: the spec does not tell them apart)")
+    if model.rope_mscale != 1.0:
+        # rope_utils.py apply_rotary_pos_emb (d98e8a64dd): mscale != 1 warns and takes the unfused path
+        notes.append(f"rope_mscale {model.rope_mscale:g} (YaRN): the spec keeps only YaRN's cos/sin factor; Megatron-LM "
+                     "builds YaRN with --position-embedding-type yarn --rotary-scaling-factor F "
+                     "--yarn-original-max-position-embeddings N (d98e8a64dd; not in core_v0.15.0) and runs RoPE unfused "
+                     "when mscale != 1, as the planner prices")
+    return notes
+
+
+def graph_args(model: ModelSpec) -> tuple[Flags, list[str]]:
+    """CUDA graphs and Transformer Engine's op fuser (training.cuda_graph_impl, training.te_op_fuser)."""
+    t, f, notes = model.training, [], []
+    if t.cuda_graph_impl != "none":
+        f.append(("--cuda-graph-impl", t.cuda_graph_impl))
+    if t.cuda_graph_impl == "full_iteration":
+        f.append(("--no-check-for-nan-in-loss-and-grad", None))  # arguments.py asserts it with full_iteration
+        if model.moe is not None and model.moe.capacity_factor is None:
+            # transformer_config.py (d98e8a64dd): set, it "selects static shapes (fixed receive buffer, CUDA-graph
+            # capturable)"; it requires moe_flex_dispatcher_backend hybridep or ncclep
+            notes.append("cuda_graph_impl full_iteration with dropless MoE: the graph needs static expert shapes; add "
+                         "--moe-expert-rank-capacity-factor C (a per-rank token budget the spec does not hold; it needs "
+                         "--moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend hybridep or ncclep)")
+    if t.te_op_fuser:
+        f.append(("--use-transformer-engine-op-fuser", None))
+    full = t.cuda_graph_impl == "full_iteration"
+    later = [name for name, used in (("--cuda-graph-impl full_iteration", full),
+                                     ("--use-transformer-engine-op-fuser", t.te_op_fuser)) if used]
+    if later:
+        before = "; before it, --cuda-graph-impl local --cuda-graph-scope full_iteration" if full else ""
+        notes.append(f"{' and '.join(later)}: Megatron-Core core_v0.18.0 or later{before}")
+    return f, notes
+
+
 def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
     """Recompute and ZeRO. Full recomputation checkpoints every layer's input (the planner's memory
     model): uniform, one layer per unit. Selective recomputes the core attention (Megatron's default
@@ -205,8 +259,9 @@ def precision_args(model: ModelSpec) -> Flags:
 def megatron_settings(lay: Launch, model: ModelSpec) -> Export:
     mem, notes = memory_args(lay, model)
     overlap, overlap_notes = moe_overlap_args(lay, model)
-    notes += overlap_notes
-    flags = (model_args(model) + parallel_args(lay, model) + overlap + mem
+    graphs, graph_notes = graph_args(model)
+    notes += overlap_notes + graph_notes + model_notes(model)
+    flags = (model_args(model) + parallel_args(lay, model) + overlap + mem + graphs
              + [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", lay.global_batch)] + precision_args(model))
     lines = [flag if value is None else f"{flag} {shell(value)}" for flag, value in flags]
     return Export(text="\n".join(comments(notes) + [" \\\n".join(lines)]), notes=notes)

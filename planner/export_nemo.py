@@ -100,6 +100,50 @@ def nemo_window(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
                "type, so it is no override here)"]
 
 
+def nemo_architecture(model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """The clamped SwiGLU and the linear biases as TransformerConfig fields (vendored); add_bias_linear only when
+    on: TransformerConfig's default, which the recipes of bias-free models set off themselves. YaRN is a note:
+    NeMo v2.4.0's GPTConfig takes position_embedding_type learned_absolute or rope (vendored)."""
+    c, o, notes = "model.config.", [], []
+    if model.swiglu_limit is not None:
+        o.append((c + "activation_func_clamp_value", model.swiglu_limit))
+        # Megatron-Bridge's GPT-OSS: activation_func quick_gelu, glu_linear_offset 1.0 (gpt_oss_bridge.py, 067f987df0)
+        notes.append(f"swiglu_limit {model.swiglu_limit:g}: Megatron Core clamps a SwiGLU (silu) MLP only after core_v0.19.0 "
+                     "and in MoE layers only; GPT-OSS's experts are model.config.activation_func = quick_gelu with "
+                     "glu_linear_offset 1.0, set in the recipe's Python (a Callable, which NeMo-Run's CLI cannot parse)")
+    if model.linear_bias:
+        o.append((c + "add_bias_linear", True))
+    if model.rope_mscale != 1.0:
+        notes.append(f"rope_mscale {model.rope_mscale:g} (YaRN): NeMo's GPTConfig has no YaRN position embedding "
+                     "(position_embedding_type learned_absolute or rope); Megatron-Bridge sets model.position_embedding_type"
+                     "=yarn and model.yarn_rotary_scaling_factor (models/gpt_oss/gpt_oss_bridge.py)")
+    return o, notes
+
+
+def nemo_graphs(model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """CUDA graphs and Transformer Engine's op fuser. NeMo wraps the step in Megatron Core's FullCudaGraphWrapper
+    when enable_cuda_graph and cuda_graph_scope == "full_iteration" (nemo/lightning/megatron_parallel.py, NVIDIA/NeMo
+    8cfedd7203, after v2.4.0, which has none); both are vendored TransformerConfig fields of core_v0.15.0.
+    use_transformer_engine_op_fuser is a TransformerConfig field from core_v0.18.0 (ba7b5ebce1) on, which NeMo
+    v2.4.0's transformer_engine_layer_spec passes to the layer spec (nemo/collections/llm/gpt/model/base.py)."""
+    c, t, o, notes = "model.config.", model.training, [], []
+    if t.cuda_graph_impl in ("local", "transformer_engine"):
+        o.append((c + "cuda_graph_impl", t.cuda_graph_impl))
+    elif t.cuda_graph_impl == "full_iteration":
+        o += [(c + "enable_cuda_graph", True), (c + "cuda_graph_scope", "full_iteration")]
+        notes.append("cuda_graph_impl full_iteration: NeMo after v2.4.0 (8cfedd7203) runs it from these two overrides "
+                     "(FullCudaGraphWrapper), v2.4.0 not at all; Megatron-Bridge: model.cuda_graph_impl=full_iteration")
+        if model.moe is not None and model.moe.capacity_factor is None:
+            notes.append("full_iteration with dropless MoE needs static expert shapes: model.config."
+                         "moe_expert_rank_capacity_factor (Megatron Core core_v0.18.0 on), a per-rank token budget the "
+                         "spec does not hold")
+    if t.te_op_fuser:
+        o.append((c + "use_transformer_engine_op_fuser", True))
+        notes.append("model.config.use_transformer_engine_op_fuser needs Megatron Core core_v0.18.0 or later "
+                     "(Megatron-Bridge: model.use_transformer_engine_op_fuser, its cutedsl_fused_grouped_mlp)")
+    return o, notes
+
+
 def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export:
     per_node = min(cluster.node.gpus, lay.gpus)
     s = "trainer.strategy."
@@ -117,6 +161,9 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
     o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
           ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]
     o += nemo_precision(model)
+    for part in (nemo_architecture(model), nemo_graphs(model)):
+        o += part[0]
+        notes += part[1]
     if lay.gpus % per_node:
         notes.append(f"{lay.gpus} GPUs do not fill whole nodes of {per_node}: NeMo runs devices x num_nodes GPUs")
     return Export(text="\n".join(comments(notes) + [f"{k}={_value(v)}" for k, v in o]), notes=notes)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .export_common import Export, Launch, comments, window_pattern
+from .export_common import Export, Launch, architecture_extras, comments, window_pattern
 from .specs import ModelSpec
 
 Overrides = list[tuple[str, object]]
@@ -125,6 +125,22 @@ def titan_moe(model: ModelSpec) -> tuple[Overrides, list[str]]:
     return o, notes
 
 
+def titan_unmatched(model: ModelSpec) -> list[str]:
+    """Architecture and kernels job_config.py has no field for (its [compile] has enable, components, backend)."""
+    notes, t = [], model.training
+    extras = architecture_extras(model)
+    if extras:
+        notes.append(f"{', '.join(extras)}: torchtitan has no job_config setting for them; the model's own code and "
+                     "flavor (--model.name / --model.flavor) must set them")
+    if t.cuda_graph_impl != "none":
+        notes.append(f"cuda_graph_impl {t.cuda_graph_impl} (Megatron's CUDA graphs) has no torchtitan equivalent: "
+                     "job_config.py has no CUDA-graph setting")
+    if t.te_op_fuser:
+        notes.append("te_op_fuser (Transformer Engine's op fuser in the expert MLP) has no torchtitan equivalent: "
+                     "job_config.py has no Transformer Engine setting")
+    return notes
+
+
 def _line(key: str, value: object) -> str:
     if isinstance(value, bool):
         section, _, name = key.rpartition(".")
@@ -159,4 +175,5 @@ def torchtitan_settings(lay: Launch, model: ModelSpec) -> Export:
         # job_config.py has no attention-window field: a model's window is its own code and flavor
         notes.append(f"{window_pattern(model)}: torchtitan has no job_config setting for it; the model's own "
                      "code and flavor (--model.name / --model.flavor) must set it")
+    notes += titan_unmatched(model)
     return Export(text="\n".join(comments(notes) + [_line(k, v) for k, v in o]), notes=notes)

@@ -76,6 +76,14 @@ from planner.export_torchtitan import titan_counts
 from planner.loading import load_cluster, load_model
 
 FRAMEWORKS = Path(__file__).parent / "data" / "frameworks"
+# Names later than the vendored core_v0.15.0, read in NVIDIA/Megatron-LM core_v0.18.0 (ba7b5ebce1) and d98e8a64dd
+# megatron/core/transformer/transformer_config.py: TransformerConfig fields use_transformer_engine_op_fuser: bool
+# = False and cuda_graph_impl: Literal['none', 'local', 'transformer_engine', 'full_iteration'], which
+# megatron/training/argument_utils.py ArgumentGroupFactory makes `--` + name.replace("_", "-") (store_true for a
+# False bool); not in arguments.py's exclude list. NeMo (model.config) sees the same TransformerConfig field.
+LATER_MEGATRON = {"--use-transformer-engine-op-fuser": None,
+                  "--cuda-graph-impl": ["none", "local", "transformer_engine", "full_iteration"]}
+LATER_NEMO = {"model.config": {"use_transformer_engine_op_fuser"}}
 
 
 def _lines(name: str) -> list[str]:
@@ -176,6 +184,9 @@ CASES = {
                                     dict(tp=1, pp=1, ep=16, micro_batch=1, zero=1, gpus=32)),
     "gpt-oss-window-cp": ("gpt-oss-120b", "dgx-h100-1024", {}, dict(tp=2, pp=1, cp=2, ep=32, micro_batch=5,
                                                                      sequence_parallel=True, zero=1)),
+    "gpt-oss-graph-fuser": ("gpt-oss-120b", "dgx-h100-1024", {"cuda_graph_impl": "full_iteration", "te_op_fuser": True},
+                            dict(tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=1)),
+    "llama8-local-graphs": ("llama3.1-8b", "dgx-h100-1024", {"cuda_graph_impl": "local"}, dict(tp=2, pp=1, micro_batch=1)),
 }
 
 
@@ -194,7 +205,7 @@ def _megatron_words(text: str) -> list[list[str]]:
 @pytest.mark.parametrize("case", CASES)
 def test_megatron_flags_and_values_are_megatrons(case):
     export, _ = exported(case, "megatron")
-    known = megatron_flags()
+    known = megatron_flags() | LATER_MEGATRON
     for words in _megatron_words(export.text):
         flag, values = words[0], words[1:]
         assert flag in known, flag
@@ -211,7 +222,7 @@ def test_nemo_overrides_are_nemo_attributes(case):
             continue
         key = line.split("=", 1)[0]
         prefix, name = key.rsplit(".", 1)
-        assert name in paths.get(prefix, set()), key
+        assert name in paths.get(prefix, set()) | LATER_NEMO.get(prefix, set()), key
 
 
 def _torchtitan_line(key: str) -> tuple[str, str]:
@@ -535,3 +546,103 @@ def test_no_window_lines_without_a_window(kind):
         assert model.sliding_window is None
         assert not any("window" in n for n in export.notes)
         assert "window" not in export.text and "cp_comm_type" not in export.text
+
+
+# --- clamped SwiGLU, linear biases, YaRN, CUDA graphs and TE's op fuser -----------------------------------
+
+def _oss(**training):
+    """gpt-oss-120b with its GPT-OSS fields said here (not read from the shipped config): swiglu_limit 7.0,
+    biases on every linear layer, YaRN factor 32: 0.1 ln 32 + 1 = 1.347."""
+    m = _model("gpt-oss-120b", **training)
+    return m.model_copy(update={"swiglu_limit": 7.0, "linear_bias": True, "rope_mscale": 1.347})
+
+
+def _export(kind: str, model, **layout):
+    c = load_cluster("dgx-h100-1024")
+    return export_settings(kind, estimate_layout(model, c, **(layout or dict(tp=2, pp=1, ep=32, micro_batch=1,
+                                                                            sequence_parallel=True, zero=1))), model, c)
+
+
+def _flag_lines(text: str) -> list[str]:
+    return [line.removesuffix(" \\") for line in text.splitlines() if not line.startswith("#")]
+
+
+def test_later_megatron_names_are_not_in_the_vendored_release():
+    # what the notes say: these need a Megatron-Core newer than the vendored core_v0.15.0
+    vendored = megatron_flags()
+    assert "--use-transformer-engine-op-fuser" not in vendored and "full_iteration" not in vendored["--cuda-graph-impl"]
+    assert "full_iteration" in vendored["--cuda-graph-scope"]  # core_v0.15.0's spelling of it
+    # add_bias_linear defaults to True: Megatron has --disable-bias-linear and no --add-bias-linear
+    assert "--disable-bias-linear" in vendored and "--add-bias-linear" not in vendored
+    assert {"--activation-func-clamp-value", "--no-check-for-nan-in-loss-and-grad", "--glu-linear-offset",
+            "--quick-geglu"} <= set(vendored)
+    assert "use_transformer_engine_op_fuser" not in nemo_paths()["model.config"]
+    assert {"activation_func_clamp_value", "add_bias_linear", "enable_cuda_graph", "cuda_graph_scope",
+            "cuda_graph_impl"} <= nemo_paths()["model.config"]
+
+
+def test_megatron_flags_of_gpt_oss_fields_graphs_and_op_fuser():
+    export = _export("megatron", _oss(cuda_graph_impl="full_iteration", te_op_fuser=True))
+    lines = _flag_lines(export.text)
+    assert "--activation-func-clamp-value 7.0" in lines and "--swiglu" in lines
+    assert "--disable-bias-linear" not in lines  # biases on: Megatron's default
+    assert lines.index("--cuda-graph-impl full_iteration") + 1 == lines.index("--no-check-for-nan-in-loss-and-grad")
+    assert "--use-transformer-engine-op-fuser" in lines
+    # dropless MoE (no capacity factor) in a full-iteration graph: static shapes, a budget the spec does not hold
+    assert any(n.startswith("cuda_graph_impl full_iteration with dropless MoE") and "--moe-expert-rank-capacity-factor"
+               in n for n in export.notes)
+    assert "--cuda-graph-impl full_iteration and --use-transformer-engine-op-fuser: Megatron-Core core_v0.18.0 or later; " \
+           "before it, --cuda-graph-impl local --cuda-graph-scope full_iteration" in export.notes
+    assert any(n.startswith("swiglu_limit 7: ") and "--quick-geglu --glu-linear-offset 1.0" in n for n in export.notes)
+    assert any(n.startswith("rope_mscale 1.347 (YaRN)") and "--position-embedding-type yarn" in n for n in export.notes)
+    assert "--position-embedding-type rope" in lines  # the only RoPE the vendored release has
+
+
+def test_megatron_defaults_write_no_graph_fuser_or_clamp_flags():
+    export = _export("megatron", _model("llama3.1-8b"), tp=2, pp=1, micro_batch=1)
+    lines = _flag_lines(export.text)
+    assert "--disable-bias-linear" in lines  # the spec's default: no linear biases; Megatron's: biases
+    assert not any(line.startswith(("--cuda-graph-impl", "--use-transformer-engine-op-fuser", "--activation-func-clamp",
+                                    "--no-check-for-nan")) for line in lines)
+    assert not any(k in n for n in export.notes for k in ("graph", "fuser", "swiglu", "mscale"))
+    local = _flag_lines(_export("megatron", _model("llama3.1-8b", cuda_graph_impl="local"), tp=2, pp=1, micro_batch=1).text)
+    assert "--cuda-graph-impl local" in local and "--no-check-for-nan-in-loss-and-grad" not in local
+
+
+def test_nemo_overrides_of_gpt_oss_fields_graphs_and_op_fuser():
+    export = _export("nemo", _oss(cuda_graph_impl="full_iteration", te_op_fuser=True))
+    lines = export.text.splitlines()
+    for line in ("model.config.activation_func_clamp_value=7.0", "model.config.add_bias_linear=True",
+                 "model.config.enable_cuda_graph=True", "model.config.cuda_graph_scope=full_iteration",
+                 "model.config.use_transformer_engine_op_fuser=True"):
+        assert line in lines, line
+    assert not any(line.startswith("model.config.cuda_graph_impl=") for line in lines)
+    # NeMo-Run parses Optional[float] and bool; activation_func (GPT-OSS's quick_gelu) is a Callable: a note
+    assert _nemo_field_type("activation_func_clamp_value") == "Optional[float]"
+    assert _nemo_field_type("activation_func") == "Callable" and "Callable" not in _nemo_run_parses()
+    assert any("quick_gelu with glu_linear_offset 1.0" in n for n in export.notes)
+    assert any("moe_expert_rank_capacity_factor" in n for n in export.notes)
+    assert any(n.startswith("rope_mscale 1.347 (YaRN): NeMo's GPTConfig has no YaRN") for n in export.notes)
+    local = _export("nemo", _model("llama3.1-8b", cuda_graph_impl="transformer_engine"), tp=2, pp=1, micro_batch=1)
+    assert "model.config.cuda_graph_impl=transformer_engine" in local.text.splitlines()
+    assert not any(k in local.text for k in ("add_bias_linear", "clamp", "enable_cuda_graph", "op_fuser"))
+
+
+def test_torchtitan_and_deepspeed_say_they_have_no_such_settings():
+    model = _oss(cuda_graph_impl="full_iteration", te_op_fuser=True)
+    extras = ("SwiGLU clamped at 7 (swiglu_limit), biases on every linear layer (linear_bias), "
+              "YaRN RoPE, cos and sin x 1.347 (rope_mscale)")
+    titan = _export("torchtitan", model)
+    assert f"{extras}: torchtitan has no job_config setting for them; the model's own code and flavor " \
+           "(--model.name / --model.flavor) must set them" in titan.notes
+    assert "cuda_graph_impl full_iteration (Megatron's CUDA graphs) has no torchtitan equivalent: job_config.py has " \
+           "no CUDA-graph setting" in titan.notes
+    assert any(n.startswith("te_op_fuser (Transformer Engine's op fuser") for n in titan.notes)
+    assert not any("graph" in line or "fuser" in line for line in _flag_lines(titan.text))
+    ds = _export("deepspeed", model)
+    assert f"{extras}: not ds_config keys; the model's own code sets them" in ds.notes
+    assert "cuda_graph_impl full_iteration is not a ds_config key: CUDA graphs of the model's step are the training " \
+           "script's" in ds.notes
+    assert "te_op_fuser is not a ds_config key: Transformer Engine layers in the model code" in ds.notes
+    plain = _export("deepspeed", _model("llama3.1-8b"), tp=2, pp=1, micro_batch=1)
+    assert not any("graph" in n or "fuser" in n or "swiglu" in n for n in plain.notes)
