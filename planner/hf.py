@@ -430,7 +430,7 @@ def yarn_mscale(factor: float, attention_factor: float | None = None, mscale: fl
     _compute_yarn_parameters, as in the v4.57.3 wheel): attention_factor when given, else get_mscale(factor,
     mscale) / get_mscale(factor, mscale_all_dim) when both are given and nonzero, else get_mscale(factor),
     where get_mscale(s, m) = 0.1 m ln s + 1 for s > 1 and 1 otherwise (Peng et al. 2023, YaRN: sqrt(1/t) =
-    0.1 ln s + 1). Releases before DeepSeek-V3's (ef46806472) read no mscale: 0.1 ln factor + 1 always."""
+    0.1 ln s + 1). Older versions (e.g. commit ef46806472) read no mscale: 0.1 ln factor + 1 always."""
     def get_mscale(scale: float, m: float = 1.0) -> float:
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
