@@ -110,7 +110,7 @@ def model_args(model: ModelSpec) -> Flags:
         f.append(("--swiglu", None))
     if model.swiglu_limit is not None:
         f.append(("--activation-func-clamp-value", model.swiglu_limit))
-    if not model.linear_bias:
+    if model.linear_bias is False:
         f.append(("--disable-bias-linear", None))  # Megatron's add_bias_linear defaults to True; no --add-bias-linear
     if not model.tied_embeddings:
         f.append(("--untie-embeddings-and-output-weights", None))

@@ -542,8 +542,10 @@ class ModelSpec(_Spec):
     swiglu_limit: float | None = Field(default=None, gt=0, le=1e6, description=(
         "clamp of a SwiGLU's gate (above) and linear half (both sides) before the activation (HF "
         "swiglu_limit, Megatron --activation-func-clamp-value; GPT-OSS: 7.0); null: no clamp"))
-    linear_bias: bool = Field(default=False, description=(
-        "biases on the linear layers (Megatron --add-bias-linear; GPT-OSS: on, also on the experts)"))
+    linear_bias: bool | None = Field(default=None, description=(
+        "biases on every linear layer, the experts' too (GPT-OSS: true); false: none (Megatron "
+        "--disable-bias-linear); null: not stated, Megatron's default (QKV and output biases, as the "
+        "parameter count has them; experts without)"))
     rope_mscale: float = Field(default=1.0, gt=0, le=100, description=(
         "factor YaRN puts on RoPE's cos and sin (GPT-OSS: 0.1 ln 32 + 1 = 1.347; DeepSeek-V3: 1, its "
         "mscale and mscale_all_dim cancel); Megatron's fused RoPE takes only 1"))

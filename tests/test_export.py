@@ -601,7 +601,10 @@ def test_megatron_flags_of_gpt_oss_fields_graphs_and_op_fuser():
 def test_megatron_defaults_write_no_graph_fuser_or_clamp_flags():
     export = _export("megatron", _model("llama3.1-8b"), tp=2, pp=1, micro_batch=1)
     lines = _flag_lines(export.text)
-    assert "--disable-bias-linear" in lines  # the spec's default: no linear biases; Megatron's: biases
+    assert "--disable-bias-linear" not in lines  # biases not stated in the spec: Megatron's default stays
+    no_bias = _flag_lines(_export("megatron", _model("llama3.1-8b").model_copy(update={"linear_bias": False}),
+                                  tp=2, pp=1, micro_batch=1).text)
+    assert "--disable-bias-linear" in no_bias  # stated false: Megatron's add_bias_linear turned off
     assert not any(line.startswith(("--cuda-graph-impl", "--use-transformer-engine-op-fuser", "--activation-func-clamp",
                                     "--no-check-for-nan")) for line in lines)
     assert not any(k in n for n in export.notes for k in ("graph", "fuser", "swiglu", "mscale"))

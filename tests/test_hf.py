@@ -507,7 +507,7 @@ def test_gpt_oss_attention_bias_false_is_no_linear_bias():
 def test_qwen2_qkv_bias_is_not_a_bias_on_every_linear_layer():
     # Qwen2 has q/k/v biases only (Megatron --add-qkv-bias); linear_bias is --add-bias-linear (all of them)
     spec = spec_from_hf(json.loads((HF / "qwen2.json").read_text()), name="q").spec
-    assert "linear_bias" not in spec and load_model(HF / "qwen2.json").linear_bias is False
+    assert "linear_bias" not in spec and load_model(HF / "qwen2.json").linear_bias is None
 
 
 @pytest.mark.parametrize("change,path,fragment", [
