@@ -120,10 +120,12 @@ RECIPES = (
      "cuda_graph_impl='full_iteration' (with moe_expert_rank_capacity_factor 1.5 and paged stash: static "
      "dispatch shapes): Qwen3 FP8_MX GB200/GB300/B300 (qwen3_workload_base_configs.py@v0.5.0) and GPT-OSS "
      "FP8_MX_V2 GB200/GB300 (gpt_oss_workload_base_configs.py@v0.5.0 lines 201-220)"),
-    (("megatron_bridge_26_06_dgx_gb200_gpt", "megatron_bridge_26_06_dgx_gb300_gpt"), dict(te_op_fuser=True), {},
-     "GPT-OSS FP8_MX_V2 GB200/GB300: cutedsl_fused_grouped_mlp=True sets use_transformer_engine_op_fuser "
-     "(utils/overrides.py@v0.5.0 lines 238-239); every other GPT-OSS run has it forced off "
-     "(overrides.py@v0.4.2 lines 63-64)"),
+    (("megatron_bridge_26_06_dgx_gb200_gpt", "megatron_bridge_26_06_dgx_gb300_gpt", "megatron_bridge_26_06_dgx_gb200_qwen3",
+      "megatron_bridge_26_06_dgx_gb300_qwen3", "megatron_bridge_26_06_dgx_b300_qwen3"), dict(te_op_fuser=True), {},
+     "cutedsl_fused_grouped_mlp=True, which sets use_transformer_engine_op_fuser (utils/overrides.py@v0.5.0 "
+     "lines 238-239): GPT-OSS FP8_MX_V2 GB200/GB300 and Qwen3 FP8_MX GB200/GB300/B300 (qwen3_workload_base_"
+     "configs.py@v0.5.0 lines 358-437; Qwen3 has no clamp or biases, so it prices nothing there); every other "
+     "GPT-OSS run has it forced off (overrides.py@v0.4.2 lines 63-64)"),
     (("megatron_bridge_26_04_01_dgx_gb300_gpt", "megatron_bridge_26_06_dgx_b300_gpt", "megatron_bridge_26_04_01_dgx_b200_qwen3"),
      dict(cuda_graph_impl="transformer_engine"), {},
      "cuda_graph_impl='transformer_engine' over attn, moe_router, moe_preprocess: GPT-OSS GB300 BF16 and B300 "

@@ -110,8 +110,14 @@ def model_args(model: ModelSpec) -> Flags:
         f.append(("--swiglu", None))
     if model.swiglu_limit is not None:
         f.append(("--activation-func-clamp-value", model.swiglu_limit))
-    if model.linear_bias is False:
-        f.append(("--disable-bias-linear", None))  # Megatron's add_bias_linear defaults to True; no --add-bias-linear
+    # Megatron's add_bias_linear defaults to True (every linear layer, experts too; no --add-bias-linear).
+    # Unstated, the spec's biases are its parameter count's: GeLU MLPs with biases (GPT-2/3), SwiGLU
+    # models without (Llama, Mixtral, Qwen, DeepSeek), whose grouped expert GEMMs refuse biases with
+    # the default bias-dropout fusion (TEGroupedMLP's assert).
+    if model.linear_bias is False or (model.linear_bias is None and model.ffn_act == "swiglu"):
+        f.append(("--disable-bias-linear", None))
+    elif model.linear_bias and model.moe is not None:
+        f.append(("--no-bias-dropout-fusion", None))  # as Megatron-Bridge's gpt_oss_bridge.py sets it
     if not model.tied_embeddings:
         f.append(("--untie-embeddings-and-output-weights", None))
     if model.moe is not None:
@@ -129,7 +135,8 @@ def model_args(model: ModelSpec) -> Flags:
         if moe_layer_pattern(model) is not None:
             f.append(("--moe-layer-freq", moe_layer_pattern(model)))
         if moe.capacity_factor is not None:
-            f.append(("--moe-expert-capacity-factor", moe.capacity_factor))
+            # the planner prices a capacity as drop-and-pad (static shapes, no host sync): both flags
+            f += [("--moe-expert-capacity-factor", moe.capacity_factor), ("--moe-pad-expert-input-to-capacity", None)]
     return f
 
 

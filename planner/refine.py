@@ -115,7 +115,8 @@ def solve_splits(insts: list, defaults: list, time_limit_s: float, workers: int 
 
 def split_workers() -> int:
     """One split solve a core, unless $WORKERS_ENV asks for fewer (1: serial, to debug or profile)."""
-    cores = os.cpu_count() or 1
+    # the cores this process may run on (a CPU affinity or container limit), not the machine's
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     text = os.environ.get(WORKERS_ENV)
     if text is None:
         return cores

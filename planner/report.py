@@ -195,7 +195,7 @@ def render_search(result: SearchResult, console: Console) -> None:
         statuses = sorted({r.status for r in tried.values()})
         console.print(f"stage split (CP-SAT): {len(tried)} layouts tried ({', '.join(statuses)}), "
                       f"{len(result.splits)} made faster or feasible; "
-                      f"{sum(r.wall_s for r in tried.values()) * 1e3:.0f} ms of solves (they run in parallel, one a core)")
+                      f"{sum(r.wall_s for r in tried.values()) * 1e3:.0f} ms of solver time (solves run one a core)")
     rejected = {k: v for k, v in result.rejected.items() if v}
     if rejected:
         console.print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in rejected.items()))

@@ -543,9 +543,9 @@ class ModelSpec(_Spec):
         "clamp of a SwiGLU's gate (above) and linear half (both sides) before the activation (HF "
         "swiglu_limit, Megatron --activation-func-clamp-value; GPT-OSS: 7.0); null: no clamp"))
     linear_bias: bool | None = Field(default=None, description=(
-        "biases on every linear layer, the experts' too (GPT-OSS: true); false: none (Megatron "
-        "--disable-bias-linear); null: not stated, Megatron's default (QKV and output biases, as the "
-        "parameter count has them; experts without)"))
+        "biases on every linear layer, the experts' too (Megatron's default add_bias_linear; GPT-OSS: "
+        "true); false: none (Megatron --disable-bias-linear); null: not stated, as the parameter count "
+        "has them (QKV and output biases, GeLU MLPs with biases, SwiGLU MLPs and experts without)"))
     rope_mscale: float = Field(default=1.0, gt=0, le=100, description=(
         "factor YaRN puts on RoPE's cos and sin (GPT-OSS: 0.1 ln 32 + 1 = 1.347; DeepSeek-V3: 1, its "
         "mscale and mscale_all_dim cancel); Megatron's fused RoPE takes only 1"))
@@ -567,8 +567,13 @@ class ModelSpec(_Spec):
             raise ValueError(f"full_attention_every ({self.full_attention_every}) is more than the {self.layers} "
                              "layers: no layer would keep full attention (leave it out to window every layer)")
         t = self.training
-        if self.moe is None and (t.moe_dispatcher != "alltoall" or t.moe_a2a_overlap or t.te_op_fuser):
-            raise ValueError("training.moe_dispatcher, moe_a2a_overlap and te_op_fuser need a moe: section (a MoE model)")
+        if self.moe is None:
+            given = [k for k, on in (("moe_dispatcher", t.moe_dispatcher != "alltoall"), ("moe_a2a_overlap", t.moe_a2a_overlap),
+                                     ("te_op_fuser", t.te_op_fuser)) if on]
+            if given:
+                raise ValueError(f"training.{', training.'.join(given)} need a moe: section (a MoE model)")
+            if self.swiglu_limit is not None:
+                raise ValueError("swiglu_limit needs a moe: section: Megatron clamps the GLU of expert MLPs only")
         if self.swiglu_limit is not None and self.ffn_act != "swiglu":
             raise ValueError(f"swiglu_limit clamps a SwiGLU; ffn_act is {self.ffn_act}")
         return self

@@ -601,9 +601,13 @@ def test_megatron_flags_of_gpt_oss_fields_graphs_and_op_fuser():
 def test_megatron_defaults_write_no_graph_fuser_or_clamp_flags():
     export = _export("megatron", _model("llama3.1-8b"), tp=2, pp=1, micro_batch=1)
     lines = _flag_lines(export.text)
-    assert "--disable-bias-linear" not in lines  # biases not stated in the spec: Megatron's default stays
-    no_bias = _flag_lines(_export("megatron", _model("llama3.1-8b").model_copy(update={"linear_bias": False}),
-                                  tp=2, pp=1, micro_batch=1).text)
+    # biases unstated: as the parameter count has them, none in a SwiGLU model (Llama), so Megatron's
+    # default add_bias_linear is turned off; a GeLU model (GPT-3) keeps Megatron's biases
+    assert "--disable-bias-linear" in lines
+    gpt3 = _flag_lines(_export("megatron", _model("gpt3-175b"), tp=8, pp=8, micro_batch=1).text)
+    assert "--disable-bias-linear" not in gpt3 and "--no-bias-dropout-fusion" not in gpt3
+    no_bias = _flag_lines(_export("megatron", _model("gpt3-175b").model_copy(update={"linear_bias": False}),
+                                  tp=8, pp=8, micro_batch=1).text)
     assert "--disable-bias-linear" in no_bias  # stated false: Megatron's add_bias_linear turned off
     assert not any(line.startswith(("--cuda-graph-impl", "--use-transformer-engine-op-fuser", "--activation-func-clamp",
                                     "--no-check-for-nan")) for line in lines)
@@ -649,3 +653,14 @@ def test_torchtitan_and_deepspeed_say_they_have_no_such_settings():
     assert "te_op_fuser is not a ds_config key: Transformer Engine layers in the model code" in ds.notes
     plain = _export("deepspeed", _model("llama3.1-8b"), tp=2, pp=1, micro_batch=1)
     assert not any("graph" in n or "fuser" in n or "swiglu" in n for n in plain.notes)
+
+
+def test_megatron_capacity_factor_pads_as_the_planner_prices_it():
+    # a capacity factor is priced as drop-and-pad (static shapes, no host sync per MoE layer):
+    # the export asks Megatron for both, and a SwiGLU MoE model without stated biases disables them
+    # (TEGroupedMLP refuses biases with the default bias-dropout fusion)
+    model = _model("mixtral-8x7b")
+    model = model.model_copy(update={"moe": model.moe.model_copy(update={"capacity_factor": 1.0})})
+    lines = _flag_lines(_export("megatron", model, tp=1, pp=1, micro_batch=1, ep=8).text)
+    assert "--moe-expert-capacity-factor 1.0" in lines and "--moe-pad-expert-input-to-capacity" in lines
+    assert "--disable-bias-linear" in lines

@@ -79,7 +79,8 @@ def test_a_solve_error_reaches_the_caller(monkeypatch, workers):
 
 @pytest.mark.parametrize("text, expected", [("1", 1), (" 1 ", 1), ("10000", None), (None, None)])
 def test_workers_from_the_environment(monkeypatch, text, expected):
-    cores = refine.os.cpu_count() or 1
+    # the cores this process may use (its CPU affinity), which may be fewer than the machine's
+    cores = len(refine.os.sched_getaffinity(0)) if hasattr(refine.os, "sched_getaffinity") else refine.os.cpu_count()
     if text is None:
         monkeypatch.delenv(refine.WORKERS_ENV, raising=False)
     else:

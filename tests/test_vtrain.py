@@ -31,7 +31,7 @@ def test_recipe_settings_of_the_benchmark_runs():
     # BF16 gradient reduction, FP8 parameter gather (bf16_with_mxfp8_mixed), full-iteration CUDA graphs.
     tr, moe = _recipe_settings("megatron_bridge_26_06_dgx_gb300_qwen3_30b_a3b_8gpu_mxfp8", "mxfp8")
     assert tr == dict(grad_reduce_dtype="bf16", moe_dispatcher="flex", moe_a2a_overlap=True, fp8_param_gather=True,
-                      cuda_graph_impl="full_iteration")
+                      cuda_graph_impl="full_iteration", te_op_fuser=True)
     assert moe == {}
     # GPT-OSS MXFP8 on GB200 in 26.06 also fuses its expert MLP (cutedsl_fused_grouped_mlp); on B300
     # it ran the BF16 V2 recipe: Transformer Engine graphs of parts of a layer, no op fuser.

@@ -190,11 +190,14 @@ def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
       clamp reads and writes its half, the cat reads and writes the whole: 4 passes, 16 B per row and width;
     - linear_bias: the fc2 bias added per local expert in a Python loop, cat(t + b * p): b * p writes,
       the add reads two and writes, the cat reads and writes: 6 passes over the fc2 output, 12 B per
-      row and hidden unit."""
+      row and hidden unit in 16 bits; 28 B with the flex dispatcher, whose probabilities p are fp32
+      (DeepEP and HybridEP take only fp32: token_dispatcher.py), so b * p writes 4, the add reads
+      2 + 4 and writes 4, the cat reads and writes 4 each, and the cast back reads 4 and writes 2."""
     if model.training.te_op_fuser:
         return 0.0
     clamp = 16.0 * rows * width if model.swiglu_limit is not None else 0.0
-    bias = 12.0 * rows * model.hidden if model.linear_bias else 0.0
+    per_value = 28.0 if model.training.moe_dispatcher == "flex" else 12.0
+    bias = per_value * rows * model.hidden if model.linear_bias else 0.0
     return clamp + bias
 
 
@@ -205,12 +208,13 @@ def _eager_rope_bytes(model: ModelSpec, tokens, t) -> np.ndarray | float:
     20 B more than the fused kernel's 4 (16-bit)."""
     if model.position_embedding != "rope" or model.rope_mscale == 1.0:
         return 0.0
-    if model.mla is not None:  # only the rope part of each query head and the shared rope key
-        widths = (model.heads + 1) * model.mla.qk_rope_head_dim
-    else:
-        d = attention_dims(model)
-        widths = d.q_width + d.k_width
-    return 20.0 * tokens * widths / t
+    if model.mla is not None:
+        # the rope part of each query head (split over tp) and the one shared rope key, whole on
+        # every tp rank (Megatron-Core multi_latent_attention.py)
+        rope = model.mla.qk_rope_head_dim
+        return 20.0 * tokens * (model.heads * rope / t + rope)
+    d = attention_dims(model)
+    return 20.0 * tokens * (d.q_width + d.k_width) / t
 
 
 def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:

@@ -94,7 +94,10 @@ def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) ->
     MLP intermediates over expert_ffn / etp and its output, kept for the weighted combine."""
     rows, local = expert_rows(model, layouts)
     width = kind.expert[-1].k / layouts.etp.astype(float)
-    return rows * local * ((g + 2.0) * model.hidden + _mlp_bytes(model, g) * width)
+    # An eager SwiGLU clamp (planner/costs/compute.py _eager_expert_bytes) keeps the fc1 output for
+    # the clamps' backward beside the clamped copy the activation saves: 2 x width more 16-bit values.
+    clamp = 4.0 * width if model.swiglu_limit is not None and not model.training.te_op_fuser else 0.0
+    return rows * local * ((g + 2.0) * model.hidden + (_mlp_bytes(model, g) * width + clamp))
 
 
 def rank_param_split(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> tuple:

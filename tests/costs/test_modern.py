@@ -357,7 +357,29 @@ def test_eager_clamp_and_expert_bias_bytes_by_hand(make_model, toy_gpu):
     _, fused = _moe_lc(make_model, toy_gpu, swiglu_limit=7.0, linear_bias=True, training=dict(te_op_fuser=True))
     assert fused.fwd_s[0] == plain.fwd_s[0]
     with pytest.raises(ValueError, match="swiglu_limit clamps a SwiGLU"):
-        make_model(swiglu_limit=7.0)  # the default model's MLP is GeLU
+        make_model(**{**TINY_MOE, "ffn_act": "gelu"}, swiglu_limit=7.0)
+    with pytest.raises(ValueError, match="swiglu_limit needs a moe: section"):
+        make_model(ffn_act="swiglu", swiglu_limit=7.0)  # Megatron clamps expert GLUs only
+    # the flex dispatcher's fp32 probabilities make the bias loop 28 B per value, not 12:
+    # 28 x 128 x 64 = 229,376 B / 500e9 more forward than without the bias
+    _, flex = _moe_lc(make_model, toy_gpu, training=dict(moe_dispatcher="flex"))
+    _, flex_bias = _moe_lc(make_model, toy_gpu, linear_bias=True, training=dict(moe_dispatcher="flex"))
+    assert flex_bias.fwd_s[0] - flex.fwd_s[0] == approx(229_376 / 500e9, rel=1e-6)
+
+
+def test_eager_clamp_keeps_the_fc1_output_for_its_backward(make_model):
+    # 128 routed rows on the GPU (b 1, s 64, top 2, 4 local experts) x expert width 32: the clamps
+    # keep the 16-bit fc1 output (128 x 64 values) beside the clamped copy: 2 x 128 x 64 = 16,384 B
+    plain = make_model(**TINY_MOE)
+    clamped = make_model(**TINY_MOE, swiglu_limit=7.0)
+    fused = make_model(**TINY_MOE, swiglu_limit=7.0, training=dict(te_op_fuser=True))
+    moe = layer_kinds(plain)[1]
+    stored = [activation_bytes_per_layer(m, lay(), moe)[0][0] for m in (plain, clamped, fused)]
+    assert stored[1] - stored[0] == approx(16_384, rel=1e-12)
+    assert stored[2] == stored[0]
+    # full recomputation keeps only the layer's input either way
+    full = [activation_bytes_per_layer(m, lay(recompute=2), moe)[0][0] for m in (plain, clamped)]
+    assert full[0] == full[1]
 
 
 def test_eager_rope_when_yarn_scales_cos_and_sin(make_model, toy_gpu):
@@ -370,6 +392,14 @@ def test_eager_rope_when_yarn_scales_cos_and_sin(make_model, toy_gpu):
     fused2 = layer_compute(make_model(position_embedding="rope"), toy_gpu, lay(tp=2))
     eager2 = layer_compute(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay(tp=2))
     assert eager2.fwd_s[0] - fused2.fwd_s[0] == approx(20_971_520 / 2 / 500e9, rel=1e-6)
+    # MLA (DeepSeek-V3 shape, 128 heads with a 64-wide rope part, rope_mscale 1.347 for the test):
+    # the rope part of each query head over tp 2 plus the one shared rope key on every rank:
+    # 20 B x 512 x (128 x 64 / 2 + 64) = 42,598,400 B / 500e9 = 85.197 us
+    mla = dict(heads=128, head_dim=None, position_embedding="rope",
+               mla=dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128))
+    mla_fused = layer_compute(make_model(**mla), toy_gpu, lay(tp=2))
+    mla_eager = layer_compute(make_model(**mla, rope_mscale=1.347), toy_gpu, lay(tp=2))
+    assert mla_eager.fwd_s[0] - mla_fused.fwd_s[0] == approx(42_598_400 / 500e9, rel=1e-6)
     # learned positions have no RoPE to run
     assert layer_compute(make_model(rope_mscale=1.347), toy_gpu, lay()).fwd_s[0] == layer_compute(
         make_model(), toy_gpu, lay()).fwd_s[0]
