@@ -72,6 +72,9 @@ def nemo_moe(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
                     (c + "moe_token_dispatcher_type", t.moe_dispatcher), (c + "moe_grouped_gemm", True)]
     if t.moe_dispatcher == "flex":
         o.append((c + "moe_enable_deepep", True))
+    if model.moe.capacity_factor is not None:
+        # priced as drop-and-pad (static shapes, no host sync per MoE layer), as the Megatron export
+        o += [(c + "moe_expert_capacity_factor", model.moe.capacity_factor), (c + "moe_pad_expert_input_to_capacity", True)]
     notes = []
     if t.moe_a2a_overlap:
         o.append((s + "ddp.delay_wgrad_compute", True))

@@ -664,3 +664,5 @@ def test_megatron_capacity_factor_pads_as_the_planner_prices_it():
     lines = _flag_lines(_export("megatron", model, tp=1, pp=1, micro_batch=1, ep=8).text)
     assert "--moe-expert-capacity-factor 1.0" in lines and "--moe-pad-expert-input-to-capacity" in lines
     assert "--disable-bias-linear" in lines
+    nemo = _export("nemo", model, tp=1, pp=1, micro_batch=1, ep=8).text
+    assert "model.config.moe_expert_capacity_factor=1.0" in nemo and "model.config.moe_pad_expert_input_to_capacity=True" in nemo
