@@ -99,7 +99,7 @@ FAMILIES = (
            window="all", notes=("hidden_act silu: gated MLP (SwiGLU)", _NORMS)),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="mixtral",
            window="all", notes=("every layer MoE; intermediate_size is each expert's width", _NORMS)),
-    # linear_bias stays false: Qwen2Attention's q/k/v projections carry biases (bias=True, no config key),
+    # linear_bias stays unset: Qwen2Attention's q/k/v projections carry biases (bias=True, no config key),
     # o_proj and the MLP none; linear_bias is Megatron's --add-bias-linear, every linear layer, and a
     # QKV-only bias (Megatron --add-qkv-bias) is what the spec already counts (the note below).
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, window="qwen",
@@ -488,7 +488,7 @@ def _bias_and_clamp(r: _Reader, family: Family, spec: dict, sources: dict, notes
             spec["linear_bias"], sources[("linear_bias",)] = True, path
         elif path is not None:
             notes.append(f"{'.'.join(path)} false: only the experts and the router keep biases, not every linear layer: "
-                         "linear_bias false")
+                         "linear_bias left unset")
 
 
 def default_seq_len(max_positions: int | None) -> int:

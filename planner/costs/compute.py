@@ -183,6 +183,11 @@ def _mlp_traffic(model: ModelSpec, rows, width) -> np.ndarray:
     return (6 if model.ffn_act == "swiglu" else 4) * rows * width
 
 
+def eager_clamp(model: ModelSpec) -> bool:
+    """Whether the experts' SwiGLU clamp runs as separate PyTorch ops (swiglu_limit, no op fuser)."""
+    return model.swiglu_limit is not None and not model.training.te_op_fuser
+
+
 def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
     """Expert-MLP ops PyTorch runs one by one when Transformer Engine's op fuser is off (Megatron-Core
     0.17, 2edffadb: fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl, moe/experts.py _apply_bias):
@@ -195,7 +200,7 @@ def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
       2 + 4 and writes 4, the cat reads and writes 4 each, and the cast back reads 4 and writes 2."""
     if model.training.te_op_fuser:
         return 0.0
-    clamp = 16.0 * rows * width if model.swiglu_limit is not None else 0.0
+    clamp = 16.0 * rows * width if eager_clamp(model) else 0.0
     per_value = 28.0 if model.training.moe_dispatcher == "flex" else 12.0
     bias = per_value * rows * model.hidden if model.linear_bias else 0.0
     return clamp + bias

@@ -25,7 +25,7 @@ from ..precision import FP32_BYTES
 from ..space import RECOMPUTE_FULL, RECOMPUTE_NONE
 from ..specs import GpuSpec, ModelSpec
 from ..units import GIB
-from .compute import expert_rows
+from .compute import eager_clamp, expert_rows
 from .stages import PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks
 
 __all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params", "rank_param_split",
@@ -96,7 +96,7 @@ def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) ->
     width = kind.expert[-1].k / layouts.etp.astype(float)
     # An eager SwiGLU clamp (planner/costs/compute.py _eager_expert_bytes) keeps the fc1 output for
     # the clamps' backward beside the clamped copy the activation saves: 2 x width more 16-bit values.
-    clamp = 4.0 * width if model.swiglu_limit is not None and not model.training.te_op_fuser else 0.0
+    clamp = 4.0 * width if eager_clamp(model) else 0.0
     return rows * local * ((g + 2.0) * model.hidden + (_mlp_bytes(model, g) * width + clamp))
 
 
