@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from planner.allocate import allocate, load_jobs  # noqa: E402
-from planner.loading import load_cluster  # noqa: E402
+from planner.specs.loading import load_cluster  # noqa: E402
 
 CASES = (
     ("configs/jobs/three-jobs.yaml", "dgx-h100-1024", "throughput"),

@@ -10,7 +10,7 @@ Needs scipy (a development tool only). Protocol:
 - one set of hardware constants per GPU family (A100 40/80GB share a chip), one set of stack
   constants per (family, stack); never per case; GPU families with a handful of runs (Blackwell)
   fit only their GEMM and attention efficiencies, in a second stage, over their sibling's
-  constants (SPARSE_FAMILIES in planner/calibration.py);
+  constants (SPARSE_FAMILIES in planner/fidelity/calibration.py);
 - residuals are log(predicted / measured), each source weighted equally (1/sqrt(n) per figure);
   soft-L1 loss so that a handful of odd runs cannot pull every constant;
 - leave-one-source-out: refit without a whole source and predict it. Constants no remaining source
@@ -30,9 +30,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.shipped import stack_data  # noqa: E402
+from planner.specs.shipped import stack_data  # noqa: E402
 from planner.specs import StackConstants  # noqa: E402
-from planner.calibration import (  # noqa: E402
+from planner.fidelity.calibration import (  # noqa: E402
     FAMILIES, SIBLINGS, SOURCES, SPARSE_FAMILIES, family_of, load_cases, relative_errors, with_constants,
 )
 

@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner.errors import InfeasibleError, SpecError  # noqa: E402
-from planner.loading import load_cluster, load_model  # noqa: E402
+from planner.specs.loading import load_cluster, load_model  # noqa: E402
 from planner.search import search  # noqa: E402
-from planner.shipped import shipped_names  # noqa: E402
+from planner.specs.shipped import shipped_names  # noqa: E402
 
 
 def main() -> None:

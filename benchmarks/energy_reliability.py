@@ -21,9 +21,9 @@ from dataclasses import asdict
 
 from planner.costs.energy import carbon_t, energy_mwh
 from planner.costs.reliability import job_mtti_s
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.score import score
-from planner.space import single_layout
+from planner.layout.space import single_layout
 
 
 def llama3_ettr() -> dict:

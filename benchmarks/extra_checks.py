@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.calibration import EXTRA_SOURCES, load_extra_checks, relative_errors  # noqa: E402
+from planner.fidelity.calibration import EXTRA_SOURCES, load_extra_checks, relative_errors  # noqa: E402
 from planner.score import score  # noqa: E402
 
 

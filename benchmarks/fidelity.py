@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.calibration import errors, load_cases  # noqa: E402
+from planner.fidelity.calibration import errors, load_cases  # noqa: E402
 
 
 def group_of(case, metric: str) -> str:

@@ -23,8 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.calibration import load_extra_checks, predict  # noqa: E402
-from planner.ranking import rank_groups  # noqa: E402
+from planner.fidelity.calibration import load_extra_checks, predict  # noqa: E402
+from planner.fidelity.ranking import rank_groups  # noqa: E402
 
 GOOD_REGRET = 0.03
 

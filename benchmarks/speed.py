@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.loading import load_cluster, load_model  # noqa: E402
+from planner.specs.loading import load_cluster, load_model  # noqa: E402
 from planner.search import search, with_global_batch  # noqa: E402
 
 # (model, cluster, GPUs, global batch override): the last case has a batch large enough for

@@ -1,9 +1,9 @@
-"""`plan allocate`: several training jobs on one cluster (README, "Several jobs on one cluster").
+"""`plan allocate`: several training jobs on one cluster (docs/cpsat.md, "Several jobs on one cluster").
 
-The jobs file is validated strictly, as the specs are (planner/loading.py). For each job, a sparse
+The jobs file is validated strictly, as the specs are (planner/specs/loading.py). For each job, a sparse
 ladder of GPU counts in its range, each a whole number of granules (nodes, or NVLink domains where
 a domain spans several nodes, so that no job splits one); at each count the fastest layout of
-`plan search` is a candidate. CP-SAT then picks one candidate per job (planner/allocate_cpsat.py).
+`plan search` is a candidate. CP-SAT then picks one candidate per job (planner/cpsat/job_allocation.py).
 """
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .allocate_cpsat import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
-from .constraints import Limits, constraint_of_option
-from .errors import InfeasibleError, SpecError
-from .loading import load_spec_file, model_from_loaded, resolve, strip_kind, validate
-from .search import check_precision, search
-from .specs import ClusterSpec, ModelSpec
-from .yamlio import LoadedYaml, load_yaml_file
+from planner.cpsat.job_allocation import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
+from planner.constraints import Limits, constraint_of_option
+from planner.errors import InfeasibleError, SpecError
+from planner.specs.loading import load_spec_file, model_from_loaded, resolve, strip_kind, validate
+from planner.search import check_precision, search
+from planner.specs import ClusterSpec, ModelSpec
+from planner.specs.yamlio import LoadedYaml, load_yaml_file
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 

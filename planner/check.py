@@ -1,6 +1,6 @@
 """`plan check`: validate GPU, cluster, model, layout and plan files; pure functions, no printing.
 
-A check produces `Finding`s. Each file is read strictly (planner.yamlio), its kind detected,
+A check produces `Finding`s. Each file is read strictly (planner.specs.yamlio), its kind detected,
 validated against its spec, checked for physical plausibility and, for a plan file, for
 feasibility with the cost models and constraints of `plan search`.
 """
@@ -13,13 +13,13 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .axes import AXES, given_gpus, layout_assignments
-from .constraints import LIMIT_OPTIONS
-from .errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
-from .loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
-from .options import axis_field, limits_from, option_field
-from .specs import ClusterSpec, GpuSpec, ModelSpec
-from .yamlio import LoadedYaml
+from planner.layout.axes import AXES, given_gpus, layout_assignments
+from planner.constraints import LIMIT_OPTIONS
+from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
+from planner.specs.loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
+from planner.options import axis_field, limits_from, option_field
+from planner.specs import ClusterSpec, GpuSpec, ModelSpec
+from planner.specs.yamlio import LoadedYaml
 
 DEFAULT_HEADROOM = 0.05
 UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2, not 1
@@ -136,7 +136,7 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
 
 def _check_jobs(loaded: LoadedYaml) -> list[Finding]:
     """A jobs file of `plan allocate`: its keys and every model it names (no search)."""
-    from .allocate import jobs_from_loaded
+    from planner.allocate import jobs_from_loaded
 
     jobs_from_loaded(loaded)
     return []
@@ -149,7 +149,7 @@ def _check_stack(loaded: LoadedYaml) -> list[Finding]:
 
 def _check_sweep(loaded: LoadedYaml) -> list[Finding]:
     """A sweep file: its keys, and every model, generated model and cluster it names (no search)."""
-    from .sweep import expand, load_sweep
+    from planner.sweep import expand, load_sweep
 
     expand(load_sweep(loaded.file), Path(loaded.file).parent)
     return []
@@ -272,7 +272,7 @@ def check_plan(loaded: LoadedYaml, *, headroom: float | None = None, against_bes
 
 def _stated_key(constraint: str) -> str | None:
     """The `constraints:` key of a plan file that sets a constraint (None: none does)."""
-    from .constraints import CONSTRAINTS
+    from planner.constraints import CONSTRAINTS
 
     c = next((c for c in CONSTRAINTS if c.name == constraint), None)
     return c.option.key if c is not None and c.option is not None and "plan" in c.option.where else None
@@ -281,8 +281,8 @@ def _stated_key(constraint: str) -> str | None:
 def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, *,
                 headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
     """The plan's layout scored with the cost models of `plan search`; one finding per broken rule."""
-    from .estimate import estimate_layout
-    from .search import with_global_batch
+    from planner.estimate import estimate_layout
+    from planner.search import with_global_batch
 
     model = with_global_batch(model, plan.global_batch)
     lay, c = plan.layout, plan.constraints
@@ -315,7 +315,7 @@ def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: 
 
 
 def _against_best(model, cluster, gpus, limits, data, pct, error) -> list[Finding]:
-    from .search import search
+    from planner.search import search
 
     try:
         best = search(model, cluster, gpus=gpus, objective="time", top_k=1, limits=limits).best

@@ -5,15 +5,15 @@ from typing import Any
 
 import numpy as np
 
-from .axes import AXES, SpaceContext, filling, given_gpus
-from .constraints import Limits, evaluate
-from .options import check_axis
-from .results import ScoredLayout, Violation, scored_layout
-from .score import score
-from .space import derive_dp, rule_violations, single_layout
-from .costs.stages import default_split, split_ranks
-from .errors import SpecError
-from .specs import ClusterSpec, ModelSpec
+from planner.layout.axes import AXES, SpaceContext, filling, given_gpus
+from planner.constraints import Limits, evaluate
+from planner.options import check_axis
+from planner.results import ScoredLayout, Violation, scored_layout
+from planner.score import score
+from planner.layout.space import derive_dp, rule_violations, single_layout
+from planner.costs.pipeline_ranks import default_split, split_ranks
+from planner.errors import SpecError
+from planner.specs import ClusterSpec, ModelSpec
 
 
 def layout_of(model: ModelSpec, gpus: int, given: dict[str, Any], *, gpus_said: str, in_file: bool = False):
@@ -42,7 +42,7 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     """`given`: axis values by name (tp, pp and micro_batch at least); dp defaults to
     gpus / (the other degrees), gpus to the product of the degrees when all are given, else to
     the cluster's. `stage_layers`: transformer layers per virtual stage in schedule order
-    (default: the default split, planner/costs/stages.py)."""
+    (default: the default split, planner/costs/pipeline_ranks.py)."""
     implied = given_gpus({a.name: given.get(a.name, a.default) for a in AXES if a.role == "degree"})
     total = gpus or implied or cluster.total_gpus
     lay = layout_of(model, total, given, gpus_said=gpus_said or f"--gpus is {total}", in_file=in_file)

@@ -1,7 +1,7 @@
 """Every user setting declared once, and the file schemas generated from the declarations.
 
 Limits come from the constraint declarations (planner/constraints/), layout axes from
-planner/axes.py; the search settings below are neither. `plan search`, `plan estimate`, `plan
+planner/layout/axes.py; the search settings below are neither. `plan search`, `plan estimate`, `plan
 sweep`, plan files, sweep files and `plan schema` all read these lists.
 """
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from .axes import Axis, axis, fixable
-from .constraints import LIMIT_OPTIONS, Limits
-from .constraints.base import SEARCHES, Option
-from .errors import SpecError
-from .specs import ModelSpec, TrainingSpec
+from planner.layout.axes import Axis, axis, fixable
+from planner.constraints import LIMIT_OPTIONS, Limits
+from planner.constraints.base import SEARCHES, Option
+from planner.errors import SpecError
+from planner.specs import ModelSpec, TrainingSpec
 
 # Settings of the search itself: how the score is turned into a choice, not a limit on it.
 CRITICAL_BATCH = Option("critical_batch_tokens", "--critical-batch-tokens", float,

@@ -1,13 +1,13 @@
 """Second pass of a search: uneven pipeline stages for the best rows of the vectorised pass.
 
-The vectorised pass scores every layout under the default split (planner/costs/stages.py). For the
+The vectorised pass scores every layout under the default split (planner/costs/pipeline_ranks.py). For the
 best `top` pipelined rows that meet every constraint, and the best `top` that fail only memory
-(a lighter first or last stage may make them fit), the stage split (planner/stage_split.py, CP-SAT)
+(a lighter first or last stage may make them fit), the stage split (planner/cpsat/stage_split.py, CP-SAT)
 chooses layers per virtual stage; each chosen split is re-scored with every rank by the same cost
 models and constraints, and replaces its row when it is feasible and at least as good.
 
 The split solves are independent and CP-SAT releases the GIL, so they run in threads, one a core;
-each stays one deterministic worker (planner/solver.py), so the answers are those of a plain loop.
+each stays one deterministic worker (planner/cpsat/solve.py), so the answers are those of a plain loop.
 """
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import replace_rows, scatter, take
-from .constraints import Limits, evaluate
-from .costs.pipeline import kind_times
-from .costs.stages import default_split, split_ranks
-from .errors import SpecError
-from .solver import contenders
-from .stage_split import SplitResult, instance, solve
-from .specs import ClusterSpec, ModelSpec
+from planner.layout.arrays import replace_rows, scatter
+from planner.constraints import Limits, evaluate
+from planner.costs.context import job_context
+from planner.costs.pipeline_ranks import default_split, split_ranks
+from planner.errors import SpecError
+from planner.choose import contenders
+from planner.cpsat.stage_split import SplitResult, instance, solve
+from planner.specs import ClusterSpec, ModelSpec
 
 SPLIT_TOP = 2  # rows of each kind (feasible; failing only memory) given a stage split by default
 # Deterministic seconds per split solve in a search: MoE splits (a max per stage for the dense
@@ -63,7 +63,7 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
            time_limit_s: float = 1.0, in_place: bool = False) -> Refined:
     """`cost_of(scores) -> array`: the search objective; `levels`: the power-cap levels the rows index;
     `in_place`: the caller drops `scores`, whose columns may then take the refined rows in place."""
-    from .score import score  # score imports the cost models; keep this module light to import
+    from planner.score import score  # score imports the cost models; keep this module light to import
 
     if top <= 0:
         return Refined(scores, {}, {})
@@ -71,13 +71,15 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     usable_gib = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)
     parts, splits, solves = [], {}, {}
     rows = candidates(scores, masks, cost, top)
-    kinds = kind_times(model, cluster, scores.layouts.take(rows)) if rows.size else []  # one call, not one a row
-    layouts = [scores.layouts.take(np.array([i])) for i in rows.tolist()]
-    insts = [instance(model, cluster, row, usable_gib, kinds=[take(k, np.array([j])) for k in kinds])
-             for j, row in enumerate(layouts)]
+    if rows.size == 0:
+        return Refined(scores, splits, solves)
+    batch = job_context(model, cluster, scores.layouts.take(rows))  # per-layer times in one call, not one a row
+    jobs = [batch.row(j) for j in range(rows.size)]
+    insts = [instance(job, usable_gib) for job in jobs]
     defaults = [default_split(model, inst.pp, inst.vpp) for inst in insts]
     results = solve_splits(insts, defaults, time_limit_s)
-    for i, row, inst, default, result in zip(rows.tolist(), layouts, insts, defaults, results):
+    for i, job, inst, default, result in zip(rows.tolist(), jobs, insts, defaults, results):
+        row = job.layouts
         solves[i] = result
         if result.stage_layers is None or list(result.stage_layers) == default:
             continue

@@ -1,6 +1,6 @@
 """The presentation layer: typed results (planner/results.py, planner/search.py) as JSON-ready dicts
 and as rich terminal tables. Nothing here computes a figure; columns of layouts come from
-planner/axes.py."""
+planner/layout/axes.py."""
 from __future__ import annotations
 
 from dataclasses import asdict, fields
@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .axes import AXES, layout_cell, layout_summary
-from .export import is_even, megatron_pipeline_args, runs
-from .results import ScoredLayout
-from .mixed import MixedLayout, PoolSearch
-from .search import GpuCountResult, SearchResult
+from planner.layout.axes import AXES, layout_cell, layout_summary
+from planner.export import is_even, megatron_pipeline_args, runs
+from planner.results import ScoredLayout
+from planner.mixed_pools import MixedLayout, PoolSearch
+from planner.search import GpuCountResult, SearchResult
 
 COLUMN_AXES = tuple(a for a in AXES if a.column)
 
@@ -23,7 +23,7 @@ COLUMN_AXES = tuple(a for a in AXES if a.column)
 # --- JSON --------------------------------------------------------------------------------------
 
 def scored_json(s: ScoredLayout) -> dict:
-    """One scored layout as JSON (the README's "JSON of one scored layout")."""
+    """One scored layout as JSON (docs/commands.md, "JSON of one scored layout")."""
     memory = {k: round(v, 4) for k, v in asdict(s.memory_gib).items()}
     memory["total"] = round(s.memory_gib.total, 4)
     out = {
@@ -288,7 +288,7 @@ def render_infeasible(result: SearchResult, console: Console) -> None:
             console.print(f"  {v.constraint}: {escape(v.message)}")
 
 
-# --- clusters of several pools (planner/mixed.py) ----------------------------------------------------
+# --- clusters of several pools (planner/mixed_pools.py) ----------------------------------------------------
 
 def mixed_json(m: MixedLayout) -> dict:
     p = m.placement

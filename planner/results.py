@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .arrays import row
-from .costs.energy import Energy
-from .costs.memory import MemoryBreakdown
-from .costs.pipeline import TimeBreakdown
-from .costs.reliability import Reliability, TrainingTotals
-from .error_bands import ErrorBand
+from planner.layout.arrays import row
+from planner.costs.energy import Energy
+from planner.costs.memory import MemoryBreakdown
+from planner.costs.pipeline import TimeBreakdown
+from planner.costs.reliability import Reliability, TrainingTotals
+from planner.fidelity.error_bands import ErrorBand
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class PowerCapLevel:
 class ScoredLayout:
     """One layout with every figure the planner predicts for it (floats, not arrays)."""
 
-    layout: dict[str, Any]  # axis name -> JSON value (planner.axes), the JSON `layout` object
+    layout: dict[str, Any]  # axis name -> JSON value (planner.layout.axes), the JSON `layout` object
     violations: tuple[Violation, ...]
     step_time_s: float
     time_breakdown_s: TimeBreakdown

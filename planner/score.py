@@ -9,26 +9,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arrays import scatter
-from .costs.compute import peak_flops
-from .costs.energy import Energy, step_energy
-from .costs.flops import model_flops_per_step
-from .costs.memory import MemoryBreakdown, memory_breakdown, rank_param_split
-from .costs.pipeline import TimeBreakdown, layer_rows, step_time
-from .costs.price import step_co2e_g, step_cost_usd
-from .costs.power_caps import cap_levels, capped_cluster, uncapped
-from .costs.stages import PipelineRanks, pipeline_ranks
-from .costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
-from .error_bands import ErrorBand, error_band
-from .specs import ClusterSpec, ModelSpec, PowerCap
-from .units import TERA
+from planner.layout.arrays import scatter
+from planner.costs.compute import peak_flops
+from planner.costs.energy import Energy, step_energy
+from planner.costs.flops import model_flops_per_step
+from planner.costs.context import job_context
+from planner.costs.memory import MemoryBreakdown, memory_breakdown
+from planner.costs.pipeline import TimeBreakdown, step_time
+from planner.costs.price import step_co2e_g, step_cost_usd
+from planner.costs.power_caps import cap_levels, capped_cluster, uncapped
+from planner.costs.pipeline_ranks import PipelineRanks
+from planner.costs.reliability import Reliability, TrainingTotals, batch_token_factor, reliability, training_totals
+from planner.fidelity.error_bands import ErrorBand, error_band
+from planner.specs import ClusterSpec, ModelSpec, PowerCap
+from planner.units import TERA
 
 
 @dataclass(frozen=True)
 class Scores:
     """Every figure of every scored layout (aligned arrays, one entry per row of `layouts`)."""
 
-    layouts: object  # planner.space.Layouts
+    layouts: object  # planner.layout.space.Layouts
     time_s: TimeBreakdown
     memory_gib: MemoryBreakdown
     energy: Energy
@@ -37,7 +38,7 @@ class Scores:
     model_tflops_per_gpu: np.ndarray
     mfu: np.ndarray  # against the 16-bit (BF16/FP16) peak, as published tables quote FP8 runs too
     reliability: Reliability
-    error_band: ErrorBand  # expected |error| of step_time_s [%] (planner/error_bands.py)
+    error_band: ErrorBand  # expected |error| of step_time_s [%] (planner/fidelity/error_bands.py)
     statistical_efficiency: np.ndarray | None = None  # with a critical batch size (McCandlish et al. 2018)
     training: TrainingTotals | None = None  # with a token budget (`training.tokens`)
     power_caps: tuple[PowerCap, ...] | None = None  # the levels `layouts.power_cap` indexes, when caps were searched
@@ -68,7 +69,7 @@ def score(model: ModelSpec, cluster: ClusterSpec, layouts, *, cap: PowerCap | No
     None: every row uncapped); `cap`: score every row under that one cap instead.
     `critical_batch_tokens`: McCandlish et al. 2018 B_crit for the statistical-efficiency factor.
     `ranks`: the pipeline ranks to evaluate (default: the bounding ranks of the default split; an
-    explicit split gives every rank, planner/costs/stages.py split_ranks)."""
+    explicit split gives every rank, planner/costs/pipeline_ranks.py split_ranks)."""
     if caps is None:
         return _score_under(model, cluster, layouts, cap, critical_batch_tokens, ranks)
     levels = np.unique(layouts.power_cap)
@@ -94,11 +95,9 @@ def score_with_caps(model: ModelSpec, cluster: ClusterSpec, layouts, caps: list[
 def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap | None,
                  critical_batch_tokens: float | None, ranks: PipelineRanks | None = None) -> Scores:
     run = cluster if cap is None or cap == uncapped(cluster.gpu) else capped_cluster(cluster, cap)
-    prec = model.training.numerics
-    ranks = ranks or pipeline_ranks(model, layouts)  # first and last bound the others (costs/stages.py)
-    params = rank_param_split(model, layouts, ranks=ranks)  # the same for time and memory
-    rows = layer_rows(layouts)  # the same for time and memory
-    times = step_time(model, run, layouts, ranks, params, rows)
+    job = job_context(model, run, layouts, ranks)  # one for time and memory
+    prec = job.numerics
+    times = step_time(job)
     step = times.total
     gpus = layouts.gpus
     flops = model_flops_per_step(model)
@@ -106,7 +105,7 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
     fraction = None
     if run.gpu.power.full_power_compute_fraction is not None:
         fraction = flops / (gpus * (times.compute + times.recompute)) / peak_flops(run.gpu, model.training.precision)
-    memory = memory_breakdown(model, cluster.gpu, layouts, ranks, params, rows)
+    memory = memory_breakdown(job)
     energy = step_energy(run, times, gpus, compute_fraction=fraction)
     tokens_per_s = model.training.global_batch * model.seq_len / step
     rel = reliability(cluster, layouts, memory, tokens_per_s)

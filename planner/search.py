@@ -1,27 +1,27 @@
 """The search: enumerate the layout space, score it, apply the constraints, give the best rows an
-uneven stage split (CP-SAT, planner/refine.py), sort the feasible rows (planner/solver.py)."""
+uneven stage split (CP-SAT, planner/refine.py), sort the feasible rows (planner/choose.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .axes import AXES, RULES, SpaceContext
-from .constraints import Limits, Mask, evaluate
-from .costs.power_caps import cap_levels
-from .costs.stages import default_split
-from .refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
-from .errors import InfeasibleError, SpecError
-from .frontier import pareto_front
-from .results import ScoredLayout, Violation, scored_layout
-from .score import Scores, score
-from .solver import SolveResult, choose, contenders
-from .space import SpaceLimits, enumerate_layouts, tiebreak_rank
-from .shipped import shipped_names, stack_data, unknown_stack_message
-from .precision import PRECISIONS
-from .specs import TrainingSpec, ClusterSpec, ModelSpec
-from .stage_caps import StageCapResult, stage_caps
-from .costs.price import step_co2e_g, step_cost_usd
+from planner.layout.axes import AXES, RULES, SpaceContext
+from planner.constraints import Limits, Mask, evaluate
+from planner.costs.power_caps import cap_levels
+from planner.costs.pipeline_ranks import default_split
+from planner.refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
+from planner.errors import InfeasibleError, SpecError
+from planner.frontier import pareto_front
+from planner.results import ScoredLayout, Violation, scored_layout
+from planner.score import Scores, score
+from planner.choose import SolveResult, choose, contenders
+from planner.layout.space import SpaceLimits, enumerate_layouts, tiebreak_rank
+from planner.specs.shipped import shipped_names, stack_data, unknown_stack_message
+from planner.specs.precision import PRECISIONS
+from planner.specs import TrainingSpec, ClusterSpec, ModelSpec
+from planner.cpsat.stage_power_caps import StageCapResult, stage_caps
+from planner.costs.price import step_co2e_g, step_cost_usd
 
 OBJECTIVES = ("time", "energy", "cost", "carbon")
 
@@ -42,7 +42,7 @@ class SearchResult:
     stage_caps: StageCapResult | None = None  # per-stage caps of the best row, when caps were searched
     splits: dict[int, tuple[int, ...]] = field(default_factory=dict)  # row -> uneven split (planner/refine.py)
     split_solves: dict = field(default_factory=dict)  # row -> the stage-split CP-SAT answer, rows tried
-    pool: str | None = None  # the pool searched, on a cluster of several (planner/mixed.py)
+    pool: str | None = None  # the pool searched, on a cluster of several (planner/mixed_pools.py)
 
     def stage_layers(self, i: int) -> tuple[int, ...]:
         """Transformer layers per virtual stage of row i, in schedule order."""
@@ -137,7 +137,7 @@ def objective_cost(cluster: ClusterSpec, scores: Scores, objective: str) -> np.n
 
 
 def choice_keys(cluster: ClusterSpec, scores: Scores, objective: str, rows: np.ndarray) -> list[np.ndarray]:
-    """The order of layouts (planner/solver.py): the objective, then step time (or, for time, the
+    """The order of layouts (planner/choose.py): the objective, then step time (or, for time, the
     energy per step), then fewest GPUs, then the tie-break rank."""
     second = scores.energy.energy_j_per_step if objective == "time" else scores.step_time_s
     return [objective_cost(cluster, scores, objective)[rows], second[rows], scores.layouts.gpus[rows],

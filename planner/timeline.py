@@ -1,6 +1,6 @@
 """The pipeline schedule of one scored layout, event by event: what each pipeline rank does when.
 
-Per virtual stage (planner/costs/stages.py: stage j p + r is chunk j of rank r) the forward and
+Per virtual stage (planner/costs/pipeline_ranks.py: stage j p + r is chunk j of rank r) the forward and
 backward of one micro-batch cost what planner/costs/pipeline.py charges its layers: each kind's
 per-layer compute (`KindTimes.lc`), the recomputed forward, the exposed TP/CP/EP communication
 (TP split by passes, `comm.tp_passes`; CP and EP a third forward, two thirds backward, as
@@ -20,19 +20,19 @@ an uneven split is simulated exactly where the closed form bounds it (tests/test
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .axes import AXES
-from .costs import comm
-from .costs.memory import MemoryBreakdown, memory_per_rank
-from .costs.pipeline import kind_times
-from .costs.power_caps import cap_levels, capped_cluster
-from .costs.stages import all_ranks, default_split, pipeline_ranks, split_ranks, warmup_units
-from .space import single_layout
-from .errors import SpecError
-from .specs import ClusterSpec, ModelSpec
+from planner.layout.axes import AXES
+from planner.costs import comm
+from planner.costs.memory import MemoryBreakdown, memory_per_rank
+from planner.costs.context import JobContext, job_context
+from planner.costs.power_caps import cap_levels, capped_cluster
+from planner.costs.pipeline_ranks import all_ranks, default_split, pipeline_ranks, split_ranks, warmup_units
+from planner.layout.space import single_layout
+from planner.errors import SpecError
+from planner.specs import ClusterSpec, ModelSpec
 
 # Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
 KINDS = ("forward", "backward", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
@@ -104,13 +104,14 @@ def _run_cluster(cluster: ClusterSpec, scored) -> ClusterSpec:
     return capped_cluster(cluster, level)
 
 
-def stage_times(model: ModelSpec, cluster: ClusterSpec, lay, stage_layers) -> StageTimes:
-    """Per-stage seconds of one micro-batch (module docstring) for a one-row Layouts `lay`."""
+def stage_times(job: JobContext, stage_layers) -> StageTimes:
+    """Per-stage seconds of one micro-batch (module docstring) for the one-row `job.layouts`."""
+    model, cluster, lay = job.model, job.cluster, job.layouts
     n = np.asarray(stage_layers, dtype=np.int64)
     ends = np.cumsum(n)
     moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=float)
     held = {False: n - moe, True: moe}
-    kinds = kind_times(model, cluster, lay)
+    kinds = job.kinds
     passes = float(comm.tp_passes(lay)[0])
     zero = np.zeros(n.size)
     fwd, bwd, rec, cf, cb = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
@@ -125,10 +126,8 @@ def stage_times(model: ModelSpec, cluster: ClusterSpec, lay, stage_layers) -> St
     logits = float(kinds[0].lc.logits_fwd_bwd_s[0])
     fwd[-1] += logits / 3
     bwd[-1] += 2 * logits / 3
-    st = model.training.stack.for_gpu(cluster.gpu.name)
-    prec = model.training.numerics
-    p2p = float(comm.pp_p2p_s(cluster, model.hidden, model.seq_len, lay, prec.activation_bytes)[0])
-    return StageTimes(fwd, bwd, rec, cf, cb, st.microbatch_overhead_s, p2p if int(lay.pp[0]) > 1 else 0.0)
+    p2p = float(comm.pp_p2p_s(cluster, model.hidden, model.seq_len, lay, job.numerics.activation_bytes)[0])
+    return StageTimes(fwd, bwd, rec, cf, cb, job.stack.microbatch_overhead_s, p2p if int(lay.pp[0]) > 1 else 0.0)
 
 
 def unit_order(p: int, v: int, m: int, rank: int) -> list[tuple[bool, int, int]]:
@@ -221,15 +220,16 @@ def tail_events(tail_s: dict[str, float], p: int, makespan_s: float) -> np.ndarr
     return np.array(out, dtype=float).reshape(-1, 6)
 
 
-def rank_memory(model: ModelSpec, cluster: ClusterSpec, lay, stage_layers) -> MemoryBreakdown:
+def rank_memory(job: JobContext, stage_layers) -> MemoryBreakdown:
     """Memory per pipeline rank [GiB] ((p,) arrays), counted as the layout was scored: the default
     split by `stages.layers_in_flight`, an explicit one chunk by chunk (`split_ranks`)."""
+    model, lay = job.model, job.layouts
     p, v = int(lay.pp[0]), int(lay.vpp[0])
     if list(stage_layers) == default_split(model, p, v):
         ranks = pipeline_ranks(model, lay, all_ranks(lay))
     else:
         ranks = split_ranks(model, lay, stage_layers)
-    mem = memory_per_rank(model, cluster.gpu, lay, ranks)
+    mem = memory_per_rank(replace(job, ranks=ranks))
     parts = ("weights", "gradients", "optimizer", "activations", "other")
     return MemoryBreakdown(*(np.broadcast_to(getattr(mem, f), (p, 1))[:, 0].astype(float) for f in parts))
 
@@ -243,14 +243,14 @@ def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
                         f"pp {p}, which interleaving (vpp {v}) needs", path="--timeline",
                         expected=f"a global batch giving a multiple of {p} micro-batches, or --vpp 1")
     split = tuple(int(x) for x in scored.layout.get("stage_layers") or default_split(model, p, v))
-    t = stage_times(model, _run_cluster(cluster, scored), lay, split)
+    job = job_context(model, _run_cluster(cluster, scored), lay)
+    t = stage_times(job, split)
     events, makespan = simulate(t, p, v, m)
-    st = model.training.stack.for_gpu(cluster.gpu.name)
     tb = scored.time_breakdown_s
-    tail = {"dp_comm": float(tb.dp_comm), "optimizer": float(tb.optimizer), "overhead": st.step_overhead_s}
+    tail = {"dp_comm": float(tb.dp_comm), "optimizer": float(tb.optimizer), "overhead": job.stack.step_overhead_s}
     rows = np.concatenate([events, bubbles(events, p, makespan), tail_events(tail, p, makespan)])
     rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
     ints = rows[:, [0, 3, 4, 5]].astype(np.int64)
     return Timeline(p, v, m, split, t, ints[:, 0], rows[:, 1], rows[:, 2], ints[:, 1], ints[:, 2], ints[:, 3],
-                    makespan, tail, float(scored.step_time_s), rank_memory(model, cluster, lay, split),
+                    makespan, tail, float(scored.step_time_s), rank_memory(job, split),
                     float(cluster.gpu.memory_gib))

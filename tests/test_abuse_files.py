@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 MODEL = (CONFIGS / "models" / "gpt3-1.3b.yaml").read_text()
-PLAN = [sys.executable, "-c", "from planner.cli import app; app()"]
+PLAN = [sys.executable, "-c", "from planner.cli.main import app; app()"]
 CLUSTER = "name: c\ngpu: {gpu}\nnodes: 1\nnode: {{gpus: 8, nvlink_gbps: 300, network_gbps: 25}}\n"
 LONG = "a" * 300  # over the 255 bytes a file name may have
 MAX_OUTPUT = 4000  # a few bounded lines
@@ -255,7 +255,7 @@ def test_a_stack_name_too_long_for_the_file_system_is_bad_input():
     # `--stack` with 300 characters: stat() of '<300 chars>.yaml' raised ENAMETOOLONG (exit 3)
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from planner.cli.main import app
 
     r = CliRunner().invoke(app, ["search", "--stack", "a" * 300])
     assert r.exit_code == 2 and "--stack" in r.output and len(r.output) < 1000

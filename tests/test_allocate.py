@@ -1,4 +1,4 @@
-"""`plan allocate` (planner/allocate.py, planner/allocate_cpsat.py): the CP-SAT model equals brute
+"""`plan allocate` (planner/allocate.py, planner/cpsat/job_allocation.py): the CP-SAT model equals brute
 force on small synthetic instances, hand-worked examples, which job cannot be served, the jobs
 file's errors, and the JSON contract."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.allocate import JobSpec, candidate_counts, granule_gpus, job_instance
-from planner.allocate_cpsat import (SCALE, AllocationInstance, Candidate, JobInstance, integer_objective,
+from planner.cpsat.job_allocation import (SCALE, AllocationInstance, Candidate, JobInstance, integer_objective,
                                     objective_value, solve, validate)
-from planner.cli import app
-from planner.loading import load_cluster, load_model
+from planner.cli.main import app
+from planner.specs.loading import load_cluster, load_model
 
 SCORED_KEYS = {"layout", "feasible", "violations", "step_time_s", "time_breakdown_s", "memory_gib", "tokens_per_s",
                "model_tflops_per_gpu", "mfu", "energy_j_per_step", "avg_power_kw"}

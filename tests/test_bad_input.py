@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner.axes import MAX_DIVISOR_INPUT
-from planner.cli import app
-from planner.space import divisors
-from planner.yamlio import MAX_FILE_BYTES
+from planner.layout.axes import MAX_DIVISOR_INPUT
+from planner.cli.main import app
+from planner.layout.space import divisors
+from planner.specs.yamlio import MAX_FILE_BYTES
 
 runner = CliRunner()
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -239,7 +239,7 @@ def test_bad_option_values_exit_2_with_one_line(args, fragment):
 def test_a_huge_global_batch_returns_at_once(value):
     """Found as a hang: `plan search --global-batch 4611686018427387904` ran trial division past a
     minute. In a process of its own, with a deadline."""
-    r = subprocess.run([sys.executable, "-m", "planner.cli", *SEARCH, "--global-batch", value],
+    r = subprocess.run([sys.executable, "-m", "planner.cli.main", *SEARCH, "--global-batch", value],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r.stderr
     assert "--global-batch: out of range" in r.stderr

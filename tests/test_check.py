@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.check import Finding, check_file, exit_code, yaml_files
-from planner.cli import app
-from planner.cli_check import render_github, render_junit, render_text
-from planner.loading import detect_kind
+from planner.cli.main import app
+from planner.cli.check import render_github, render_junit, render_text
+from planner.specs.loading import detect_kind
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from planner.errors import InfeasibleError
-from planner.loading import load_cluster, load_gpu, load_model
+from planner.specs.loading import load_cluster, load_gpu, load_model
 from planner.search import search
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -14,10 +14,10 @@ from planner.constraints import Limits
 from planner.costs.energy import carbon_t, energy_mwh, step_energy
 from planner.costs.pipeline import TimeBreakdown
 from planner.costs.power_caps import cap_levels, capped_cluster, uncapped
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.score import score, score_with_caps
 from planner.search import objective_cost, search, space_for
-from planner.space import SpaceLimits
+from planner.layout.space import SpaceLimits
 from planner.specs import PowerCap
 
 FIELDS = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "overhead")

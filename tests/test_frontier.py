@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner.cli import app
+from planner.cli.main import app
 from planner.frontier import dominated, pareto_front
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.search import search, search_gpu_counts
 
 runner = CliRunner()

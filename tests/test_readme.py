@@ -1,4 +1,4 @@
-"""Every `plan ...` command shown in the README runs and exits 0, from a scratch directory."""
+"""Every `plan ...` command shown in the README and in docs/*.md runs and exits 0, from a scratch directory."""
 from __future__ import annotations
 
 import re
@@ -8,13 +8,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner.cli import app
+from planner.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def commands_of(text: str) -> list[str]:
+    """The `plan ...` lines of the ```sh, ```console and ```bash blocks of a Markdown text."""
     blocks = re.findall(r"```(console|sh|bash)\n(.*?)```", text, flags=re.S)
     out = []
     for _, body in blocks:
@@ -28,18 +31,31 @@ def readme_commands() -> list[str]:
     return out
 
 
+def readme_commands() -> list[str]:
+    """Every command of the README and the docs, each once, in the order they are first shown."""
+    return list(dict.fromkeys(c for path in DOCS for c in commands_of(path.read_text())))
+
+
 COMMANDS = readme_commands()
 
 
 def test_the_readme_shows_commands():
     assert "plan search" in COMMANDS and any(c.startswith("plan sweep") for c in COMMANDS)
+    readme = commands_of((ROOT / "README.md").read_text())
+    for command in ("search", "estimate", "validate", "check", "schema", "sweep", "allocate", "import"):
+        assert any(c.startswith(f"plan {command}") for c in readme), command  # one example per command
+    assert any("--export" in c for c in readme)
+
+
+def test_the_docs_pages_are_read():
+    assert len(DOCS) > 10 and all(p.exists() for p in DOCS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_runs(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = shlex.split(command)[1:]
-    # Paths in the README are relative to the repository root.
+    # Paths in the README and the docs are relative to the repository root.
     args = [str(ROOT / a) if (ROOT / a).exists() and "/" in a else a for a in args]
     result = CliRunner().invoke(app, args)
     assert "Traceback" not in result.output

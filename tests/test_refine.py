@@ -11,9 +11,9 @@ import pytest
 
 from planner import refine
 from planner.errors import SpecError
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.search import search
-from planner.stage_split import solve
+from planner.cpsat.stage_split import solve
 
 # Shipped cases whose refinement changes splits (feasible rows made faster, memory-failing rows made
 # to fit) and, for Llama 4 Maverick, stops one solve at its deterministic limit (FEASIBLE): the

@@ -12,9 +12,10 @@ from planner.costs.memory import memory_breakdown
 from planner.costs.reliability import (batch_token_factor, checkpoint_bytes_per_gpu, daly_first_order_interval_s,
                                        daly_interval_s, ettr, ettr_first_order, job_mtti_s, p_no_spare,
                                        restart_time_s, training_totals, young_interval_s)
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.score import score
-from planner.space import single_layout
+from planner.layout.space import single_layout
+from planner.costs.context import job_context
 
 
 def test_default_mtbf_reproduces_llama3_interruptions():
@@ -92,7 +93,7 @@ def test_checkpoint_bytes_are_the_state_split_over_replicas():
     cluster = load_cluster("dgx-a100-1024")
     for zero in (0, 1, 3):
         lay = single_layout(dp=8, tp=8, pp=16, micro_batch=1, num_microbatches=192, zero=zero)
-        mem = memory_breakdown(model, cluster.gpu, lay)
+        mem = memory_breakdown(job_context(model, cluster, lay))
         # whatever the ZeRO stage, the dp group writes one copy: (2 + 12) bytes x params / dp per GPU
         unsharded = (mem.weights * (8 if zero >= 3 else 1) + mem.optimizer * (8 if zero >= 1 else 1)) * 2**30
         assert checkpoint_bytes_per_gpu(mem, lay)[0] == approx(unsharded[0] / 8)

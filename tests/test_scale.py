@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.score import score
 from planner.search import with_global_batch
-from planner.space import single_layout
+from planner.layout.space import single_layout
 
 
 def _weak_scaling(zero: int) -> np.ndarray:

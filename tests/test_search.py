@@ -6,7 +6,7 @@ import pytest
 
 from planner.constraints import Limits
 from planner.errors import InfeasibleError
-from planner.loading import load_cluster, load_model
+from planner.specs.loading import load_cluster, load_model
 from planner.search import objective_cost, search, tiebreak_rank
 
 
@@ -34,13 +34,20 @@ def test_search_equals_brute_force(small, objective):
     assert cost[result.chosen[0]] == cost[feasible].min()
 
 
-def test_rejection_counts_match_masks(small):
+def test_rejection_counts_match_the_limit(small):
+    # split_top=0: no uneven splits, so both searches score the same rows the same way
     model, cluster = small
-    r = search(model, cluster, gpus=32, limits=Limits(max_step_time_s=1e9, min_mfu=0.0))
-    for m in r.masks:
-        assert r.rejected[m.name] == int((~m.ok).sum())
-    assert r.rejected["max_step_time"] == 0 and r.rejected["min_mfu"] == 0
-    assert int(r.feasible.sum()) == int(np.logical_and.reduce([m.ok for m in r.masks]).sum())
+    free = search(model, cluster, gpus=32, split_top=0)
+    times = free.scores.step_time_s.tolist()
+    limit = sorted(times)[len(times) // 2]  # the median row's step time: about half are slower
+    r = search(model, cluster, gpus=32, split_top=0, limits=Limits(max_step_time_s=limit))
+    slower = sum(t > limit for t in times)  # counted from the definition, not from the masks
+    assert 0 < slower < len(times)
+    assert r.rejected["max_step_time"] == slower
+    # feasible with the limit = feasible without it and no slower than the limit
+    assert set(np.flatnonzero(r.feasible).tolist()) == {i for i in np.flatnonzero(free.feasible).tolist()
+                                                        if times[i] <= limit}
+    assert search(model, cluster, gpus=32, split_top=0, limits=Limits(max_step_time_s=1e6)).rejected["max_step_time"] == 0
 
 
 def test_fixed_dimension_is_a_named_constraint(small):

@@ -1,4 +1,4 @@
-"""The pipeline timeline (planner/timeline.py) and its picture (planner/plot_timeline.py).
+"""The pipeline timeline (planner/timeline.py) and its picture (planner/plots/timeline.py).
 
 Expected values are derived here: schedule lengths from the closed forms of Narayanan et al. 2021
 Sec. 2.2, per-stage times from the per-layer times of the cost model (layer_compute) times the
@@ -12,12 +12,12 @@ import pytest
 from planner.costs.compute import layer_compute
 from planner.errors import SpecError
 from planner.estimate import estimate_layout
-from planner.loading import load_cluster, load_model
-from planner.space import single_layout
+from planner.specs.loading import load_cluster, load_model
+from planner.layout.space import single_layout
 from planner.timeline import KINDS, StageTimes, simulate, timeline_events, unit_order
 from planner.units import GIB
 
-from .test_plots import png_size
+from .plots.test_sweep_plots import png_size
 
 
 def hand_stages(p: int, v: int, fwd: float, bwd: float, p2p: float = 0.0) -> StageTimes:
@@ -80,7 +80,7 @@ def test_forward_bars_are_microbatches_times_the_stage_forward(gpt3):
     # dp = 1024 / (8 x 8) = 16; m = 1536 / (16 x 1) = 96 micro-batches; 96 layers / 8 stages = 12 per stage
     m, per_stage = 1536 // (1024 // 64), 96 // 8
     assert (tl.num_microbatches, tl.stage_layers) == (m, (per_stage,) * 8)
-    lc = layer_compute(model, cluster.gpu, single_layout(dp=16, tp=8, pp=8, micro_batch=1, num_microbatches=96))
+    lc = layer_compute(model, cluster.gpu, model.training.stack.for_gpu(cluster.gpu.name), single_layout(dp=16, tp=8, pp=8, micro_batch=1, num_microbatches=96))
     fwd, logits = float(lc.fwd_s[0]), float(lc.logits_fwd_bwd_s[0])
     for r in range(8):
         expected = m * per_stage * fwd + (m * logits / 3 if r == 7 else 0.0)  # the last stage's logits: a third forward
@@ -130,7 +130,7 @@ def test_an_uneven_split_times_each_stage_by_its_layers():
     # dp = 8192 / (8 x 16) = 64; m = 2048 / 64 = 32
     m = 2048 // 64
     assert tl.num_microbatches == m and tl.stage_layers == tuple(split)
-    lc = layer_compute(model, cluster.gpu, single_layout(dp=64, tp=8, pp=16, micro_batch=1, num_microbatches=m))
+    lc = layer_compute(model, cluster.gpu, model.training.stack.for_gpu(cluster.gpu.name), single_layout(dp=64, tp=8, pp=16, micro_batch=1, num_microbatches=m))
     fwd, logits = float(lc.fwd_s[0]), float(lc.logits_fwd_bwd_s[0])
     assert tl.total_s("forward", 0) == pytest.approx(m * 7 * fwd, rel=1e-9)
     assert tl.total_s("forward", 5) == pytest.approx(m * 8 * fwd, rel=1e-9)
@@ -151,7 +151,7 @@ def test_a_layout_without_a_pipeline_is_one_row():
 
 def test_the_picture_has_its_size_and_draws_the_timeline(gpt3, tmp_path):
     pytest.importorskip("matplotlib")
-    from planner.plot_timeline import SIZE_PX, draw_timeline, plot_timeline
+    from planner.plots.timeline import SIZE_PX, draw_timeline, plot_timeline
 
     model, cluster, scored, tl = gpt3
     drawn = plot_timeline(model, cluster, scored, tmp_path / "t.png")
@@ -169,7 +169,7 @@ def test_the_picture_has_its_size_and_draws_the_timeline(gpt3, tmp_path):
 
 def test_a_one_row_picture_and_a_bad_suffix(tmp_path):
     pytest.importorskip("matplotlib")
-    from planner.plot_timeline import plot_timeline
+    from planner.plots.timeline import plot_timeline
 
     model, cluster = load_model("gpt3-1.3b"), load_cluster("dgx-a100-1024")
     scored = estimate_layout(model, cluster, gpus=64, tp=1, pp=1, micro_batch=4)
@@ -185,7 +185,7 @@ def test_a_one_row_picture_and_a_bad_suffix(tmp_path):
 def test_without_matplotlib_the_timeline_names_its_option(gpt3, monkeypatch, tmp_path):
     import sys
 
-    from planner.plot_timeline import draw_timeline
+    from planner.plots.timeline import draw_timeline
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     with pytest.raises(SpecError, match=r"pip install matplotlib") as err:
@@ -204,7 +204,7 @@ def _png_size(path) -> tuple[int, int]:
 def test_cli_estimate_draws_the_timeline_even_when_infeasible(tmp_path):
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from planner.cli.main import app
 
     png = tmp_path / "t.png"
     # tp 8 x pp 8 without recompute or sequence parallelism does not fit: exit 1, the picture still drawn
@@ -216,7 +216,7 @@ def test_cli_estimate_draws_the_timeline_even_when_infeasible(tmp_path):
 def test_cli_search_plot_draws_the_frontier_and_bad_suffixes_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from planner.cli.main import app
 
     svg = tmp_path / "f.svg"
     r = CliRunner().invoke(app, ["search", "llama3-8b", "dgx-h100-1024", "--gpus", "64", "--frontier", "--plot", str(svg)])
@@ -229,7 +229,7 @@ def test_cli_search_plot_draws_the_frontier_and_bad_suffixes_exit_2(tmp_path):
 def test_cli_timeline_of_an_interleaving_with_no_schedule_exits_2_after_the_numbers(tmp_path):
     from typer.testing import CliRunner
 
-    from planner.cli import app
+    from planner.cli.main import app
 
     # 512 GPUs / (tp 8 x pp 8) = dp 8; global batch 1000 / (8 x 1) = 125 micro-batches, not a multiple of
     # pp 8: Megatron's interleaved schedule has no order for them (the simulation deadlocked, exit 3)

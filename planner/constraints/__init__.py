@@ -5,8 +5,8 @@ Every constraint is declared once in its family module (name, family, option, un
 """
 from __future__ import annotations
 
-from . import energy, hardware, performance, scalability
-from .base import Constraint, Context, Mask, Option, limits_class, relative_excess
+from planner.constraints import energy, hardware, performance, scalability
+from planner.constraints.base import Constraint, Context, Mask, Option, limits_class, relative_excess
 
 FAMILIES = (hardware, performance, energy, scalability)
 CONSTRAINTS: tuple[Constraint, ...] = tuple(c for family in FAMILIES for c in family.CONSTRAINTS)

@@ -1,7 +1,7 @@
 """Energy family: cluster power budget, energy per token, per-GPU power."""
 from __future__ import annotations
 
-from .base import Constraint, Option
+from planner.constraints.base import Constraint, Option
 
 CONSTRAINTS = (
     Constraint("max_power", "energy", Option(

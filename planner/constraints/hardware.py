@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..axes import axis
-from ..space import RECOMPUTE_FULL
-from ..units import GIB
-from .base import Constraint, Context, Mask, Option, relative_excess
+from planner.layout.axes import axis
+from planner.layout.space import RECOMPUTE_FULL
+from planner.units import GIB
+from planner.constraints.base import Constraint, Context, Mask, Option, relative_excess
 
 
 def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:

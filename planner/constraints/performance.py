@@ -1,7 +1,7 @@
 """Performance family: response time, utilisation, pipeline balance."""
 from __future__ import annotations
 
-from .base import Constraint, Option
+from planner.constraints.base import Constraint, Option
 
 CONSTRAINTS = (
     Constraint("max_step_time", "performance", Option(

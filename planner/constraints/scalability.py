@@ -1,8 +1,8 @@
 """Scalability family: batch size limits, scaling efficiency, fixed layout dimensions."""
 from __future__ import annotations
 
-from ..axes import fixable
-from .base import SEARCHES, Constraint, Context, Mask, Option
+from planner.layout.axes import fixable
+from planner.constraints.base import SEARCHES, Constraint, Context, Mask, Option
 
 
 def _scaling(scores, ctx: Context, c: Constraint) -> list[Mask]:

@@ -11,7 +11,7 @@ with the group, linearly on rings: the planner does not get more optimistic at s
 Between nodes, a step crosses 2 x levels - 1 switches of a fat tree (Leiserson 1985), and traffic
 that leaves a leaf switch shares its uplinks (`network.oversubscription`).
 
-Groups follow Megatron-LM's rank order (planner.space.process_group: tp innermost, then cp, ep,
+Groups follow Megatron-LM's rank order (planner.layout.space.process_group: tp innermost, then cp, ep,
 dp, pp), so a group is given by its size and the rank stride between members. A group inside one NVLink domain runs at NVLink speed;
 a group that leaves it is bounded by the network links of the members it has in each domain
 (hierarchical: k members per node share the node's k NICs).
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..layers import LayerKind, attention_dims, layer_kinds, windowed_layers
-from ..precision import BF16, Precision
-from ..space import RECOMPUTE_FULL, process_group
-from ..specs import ClusterSpec, ModelSpec
-from ..units import GB, MB, US
+from planner.specs.layers import LayerKind, attention_dims, layer_kinds, windowed_layers
+from planner.specs.precision import BF16, Precision
+from planner.layout.space import RECOMPUTE_FULL, process_group
+from planner.specs import ClusterSpec, ModelSpec, StackConstants
+from planner.units import GB, MB, US
 
 
 def _placement(cluster: ClusterSpec, size, stride, job=None):
@@ -169,18 +169,16 @@ def tp_passes(layouts) -> np.ndarray:
     return 2.0 + (layouts.recompute == RECOMPUTE_FULL)
 
 
-def tp_exposed(model: ModelSpec, cluster: ClusterSpec) -> float:
+def tp_exposed(tp_comm_overlap: bool, st: StackConstants) -> float:
     """Fraction of TP communication left on the critical path (overlap with GEMMs, when on)."""
-    if not model.training.tp_comm_overlap:
-        return 1.0
-    return model.training.stack.for_gpu(cluster.gpu.name).tp_overlap_exposed
+    return st.tp_overlap_exposed if tp_comm_overlap else 1.0
 
 
-def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts) -> np.ndarray:
+def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, st: StackConstants, layouts) -> np.ndarray:
     """Exposed TP communication of one layer per micro-batch, all passes [s]."""
     act = model.training.numerics.activation_bytes
     tp_fwd = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act)
-    return tp_fwd * tp_passes(layouts) * tp_exposed(model, cluster)
+    return tp_fwd * tp_passes(layouts) * tp_exposed(model.training.tp_comm_overlap, st)
 
 
 def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
@@ -231,7 +229,7 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     dp, stride = group if group is not None else data_group(layouts)
     bus, lat = group_links(cluster, dp, stride, layouts.gpus)
     # grad_bytes: 4 (fp32 main_grad) or 2 (grad_reduce_dtype bf16); the parameter gather moves
-    # param_gather_bytes (1 for per-tensor FP8 with fp8_param_gather, else 2; planner/precision.py).
+    # param_gather_bytes (1 for per-tensor FP8 with fp8_param_gather, else 2; planner/specs/precision.py).
     grads, weights = prec.grad_bytes * params_per_gpu, prec.param_gather_bytes * params_per_gpu
     plain = all_reduce_s(grads, dp, bus, *lat)
     sharded = reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)

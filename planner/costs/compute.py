@@ -23,12 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..layers import (LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, flash_work_fraction,
-                      layer_kinds)
-from ..precision import BF16, FP32_BYTES, Precision, precision
-from ..space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
-from ..specs import GpuSpec, ModelSpec
-from ..units import US
+from planner.specs.layers import (LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, eager_clamp,
+                                  expert_rows, flash_work_fraction, layer_kinds)
+from planner.specs.precision import BF16, FP32_BYTES, Precision, precision
+from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
+from planner.specs import GpuSpec, ModelSpec, StackConstants
+from planner.units import US
 
 
 @dataclass(frozen=True)
@@ -135,23 +135,11 @@ def _gemm_set(mats: tuple[Matrix, ...], rows, split, gpu: GpuSpec, prec: Precisi
     return time, prec.quantize_bytes * cast_in, prec.quantize_bytes * cast_out
 
 
-def expert_rows(model: ModelSpec, layouts) -> tuple:
-    """(rows per local expert, local experts) of a GPU's grouped expert GEMMs per micro-batch.
-    The tp*cp*dp GPUs route dp*b*s*top_k token slots; each expert's slots split over its edp
-    replicas: b s top_k ep etp / (experts tp cp) rows per expert, times the busiest rank's load
-    (dropless), or padded to the capacity (Megatron --moe-pad-expert-input-to-capacity)."""
-    moe = model.moe
-    ep, etp = layouts.ep.astype(float), layouts.etp.astype(float)
-    mean = layouts.micro_batch * model.seq_len * moe.top_k * ep * etp / (moe.experts * layouts.tp * layouts.cp)
-    load = moe.capacity_factor if moe.capacity_factor is not None else moe.load_imbalance
-    return mean * load, moe.experts / ep
-
-
-def _attention_core(model: ModelSpec, gpu: GpuSpec, layouts, peak16: float) -> tuple:
+def _attention_core(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, peak16: float) -> tuple:
     """(forward, backward) time of QK^T, softmax and attention-over-V on heads / tp and the
     sequence / cp queries of one GPU [s]. Context parallelism with causal load balancing gives each
     GPU 1 / cp of the work (Megatron-Core, 2 cp chunks per sequence)."""
-    eff, st = gpu.efficiency, model.training.stack.for_gpu(gpu.name)
+    eff = gpu.efficiency
     d = attention_dims(model)
     t, c = layouts.tp.astype(float), layouts.cp.astype(float)
     b, s, act = layouts.micro_batch.astype(float), model.seq_len, BF16.activation_bytes
@@ -181,11 +169,6 @@ def _mlp_traffic(model: ModelSpec, rows, width) -> np.ndarray:
     """Activation-function bytes of an MLP of `width` over `rows` rows: GeLU reads+writes, SwiGLU
     reads two and writes one (16-bit)."""
     return (6 if model.ffn_act == "swiglu" else 4) * rows * width
-
-
-def eager_clamp(model: ModelSpec) -> bool:
-    """Whether the experts' SwiGLU clamp runs as separate PyTorch ops (swiglu_limit, no op fuser)."""
-    return model.swiglu_limit is not None and not model.training.te_op_fuser
 
 
 def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
@@ -250,15 +233,15 @@ def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind)
     return gemm, traffic + cast_in, cast_out
 
 
-def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind | None = None) -> LayerCompute:
-    """One layer of `kind` (default: the model's first kind, dense when it has any)."""
+def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, kind: LayerKind | None = None) -> LayerCompute:
+    """One layer of `kind` (default: the model's first kind, dense when it has any); `st`: the
+    stack's constants on this GPU (planner/costs/context.py)."""
     kind = kind or layer_kinds(model)[0]
     eff = gpu.efficiency
-    st = model.training.stack.for_gpu(gpu.name)
     peak16 = gpu.peak_flops("fp16" if model.training.precision == "fp16" else "bf16")
     hbm = gpu.hbm_bytes_per_s * eff.hbm
     dense, traffic, cast_out = _gemms_and_traffic(model, gpu, layouts, kind)
-    core_fwd, core_bwd = _attention_core(model, gpu, layouts, peak16)
+    core_fwd, core_bwd = _attention_core(model, gpu, st, layouts, peak16)
     elem_s = traffic / hbm
 
     overhead = st.layer_overhead_s
@@ -279,13 +262,12 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind | Non
     rc = layouts.recompute
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
-                        logits_fwd_bwd_s=_logits_s(model, gpu, layouts, peak16), attention_fwd_s=core_fwd,
+                        logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16), attention_fwd_s=core_fwd,
                         attention_bwd_s=core_bwd, gpu_fwd_s=gpu_fwd, gpu_bwd_s=gpu_bwd, launch_s=launch_s)
 
 
-def _logits_s(model: ModelSpec, gpu: GpuSpec, layouts, peak16: float) -> np.ndarray:
+def _logits_s(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, peak16: float) -> np.ndarray:
     """Output layer (vocab-parallel, 16-bit) and cross-entropy in fp32 over s b V / (tp cp) logits."""
-    st = model.training.stack.for_gpu(gpu.name)
     t = layouts.tp.astype(float)
     tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
     v, hbm = model.vocab, gpu.hbm_bytes_per_s

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..specs import ClusterSpec
-from ..units import G_PER_T, KWH_PER_MWH, W_PER_KW, WH_PER_MWH
-from .pipeline import TimeBreakdown
+from planner.specs import ClusterSpec
+from planner.units import G_PER_T, KWH_PER_MWH, W_PER_KW, WH_PER_MWH
+from planner.costs.pipeline import TimeBreakdown
 
 
 @dataclass(frozen=True)

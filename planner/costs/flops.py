@@ -7,8 +7,8 @@ terms below reduce to that; they generalise it to GQA (kv < h) and SwiGLU (three
 """
 from __future__ import annotations
 
-from ..layers import attention_core_flops_per_seq, gemm_flops_per_token, layer_kinds
-from ..specs import ModelSpec
+from planner.specs.layers import attention_core_flops_per_seq, gemm_flops_per_token, layer_kinds
+from planner.specs import ModelSpec
 
 
 def layer_gemm_flops_per_token(model: ModelSpec) -> float:
@@ -20,9 +20,9 @@ def layer_gemm_flops_per_token(model: ModelSpec) -> float:
 
 def layer_attention_flops_per_seq(model: ModelSpec) -> float:
     """Forward FLOPs of QK^T and attention-over-V for one sequence (no causal saving): 4 s^2 h
-    for multi-head attention (planner/layers.py: 2 s^2 heads (qk_dim + v_dim) in general). With
+    for multi-head attention (planner/specs/layers.py: 2 s^2 heads (qk_dim + v_dim) in general). With
     sliding-window layers, the mean layer's: scaled by their causal pairs, s w - w (w - 1) / 2
-    instead of s (s + 1) / 2 (planner/layers.py window_work_fraction)."""
+    instead of s (s + 1) / 2 (planner/specs/layers.py window_work_fraction)."""
     return attention_core_flops_per_seq(model)
 
 

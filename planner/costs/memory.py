@@ -2,7 +2,7 @@
 
 Sources:
 - Mixed-precision Adam keeps weights, fp32 gradients (Megatron's main_grad) and fp32 master
-  weights + two moments per parameter (planner/precision.py: 18 bytes in bf16/fp16), which
+  weights + two moments per parameter (planner/specs/precision.py: 18 bytes in bf16/fp16), which
   reproduces Korthikanti et al. 2022 Fig. 1 exactly. ZeRO stages shard them over dp (Rajbhandari
   et al. 2020, Sec. 5: stage 1 optimizer states, 2 + gradients, 3 + parameters).
 - ZeRO-3 also holds the parameters it has gathered and gradients awaiting their reduce-scatter,
@@ -11,7 +11,7 @@ Sources:
   and 1-byte masks): s b h (10 + 24/t + 5 a s/(h t)) with tp, s b h (34/t + 5 a s/(h t)) with
   tp + sp, the 5as/h term dropped by selective recomputation, 2 s b h (/t with sp) with full
   recomputation. Generalised here to GQA and SwiGLU by counting the stored tensors of Sec. 4.1.
-- In-flight micro-batches and what each rank holds: planner/costs/stages.py.
+- In-flight micro-batches and what each rank holds: planner/costs/pipeline_ranks.py.
 The breakdown of a layout is that of its heaviest rank; `memory_per_rank` gives every rank asked for.
 """
 from __future__ import annotations
@@ -20,15 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..layers import LayerKind, attention_dims, layer_kinds
-from ..precision import FP32_BYTES
-from ..space import RECOMPUTE_FULL, RECOMPUTE_NONE
-from ..specs import GpuSpec, ModelSpec
-from ..units import GIB
-from .compute import eager_clamp, expert_rows
-from .stages import PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks
+from planner.specs.layers import LayerKind, attention_dims, eager_clamp, expert_rows, layer_kinds
+from planner.specs.precision import FP32_BYTES
+from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE
+from planner.specs import ModelSpec
+from planner.units import GIB
+from planner.costs.context import JobContext
+from planner.costs.pipeline_ranks import (PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
+                                          rank_param_split)
 
-__all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params", "rank_param_split",
+__all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params",
            "parameters_per_gpu", "expert_data_parallel",
            "memory_per_rank", "memory_breakdown"]
 
@@ -100,34 +101,16 @@ def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) ->
     return rows * local * ((g + 2.0) * model.hidden + (_mlp_bytes(model, g) * width + clamp))
 
 
-def rank_param_split(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> tuple:
-    """Unsharded parameters per GPU of rank r: (split over tp, routed experts split over ep*etp).
-    The word embedding and the output layer are vocab-parallel (/tp); a learned position embedding
-    is replicated. Megatron keeps a copy of tied word embeddings on the last rank to compute the
-    logits (one matrix when a rank holds both)."""
-    ranks = ranks or pipeline_ranks(model, layouts, rank)
-    word = model.vocab * model.hidden
-    position = model.embedding_params() - word
-    output = model.output_params() or np.where(ranks.first, 0, word)
-    kinds = {k.name: k for k in layer_kinds(model)}
-    dense, moe = kinds.get("dense"), kinds.get("moe")
-    tp_held = (ranks.layers - ranks.moe_layers) * (dense.tp_params if dense else 0) + ranks.first * word + ranks.last * output
-    experts = np.zeros(np.shape(tp_held))
-    if moe is not None:
-        tp_held = tp_held + ranks.moe_layers * moe.tp_params
-        experts = ranks.moe_layers * moe.expert_params / (layouts.ep * layouts.etp).astype(float)
-    return tp_held / layouts.tp.astype(float) + ranks.first * position, np.broadcast_to(experts, np.shape(tp_held))
-
-
-def rank_params(model: ModelSpec, layouts, rank=0, ranks: PipelineRanks | None = None) -> np.ndarray:
-    """Unsharded parameters per GPU of rank r (rank_param_split, both parts)."""
-    dense, experts = rank_param_split(model, layouts, rank, ranks)
+def rank_params(model: ModelSpec, layouts, ranks: PipelineRanks) -> np.ndarray:
+    """Unsharded parameters per GPU of each rank of `ranks` (rank_param_split, both parts)."""
+    dense, experts = rank_param_split(model, layouts, ranks)
     return dense + experts
 
 
-def parameters_per_gpu(model: ModelSpec, layouts, ranks: PipelineRanks | None = None) -> np.ndarray:
-    """Unsharded parameters of the rank holding the most (before ZeRO sharding)."""
-    return rank_params(model, layouts, ranks=ranks or pipeline_ranks(model, layouts)).max(axis=0)
+def parameters_per_gpu(model: ModelSpec, layouts) -> np.ndarray:
+    """Unsharded parameters of the rank holding the most under the default split (before ZeRO
+    sharding): its first and last ranks bound the others."""
+    return rank_params(model, layouts, pipeline_ranks(model, layouts)).max(axis=0)
 
 
 def expert_data_parallel(layouts) -> np.ndarray:
@@ -166,29 +149,26 @@ def _sharded(shards: tuple, stage: int, from_stage) -> np.ndarray:
     return np.where(from_stage >= stage, shard, whole)
 
 
-def memory_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks,
-                    params: tuple | None = None, rows: tuple | None = None) -> MemoryBreakdown:
-    """The breakdown of each rank of `ranks` ((k, n) arrays). `params`: rank_param_split of the
-    same ranks (planner/score.py computes it once for time and memory); `rows`: unique_rows of the
-    axes activation_bytes_per_layer reads (costs/pipeline.py layer_rows), when already known."""
-    return MemoryBreakdown(*(x / GIB for x in _bytes_per_rank(model, gpu, layouts, ranks, params, rows)))
+def memory_per_rank(job: JobContext) -> MemoryBreakdown:
+    """The breakdown of each rank of `job.ranks` ((k, n) arrays)."""
+    return MemoryBreakdown(*(x / GIB for x in _bytes_per_rank(job)))
 
 
-def _bytes_per_rank(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks, params: tuple | None,
-                    rows: tuple | None = None) -> tuple:
-    """(weights, gradients, optimizer, activations, other) of each rank of `ranks` [bytes]."""
-    prec = model.training.numerics
+def _bytes_per_rank(job: JobContext) -> tuple:
+    """(weights, gradients, optimizer, activations, other) of each rank of `job.ranks` [bytes]:
+    the parameter split and the layer rows are the ones the step time reads (job context)."""
+    model, gpu, layouts, ranks, prec = job.model, job.gpu, job.layouts, job.ranks, job.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
-    shards = _shards(*(params or rank_param_split(model, layouts, ranks=ranks)), layouts)
-    # FP8 weight copies (planner/precision.py) sit beside the 16-bit weights and shard with them.
+    shards = _shards(*job.params, layouts)
+    # FP8 weight copies (planner/specs/precision.py) sit beside the 16-bit weights and shard with them.
     weights = _sharded(shards, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
     grads = _sharded(shards, 2, z) * prec.grad_bytes
     optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
-    gathered, bucket = zero3_transient_params(model, layouts, model.training.stack)
+    gathered, bucket = zero3_transient_params(model, layouts, job.profile)
     weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
-    acts = _activation_bytes(model, layouts, ranks, rows)
+    acts = _activation_bytes(model, layouts, ranks, job.rows)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster).
     logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
@@ -223,7 +203,7 @@ def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tup
 def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -> list[np.ndarray]:
     """Layer-activations in flight at each rank's peak, per kind of layer (one kind: all of them).
     An explicit split counts them chunk by chunk; the default split shares a rank's out over its
-    kinds of layer, once per distinct schedule (planner/costs/stages.py per_schedule)."""
+    kinds of layer, once per distinct schedule (planner/costs/pipeline_ranks.py per_schedule)."""
     if ranks.in_flight is not None:
         if len(kinds) == 1:
             return [ranks.in_flight]
@@ -239,11 +219,10 @@ def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -
     return per_schedule(layouts, ranks, shares)
 
 
-def memory_breakdown(model: ModelSpec, gpu: GpuSpec, layouts, ranks: PipelineRanks | None = None,
-                     params: tuple | None = None, rows: tuple | None = None) -> MemoryBreakdown:
-    """The breakdown of each layout's heaviest rank among `ranks` (default: the first and the
-    last, which bound the others; see planner/costs/stages.py); `params`, `rows` as in memory_per_rank."""
-    parts = _bytes_per_rank(model, gpu, layouts, ranks or pipeline_ranks(model, layouts), params, rows)
+def memory_breakdown(job: JobContext) -> MemoryBreakdown:
+    """The breakdown of each layout's heaviest rank among `job.ranks` (by default the first and
+    the last, which bound the others; see planner/costs/pipeline_ranks.py)."""
+    parts = _bytes_per_rank(job)
     parts = np.broadcast_arrays(*parts)
     weights, grads, optim, acts, other = parts
     # In bytes, then GiB: dividing by a power of two is exact, so the heaviest rank and the picked

@@ -8,20 +8,19 @@ Pipeline sends: two per micro-batch per chunk on the critical path, plus the fil
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..axes import AXES, degrees
-from ..space import RECOMPUTE_FULL
-from ..units import US
-from ..specs import ClusterSpec, ModelSpec
-from . import comm
-from .compute import LayerCompute, layer_compute
-from ..arrays import take, unique_rows
-from ..layers import layer_kinds
-from .memory import rank_param_split
-from .stages import PipelineRanks, pipeline_ranks
+from planner.costs import comm
+from planner.costs.compute import LayerCompute
+from planner.costs.context import JobContext
+from planner.costs.layer_times import KindTimes, kind_sums
+from planner.costs.pipeline_ranks import PipelineRanks
+from planner.layout.arrays import unique_rows
+from planner.layout.axes import AXES, degrees
+from planner.specs import ClusterSpec, ModelSpec
+from planner.units import US
 
 
 @dataclass(frozen=True)
@@ -47,141 +46,6 @@ class TimeBreakdown:
         )
 
 
-@dataclass(frozen=True)
-class KindTimes:
-    """Per-layer times of one kind of layer (dense or MoE) per micro-batch [s] (arrays over layouts)."""
-
-    count: int  # layers of this kind in the model
-    moe: bool
-    lc: LayerCompute
-    tp: np.ndarray  # exposed TP communication, all passes
-    cp: np.ndarray  # exposed context-parallel exchange
-    ep: np.ndarray  # token dispatch and combine
-
-    @property
-    def work(self) -> np.ndarray:
-        return self.lc.fwd_s + self.lc.bwd_s
-
-    @property
-    def layer(self) -> np.ndarray:
-        """Everything one layer costs per micro-batch."""
-        return self.work + self.lc.recompute_s + self.tp + self.cp + self.ep
-
-
-# The axes a layer's compute and its TP, CP and EP communication depend on (not dp, pp, vpp, ZeRO).
-LAYER_AXES = ("tp", "cp", "micro_batch", "sequence_parallel", "recompute", "ep", "etp")
-
-
-def kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:
-    """Per-layer times of each kind, computed once per distinct combination of LAYER_AXES (a full
-    space repeats each many times over dp, pp, vpp and ZeRO) and spread back over the rows."""
-    few, inverse = _distinct_kind_times(model, cluster, layouts)
-    kinds = few if inverse is None else [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse],
-                                                   k.ep[inverse]) for k in few]
-    if not model.training.moe_a2a_overlap:
-        return kinds
-    # The overlap depends on the schedule (pp, vpp, micro-batches), not only on LAYER_AXES.
-    return [KindTimes(k.count, k.moe, k.lc, k.tp, k.cp, ep_exposed_s(layouts, k.lc, k.ep)) if k.moe else k
-            for k in kinds]
-
-
-def layer_rows(layouts) -> tuple[np.ndarray, np.ndarray]:
-    """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them."""
-    return unique_rows([getattr(layouts, a) for a in LAYER_AXES])
-
-
-def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, layouts, rows: tuple | None = None) -> tuple:
-    """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
-    when every row is one). `rows`: layer_rows(layouts), when already known."""
-    first, inverse = rows or layer_rows(layouts)
-    if first.size == len(layouts):
-        return _kind_times(model, cluster, layouts), None
-    return _kind_times(model, cluster, layouts.take(first)), inverse
-
-
-@dataclass(frozen=True)
-class KindSums:
-    """What a step reads of the kinds of layer (arrays over layouts): each kind's `layer`, the sums
-    over the model's layers of `layer`, `work`, recomputation and exposed TP, CP and EP
-    communication, the logits, and mean_layer."""
-
-    layers: tuple
-    layer: np.ndarray
-    work: np.ndarray
-    recompute: np.ndarray
-    tp: np.ndarray
-    cp: np.ndarray
-    ep: np.ndarray
-    logits: np.ndarray
-    mean: LayerCompute
-
-
-def kind_sums(model: ModelSpec, cluster: ClusterSpec, layouts, rows: tuple | None = None) -> tuple[KindSums, tuple]:
-    """(KindSums, whether each kind is MoE). They follow LAYER_AXES alone (without moe_a2a_overlap),
-    so they are summed once per distinct combination and only the sums spread back over the rows.
-    `rows`: layer_rows(layouts), when already known."""
-    if model.training.moe_a2a_overlap:
-        kinds, inverse = kind_times(model, cluster, layouts), None
-    else:
-        kinds, inverse = _distinct_kind_times(model, cluster, layouts, rows)
-
-    def total(part):
-        return sum(k.count * part(k) for k in kinds)
-
-    sums = KindSums(tuple(k.layer for k in kinds), total(lambda k: k.layer), total(lambda k: k.work),
-                    total(lambda k: k.lc.recompute_s), total(lambda k: k.tp), total(lambda k: k.cp),
-                    total(lambda k: k.ep), kinds[0].lc.logits_fwd_bwd_s, mean_layer(kinds))
-    if inverse is not None:
-        sums = replace(take(sums, inverse), layers=tuple(x[inverse] for x in sums.layers))
-    return sums, tuple(k.moe for k in kinds)
-
-
-def ep_exposed_s(layouts, lc: LayerCompute, ep) -> np.ndarray:
-    """Token dispatch and combine of one MoE layer per micro-batch left exposed by the combined-1F1B
-    schedule of training.moe_a2a_overlap (Megatron-Core --overlap-moe-expert-parallel-comm with
-    --delay-wgrad-compute; megatron/core/pipeline_parallel/combined_1f1b.py): a forward runs beside
-    another micro-batch's backward, so the forward's all-to-alls (half of `ep`, no full recompute)
-    hide behind that layer's backward and recomputation, the backward's behind its forward; only
-    what outlasts them shows. Unpaired units expose all: Megatron runs 2 (p - r - 1) + (v - 1) p + 1
-    warm-up forwards on rank r (schedules.py, one more with the overlap) and as many lone backwards,
-    on average v p of a rank's m v units, so p / m of every layer's all-to-alls (1 / m without a
-    pipeline: the first forward and the last backward; all of them with one micro-batch).
-    Megatron refuses the overlap with full recomputation and with pp > 1 without vpp (arguments.py):
-    there nothing hides."""
-    m = layouts.num_microbatches.astype(float)
-    paired = np.maximum(ep / 2 - lc.bwd_s - lc.recompute_s, 0.0) + np.maximum(ep / 2 - lc.fwd_s, 0.0)
-    lone = np.minimum(layouts.pp / m, 1.0)
-    allowed = (layouts.recompute != RECOMPUTE_FULL) & ((layouts.pp == 1) | (layouts.vpp > 1))
-    return np.where(allowed, lone * ep + (1.0 - lone) * paired, ep)
-
-
-def _kind_times(model: ModelSpec, cluster: ClusterSpec, layouts) -> list[KindTimes]:
-    act = model.training.numerics.activation_bytes
-    out = []
-    for kind in layer_kinds(model):
-        lc = layer_compute(model, cluster.gpu, layouts, kind)
-        pairs = 2.0 if not kind.is_moe else 1.0 + (1.0 if any(m.name == "shared_up" for m in kind.tp_matrices) else 0.0)
-        tp = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, pairs)
-        tp = tp * comm.tp_passes(layouts) * comm.tp_exposed(model, cluster)
-        cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc)
-        ep = comm.ep_comm_per_layer_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
-        out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))
-    return out
-
-
-def mean_layer(kinds: list[KindTimes]) -> LayerCompute:
-    """The model's average layer as the data-parallel overlap windows see it: its wall time,
-    with the exposed CP and EP exchange (a third forward, two thirds backward), so that time
-    hidden behind attention is not hidden again behind the gradient reduction."""
-    total = sum(k.count for k in kinds)
-
-    def avg(part):
-        return sum(k.count * part(k) for k in kinds) / total
-
-    return LayerCompute(avg(lambda k: k.lc.fwd_s + (k.cp + k.ep) / 3), avg(lambda k: k.lc.bwd_s + 2 * (k.cp + k.ep) / 3),
-                        avg(lambda k: k.lc.recompute_s), kinds[0].lc.logits_fwd_bwd_s)
-
-
 def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
     """Time of each rank of `ranks` per micro-batch [s] ((k, n)): its layers' work, recomputation
     and exposed TP/CP/EP communication, and the logits on the last rank."""
@@ -197,19 +61,16 @@ def _rank_time_s(layers, moe, logits, ranks: PipelineRanks) -> np.ndarray:
     return out
 
 
-def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None,
-              params: tuple | None = None, rows: tuple | None = None) -> TimeBreakdown:
-    """`ranks`: the pipeline ranks to evaluate (default: the bounding ranks, which bound the others);
-    `params`: rank_param_split of those ranks, `rows`: layer_rows(layouts), when already known
-    (planner/score.py)."""
+def step_time(job: JobContext) -> TimeBreakdown:
+    """The step of each row of `job.layouts`, on the slowest of the pipeline ranks `job.ranks`
+    (the bounding ranks of the default split bound the others)."""
+    model, cluster, layouts, ranks, st = job.model, job.cluster, job.layouts, job.ranks, job.stack
     gpu = cluster.gpu
     eff = gpu.efficiency
-    st = model.training.stack.for_gpu(gpu.name)
-    ranks = ranks or pipeline_ranks(model, layouts)
     m = layouts.num_microbatches.astype(float)
     p = layouts.pp.astype(float)
     v = layouts.vpp.astype(float)
-    sums, moe = kind_sums(model, cluster, layouts, rows)
+    sums, moe = kind_sums(model, cluster, st, layouts, job.rows)
     logits = sums.logits
 
     # The slowest rank sets the steady state; every layer and the logits run once per micro-batch
@@ -229,21 +90,20 @@ def step_time(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRa
     tp_comm, cp_comm, ep_comm = per_gpu(sums.tp), per_gpu(sums.cp), per_gpu(sums.ep)
     bubble = np.maximum(pipeline - compute - recompute - tp_comm - cp_comm - ep_comm, 0.0)
 
-    prec = model.training.numerics
+    prec = job.numerics
     pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * _p2p_s(model, cluster, layouts), 0.0)
 
-    params = params or rank_param_split(model, layouts, ranks=ranks)
-    dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*params))
-    raw_dense, raw_experts, gather, reduce = _dp_traffic(model, cluster, layouts, dense, experts)
+    dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*job.params))
+    raw_dense, raw_experts, gather, reduce = _dp_traffic(job, dense, experts)
     most, fewest = ranks.layers.max(axis=0), ranks.layers.min(axis=0)
     mean = sums.mean
-    dp_comm = _dp_exposed_s(model, layouts, mean, raw_dense, gather, reduce, st, most, fewest)
+    dp_comm = _dp_exposed_s(job, mean, raw_dense, gather, reduce, most, fewest)
     if model.moe is not None:
-        dp_comm = dp_comm + _dp_exposed_s(model, layouts, mean, raw_experts, 0.0, 0.0, st, most, fewest)
+        dp_comm = dp_comm + _dp_exposed_s(job, mean, raw_experts, 0.0, 0.0, most, fewest)
 
     sharded = np.where(layouts.zero >= 1, layouts.dp * layouts.cp, 1)
     expert_sharded = np.where(layouts.zero >= 1, comm.expert_data_group(layouts)[0], 1)
-    # Adam over this GPU's shard, and (FP8) casting its weights once per step (planner/precision.py).
+    # Adam over this GPU's shard, and (FP8) casting its weights once per step (planner/specs/precision.py).
     step_bytes = st.optimizer_step_factor * prec.adam_step_bytes + prec.quantize_bytes / 2
     optimizer = step_bytes * (dense / sharded + experts / expert_sharded) / (gpu.hbm_bytes_per_s * eff.hbm)
     overhead = st.step_overhead_s + m * micro
@@ -269,14 +129,14 @@ def _p2p_s(model: ModelSpec, cluster: ClusterSpec, layouts) -> np.ndarray:
 DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero")
 
 
-def _dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, dense, experts) -> tuple:
+def _dp_traffic(job: JobContext, dense, experts) -> tuple:
     """(dense gradient/parameter traffic per step, the routed experts', one ZeRO-3 layer gather,
     its reduce-scatter) [s] before overlap, once per distinct combination of the axes each reads."""
+    model, cluster, layouts, prec = job.model, job.cluster, job.layouts, job.numerics
     first, inverse = unique_rows([getattr(layouts, a) for a in DP_AXES])
     sub = layouts.take(first)
-    prec = model.training.numerics
     raw_dense = comm.dp_comm_s(cluster, dense[first], sub, prec)
-    gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, model.training.stack)
+    gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, job.profile)
     raw_experts = _expert_dp_traffic(model, cluster, layouts, experts) if model.moe else 0 * raw_dense[inverse]
     return raw_dense[inverse], raw_experts, gather[inverse], reduce[inverse]
 
@@ -292,7 +152,7 @@ def _expert_dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, experts)
     return raw[inverse]
 
 
-def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, reduce, st, most, fewest) -> np.ndarray:
+def _dp_exposed_s(job: JobContext, lc: LayerCompute, raw, gather, reduce, most, fewest) -> np.ndarray:
     """Data-parallel communication left on the critical path [s].
     Overlapped: gradient buckets reduce during the last micro-batch's backward, parameters gather
     during the first forward (Megatron overlap_grad_reduce / overlap_param_gather); a plain
@@ -301,9 +161,9 @@ def _dp_exposed_s(model: ModelSpec, layouts, lc: LayerCompute, raw, gather, redu
     with all of compute. ZeRO-3 overlaps layer by layer: the next unit's gather runs while this
     layer computes, so a layer whose gather outlasts its compute exposes the difference
     (Zhao et al. 2023 Sec. 3.3, FSDP prefetching), and every unit pays the stack's hook cost."""
+    model, layouts, st, stack = job.model, job.layouts, job.stack, job.profile
     m = layouts.num_microbatches.astype(float)
     first = most
-    stack = model.training.stack
     units = comm.zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     hooks_s = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
     per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + np.maximum(gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))

@@ -10,12 +10,12 @@ NSDI'23; Perseus, Chung et al. SOSP'24, report such curves measured on A100/H100
 
 The uncapped GPU (cap = TDP, speed 1, power 1) is always level 0, so a preset without a table, or
 a search that does not try caps, gives exactly the uncapped numbers. The cap level is a layout axis
-(`power_cap` in planner/axes.py): searching caps repeats the space once per level, and
+(`power_cap` in planner/layout/axes.py): searching caps repeats the space once per level, and
 planner.score scores each level's rows on the GPU this module returns for it.
 """
 from __future__ import annotations
 
-from ..specs import ClusterSpec, GpuPower, GpuSpec, PowerCap
+from planner.specs import ClusterSpec, GpuPower, GpuSpec, PowerCap
 
 
 def uncapped(gpu: GpuSpec) -> PowerCap:

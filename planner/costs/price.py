@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs import ClusterSpec
-from ..units import J_PER_KWH, S_PER_H
+from planner.specs import ClusterSpec
+from planner.units import J_PER_KWH, S_PER_H
 
 
 def step_cost_usd(cluster: ClusterSpec, gpus, step_time_s, energy_j_per_step) -> np.ndarray:

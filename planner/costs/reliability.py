@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import unique_rows
-from ..specs import ClusterSpec
-from ..units import GB, GIB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
-from .energy import carbon_t
-from .memory import MemoryBreakdown
+from planner.layout.arrays import unique_rows
+from planner.specs import ClusterSpec
+from planner.units import GB, GIB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
+from planner.costs.energy import carbon_t
+from planner.costs.memory import MemoryBreakdown
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ files), `lock` (one writer per output), `lifetime` (signals, workers that die wi
 """
 from __future__ import annotations
 
-from .family import SCALE_TOLERANCE, aspect_trend, batch_from_tokens, params_label, scale_model
-from .points import KEY_VERSION, Point, enlarged, expand, limits_of, sweep_models
-from .lifetime import Stopped
-from .lock import lock_path, output_lock
-from .rows import COLUMN_NAMES, COLUMNS, STATUSES, infeasible_reason, is_complete, layout_columns, run_point
-from .run import SweepInterrupted, SweepRun, compute, run_sweep
-from .spec import (
+from planner.sweep.family import SCALE_TOLERANCE, aspect_trend, batch_from_tokens, params_label, scale_model
+from planner.sweep.points import KEY_VERSION, Point, enlarged, expand, limits_of, sweep_models
+from planner.sweep.lifetime import Stopped
+from planner.sweep.lock import lock_path, output_lock
+from planner.sweep.rows import COLUMN_NAMES, COLUMNS, STATUSES, infeasible_reason, is_complete, layout_columns, run_point
+from planner.sweep.run import SweepInterrupted, SweepRun, compute, run_sweep
+from planner.sweep.spec import (
     DEFAULT_CLUSTER,
     ConstraintsSpec,
     Objective,
@@ -32,7 +32,7 @@ from .spec import (
     parse_params,
     with_overrides,
 )
-from .store import FORMATS, output_format, read_rows, write_rows
+from planner.sweep.store import FORMATS, output_format, read_rows, write_rows
 
 __all__ = [
     "KEY_VERSION", "DEFAULT_CLUSTER", "SCALE_TOLERANCE", "Objective",

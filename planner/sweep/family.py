@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from ..errors import SpecError
-from ..specs import ModelSpec
+from planner.errors import SpecError
+from planner.specs import ModelSpec
 
 SCALE_TOLERANCE = 0.03  # a generated model's parameter count is within 3 % of its target
 

@@ -1,5 +1,5 @@
 """How a sweep stops: Ctrl-C (SIGINT) and SIGTERM in the parent become one exception, raised once,
-and pool workers never outlive the parent (README, "What the tool promises")."""
+and pool workers never outlive the parent (README.md, "What the tool promises")."""
 from __future__ import annotations
 
 import os

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import SpecError
+from planner.errors import SpecError
 
 try:
     import fcntl

@@ -7,14 +7,14 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..axes import fixable
-from ..constraints import Limits
-from ..errors import SpecError
-from ..options import limits_from
-from ..space import SpaceLimits
-from ..specs import ClusterSpec, ModelSpec
-from .family import batch_from_tokens, scale_model
-from .spec import ConstraintsSpec, SweepSpec, parse_gpus, parse_params
+from planner.layout.axes import fixable
+from planner.constraints import Limits
+from planner.errors import SpecError
+from planner.options import limits_from
+from planner.layout.space import SpaceLimits
+from planner.specs import ClusterSpec, ModelSpec
+from planner.sweep.family import batch_from_tokens, scale_model
+from planner.sweep.spec import ConstraintsSpec, SweepSpec, parse_gpus, parse_params
 
 KEY_VERSION = 1  # part of every point's key: bump when a row's meaning changes, so old rows are recomputed
 
@@ -66,7 +66,7 @@ def limits_of(c: ConstraintsSpec) -> tuple[Limits, SpaceLimits]:  # type: ignore
 def _load(arg: str, kind: str, base_dir: Path | None):
     """A spec by path (relative to the sweep file's folder when it is there, else to the working
     directory) or shipped name."""
-    from ..loading import cluster_from_loaded, load_spec_file, model_from_loaded, resolve
+    from planner.specs.loading import cluster_from_loaded, load_spec_file, model_from_loaded, resolve
 
     local = base_dir is not None and not Path(arg).is_absolute() and (base_dir / arg).is_file()
     path = base_dir / arg if local else resolve(arg, kind)

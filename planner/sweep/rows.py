@@ -1,15 +1,15 @@
 """The stable row columns, and one row from a point's search: ok, infeasible (with the reason) or error."""
 from __future__ import annotations
 
-from ..axes import AXES, layout_cell
-from ..errors import InfeasibleError, PlannerError
-from ..results import ScoredLayout
-from .points import Point
+from planner.layout.axes import AXES, layout_cell
+from planner.errors import InfeasibleError, PlannerError
+from planner.results import ScoredLayout
+from planner.sweep.points import Point
 
 # --- rows --------------------------------------------------------------------------------------
 
 # (name, type, meaning); the order is the CSV header and the JSONL key order. Keep it stable.
-# The layout columns are the axes of planner/axes.py that have one (`csv`).
+# The layout columns are the axes of planner/layout/axes.py that have one (`csv`).
 INPUT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("point_id", str, "sha256 of the point's canonical inputs (16 hex digits): the resume key"),
     ("model", str, "model name (generated: BASE-scaled-SIZE)"),
@@ -102,7 +102,7 @@ def infeasible_reason(result) -> str:
 
 def run_point(p: Point) -> dict:
     """One point: the same search as `plan search` with top_k=1, as a row; never raises for a point."""
-    from .. import search as searching  # looked up when called, so a replaced `planner.search.search` is run
+    from planner import search as searching  # looked up when called, so a replaced `planner.search.search` is run
 
     row = dict.fromkeys(COLUMN_NAMES)
     row.update(_input_columns(p))

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import SpecError
-from . import rows as point_rows
-from .lifetime import StopSignals, signals_blocked, stop_signals, worker_init
-from .lock import output_lock
-from .points import Point
-from .store import _RowWriter, output_format, read_rows, write_rows
+from planner.errors import SpecError
+from planner.sweep import rows as point_rows
+from planner.sweep.lifetime import StopSignals, signals_blocked, stop_signals, worker_init
+from planner.sweep.lock import output_lock
+from planner.sweep.points import Point
+from planner.sweep.store import _RowWriter, output_format, read_rows, write_rows
 
 PARQUET_SAVE_S = 1.0  # a parquet output is rewritten (atomically) at most this often while a sweep runs [s]
 

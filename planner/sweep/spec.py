@@ -8,9 +8,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from ..axes import fixable
-from ..errors import SpecError
-from ..options import axis_field, flag_of, option_field, options_for
+from planner.layout.axes import fixable
+from planner.errors import SpecError
+from planner.options import axis_field, flag_of, option_field, options_for
 
 DEFAULT_CLUSTER = "dgx-a100-1024"  # the same default as `plan search`
 Objective = Literal["time", "energy", "cost", "carbon"]
@@ -33,7 +33,7 @@ ConstraintsSpec = create_model(
 
 
 class SweepSpec(BaseModel):
-    """A sweep file (README, "The sweep file"); the flags of `plan sweep` override its keys."""
+    """A sweep file (docs/sweeps.md, "The sweep file"); the flags of `plan sweep` override its keys."""
 
     model_config = _STRICT
     kind: Literal["sweep"] | None = Field(default=None, description="`kind: sweep` marks the file for `plan check`")
@@ -105,8 +105,8 @@ def parse_gpus(values: list[str] | str, where: str = "--gpus") -> list[int]:
 
 def load_sweep(path: str | os.PathLike, overrides: dict | None = None) -> SweepSpec:
     """The sweep file, validated with file locations, then with the flags' `overrides` on top."""
-    from ..loading import validate
-    from ..yamlio import load_yaml_file
+    from planner.specs.loading import validate
+    from planner.specs.yamlio import load_yaml_file
 
     loaded = load_yaml_file(path)
     spec = validate(SweepSpec, loaded.data, loaded)

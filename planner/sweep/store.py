@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import SpecError
-from .rows import COLUMN_NAMES, COLUMNS, is_complete
+from planner.errors import SpecError
+from planner.sweep.rows import COLUMN_NAMES, COLUMNS, is_complete
 
 # --- output files ------------------------------------------------------------------------------
 

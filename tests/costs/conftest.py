@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner.costs.compute import layer_compute
+from planner.costs.context import job_context
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -115,3 +117,14 @@ def preset():
         return yaml.safe_load((CONFIGS / "gpus" / f"{name}.yaml").read_text())
 
     return load
+
+
+def job_on(model: ModelSpec, gpu: GpuSpec, layouts, ranks=None):
+    """The job context of `layouts` on a toy cluster of `gpu`: the memory model reads the GPU and
+    not the network, so any cluster of that GPU gives the same figures."""
+    return job_context(model, _cluster(_toy_gpu_data()).model_copy(update={"gpu": gpu}), layouts, ranks)
+
+
+def layer_compute_on(model: ModelSpec, gpu: GpuSpec, layouts, kind=None):
+    """layer_compute with the stack's constants on `gpu` resolved as the job context resolves them."""
+    return layer_compute(model, gpu, model.training.stack.for_gpu(gpu.name), layouts, kind)

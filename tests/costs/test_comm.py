@@ -23,8 +23,8 @@ from planner.costs.comm import (
     sized_bus_gbps,
     tp_comm_per_layer_s,
 )
-from planner.precision import precision
-from planner.space import single_layout
+from planner.specs.precision import precision
+from planner.layout.space import single_layout
 
 LAT = 10e-6
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from pytest import approx
 
-from planner.costs.compute import gemm_s, layer_compute, peak_flops
-from planner.space import single_layout
+from planner.costs.compute import gemm_s, peak_flops
+from planner.layout.space import single_layout
+from .conftest import layer_compute_on
 
 GEMM_FLOPS, HBM_BPS, FLASH_FLOPS = 50e12, 500e9, 25e12
 OVERHEAD = 100e-6
@@ -49,7 +50,7 @@ def test_peak_follows_precision(toy_gpu_data):
 
 def test_layer_forward_and_backward_by_hand(make_model, toy_gpu):
     model = make_model()
-    lc = layer_compute(model, toy_gpu, lay(tp=2, micro_batch=2))
+    lc = layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=2))
     b, t, s, h, f = 2, 2, 512, 1024, 4096
     tokens = b * s  # 1024 GEMM rows
     # QKV 1024x1024x1536, out-proj 1024x512x1024, MLP up 1024x1024x2048, down 1024x2048x1024
@@ -67,7 +68,7 @@ def test_layer_forward_and_backward_by_hand(make_model, toy_gpu):
 
 def test_logits_by_hand(make_model, toy_gpu):
     model = make_model()
-    lc = layer_compute(model, toy_gpu, lay(tp=2, micro_batch=2))
+    lc = layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=2))
     # output GEMM 1024 x 1024 x 8192/2, forward + 2 backward; fp32 cross-entropy 12 B over s b V / t
     # = 12 * 1024 * 4096 = 50,331,648 B, read once forward and (factor 2) backward
     expected = 3 * roofline(1024, 1024, 4096) + (1 + 2) * 12 * 1024 * 4096 / HBM_BPS
@@ -88,7 +89,7 @@ def test_standard_attention_core_by_hand(make_model, toy_gpu):
     core_std = gemm_part + softmax_dropout  # 138.915 us
     assert core_std == approx(138.91534848e-6, rel=1e-9)
     core_flash = 0.5 * 4 * b * s * s * h / t / FLASH_FLOPS
-    std, fl = layer_compute(model, toy_gpu, layout), layer_compute(flash, toy_gpu, layout)
+    std, fl = layer_compute_on(model, toy_gpu, layout), layer_compute_on(flash, toy_gpu, layout)
     assert std.fwd_s[0] - fl.fwd_s[0] == approx(core_std - core_flash, rel=1e-6)
     # backward: GEMM part twice, softmax/dropout x the backward factor 2; flash: 2.5 x its forward
     assert std.bwd_s[0] - fl.bwd_s[0] == approx(2 * gemm_part + 2 * softmax_dropout - 2.5 * core_flash, rel=1e-6)
@@ -98,7 +99,7 @@ def test_doubling_the_micro_batch_doubles_all_but_weight_traffic(make_model, toy
     # Every FLOP and every activation byte is linear in b; the weight bytes (k x n of each GEMM)
     # and the fixed per-layer overhead are not. So fwd(2b) = 2 fwd(b) - overhead - weight traffic.
     model = make_model()
-    one, two = (layer_compute(model, toy_gpu, lay(tp=2, micro_batch=b)) for b in (2, 4))
+    one, two = (layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=b)) for b in (2, 4))
     # weights per GPU at tp 2: 1024x1536 + 512x1024 + 1024x2048 + 2048x1024 = 6,291,456 x 2 B
     weights_s = 2 * 6_291_456 / HBM_BPS  # 25.166 us
     assert two.fwd_s[0] == approx(2 * one.fwd_s[0] - OVERHEAD - weights_s, rel=REL)
@@ -108,8 +109,8 @@ def test_doubling_the_micro_batch_doubles_all_but_weight_traffic(make_model, toy
 
 def test_sequence_parallel_lowers_forward_time(make_model, toy_gpu):
     model = make_model()
-    plain = layer_compute(model, toy_gpu, lay(tp=2, micro_batch=2))
-    sp = layer_compute(model, toy_gpu, lay(tp=2, micro_batch=2, sequence_parallel=True))
+    plain = layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=2))
+    sp = layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=2, sequence_parallel=True))
     # LN / bias-dropout-add traffic 22 s b h drops to 22 s b h / t:
     # 22 * 1,048,576 * (1 - 1/2) / 500e9 = 23.069 us forward, x 2 backward
     saved = 22 * 1024 * 1024 * (1 - 1 / 2) / HBM_BPS
@@ -122,7 +123,7 @@ def test_sequence_parallel_lowers_forward_time(make_model, toy_gpu):
 @pytest.mark.parametrize("attention", ["flash", "standard"])
 def test_recompute_modes(make_model, toy_gpu, attention):
     model = make_model(training=dict(attention=attention))
-    modes = {m: layer_compute(model, toy_gpu, lay(tp=2, micro_batch=2, recompute=m)) for m in ("none", "selective", "full")}
+    modes = {m: layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=2, recompute=m)) for m in ("none", "selective", "full")}
     b, t, s, h, a = 2, 2, 512, 1024, 16
     if attention == "flash":
         core = 0.5 * 4 * b * s * s * h / t / FLASH_FLOPS  # 21.475 us
@@ -143,7 +144,7 @@ def test_recompute_modes(make_model, toy_gpu, attention):
 def test_gqa_swiglu_dense_shapes(make_model, toy_gpu):
     # 16 heads of 64, 4 KV heads -> K, V 256 wide; SwiGLU ffn 2048: up+gate 1024 x 4096/t
     model = make_model(kv_heads=4, ffn_hidden=2048, ffn_act="swiglu")
-    lc = layer_compute(model, toy_gpu, lay(tp=2, micro_batch=2))
+    lc = layer_compute_on(model, toy_gpu, lay(tp=2, micro_batch=2))
     b, t, s, h, f = 2, 2, 512, 1024, 2048
     tokens = b * s
     dense = (roofline(tokens, h, (h + 2 * 256) / t) + roofline(tokens, h / t, h)
@@ -156,11 +157,11 @@ def test_gqa_swiglu_dense_shapes(make_model, toy_gpu):
 
 def test_arrays_are_scored_row_by_row(make_model, toy_gpu):
     # Two layouts in one call give the same numbers as one layout at a time.
-    from planner.space import Layouts
+    from planner.layout.space import Layouts
 
     model = make_model()
     a, b = lay(tp=2, micro_batch=2), lay(tp=4, micro_batch=1, sequence_parallel=True)
     both = Layouts(**{k: np.concatenate([getattr(a, k), getattr(b, k)]) for k in a.__dataclass_fields__})
-    lc = layer_compute(model, toy_gpu, both)
-    assert lc.fwd_s[0] == layer_compute(model, toy_gpu, a).fwd_s[0]
-    assert lc.fwd_s[1] == layer_compute(model, toy_gpu, b).fwd_s[0]
+    lc = layer_compute_on(model, toy_gpu, both)
+    assert lc.fwd_s[0] == layer_compute_on(model, toy_gpu, a).fwd_s[0]
+    assert lc.fwd_s[1] == layer_compute_on(model, toy_gpu, b).fwd_s[0]

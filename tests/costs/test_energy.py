@@ -14,7 +14,8 @@ from pytest import approx
 from planner.costs.energy import step_energy
 from planner.costs.pipeline import TimeBreakdown, step_time
 from planner.score import score
-from planner.space import single_layout
+from planner.layout.space import single_layout
+from planner.costs.context import job_context
 
 
 def breakdown(**seconds) -> TimeBreakdown:
@@ -54,7 +55,7 @@ def test_energy_of_one_scored_layout_by_hand(make_model, make_cluster):
     model = make_model(training=dict(global_batch=8))
     cluster = make_cluster(power=dict(pue=1.1, node_overhead_w=3300.0))
     layout = single_layout(dp=2, tp=2, pp=2, micro_batch=1, num_microbatches=4)
-    t = step_time(model, cluster, layout)
+    t = step_time(job_context(model, cluster, layout))
     busy = t.compute[0] + t.recompute[0] + t.optimizer[0]
     comm = t.tp_comm[0] + t.pp_comm[0] + t.dp_comm[0]
     wait = t.bubble[0] + t.overhead[0]

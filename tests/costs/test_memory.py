@@ -11,9 +11,10 @@ from planner.costs.memory import (
     memory_breakdown,
     parameters_per_gpu,
 )
-from planner.costs.stages import bounding_ranks, rank_layers
-from planner.space import single_layout
+from planner.costs.pipeline_ranks import bounding_ranks, rank_layers
+from planner.layout.space import single_layout
 from planner.specs import GpuSpec
+from .conftest import job_on
 
 GIB = 2**30
 # Korthikanti et al. 2022 Table 3 models; fp16 and the standard (non-fused) softmax attention of
@@ -50,7 +51,7 @@ def test_fig1_22b_no_recompute_no_sp(make_model, a100):
     # pp = 1: all 48 layers of one micro-batch are in flight
     assert layers_in_flight(model, layout)[0] == 48
     # 48 * 1,325,400,064 B = 63,619,203,072 B = 59.25 GiB (Fig. 1)
-    assert memory_breakdown(model, a100, layout).activations[0] == approx(59.25, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, layout)).activations[0] == approx(59.25, rel=1e-9)
 
 
 def test_fig1_22b_selective_plus_sp(make_model, a100):
@@ -59,7 +60,7 @@ def test_fig1_22b_selective_plus_sp(make_model, a100):
     sbh = 2048 * 4 * 6144
     # Eq. 6: 34 s b h / t per layer; 48 layers: 48 * 4.25 * 50,331,648 B = 9.5625 GiB (Fig. 1)
     assert activation_bytes_per_layer(model, layout)[0][0] == approx(34 * sbh / 8, rel=1e-12)
-    assert memory_breakdown(model, a100, layout).activations[0] == approx(9.5625, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, layout)).activations[0] == approx(9.5625, rel=1e-9)
 
 
 def test_fig1_175b_interleaved(make_model, a100):
@@ -70,11 +71,11 @@ def test_fig1_175b_interleaved(make_model, a100):
     assert layers_in_flight(model, layout)[0] == approx(124)
     sbh = 2048 * 1 * 12288  # 25,165,824
     # 10 + 24/8 + 5 * 96 * 2048 / (12288 * 8) = 10 + 3 + 10 = 23 -> 124 * 23 * sbh = 66.84375 GiB
-    assert memory_breakdown(model, a100, layout).activations[0] == approx(124 * 23 * sbh / GIB, rel=1e-12)
-    assert memory_breakdown(model, a100, layout).activations[0] == approx(66.84375, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, layout)).activations[0] == approx(124 * 23 * sbh / GIB, rel=1e-12)
+    assert memory_breakdown(job_on(model, a100, layout)).activations[0] == approx(66.84375, rel=1e-9)
     sel = lay(tp=8, pp=8, vpp=3, num_microbatches=64, recompute="selective", sequence_parallel=True)
     # 124 * 34/8 * sbh = 12.3515625 GiB
-    assert memory_breakdown(model, a100, sel).activations[0] == approx(12.3515625, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, sel)).activations[0] == approx(12.3515625, rel=1e-9)
 
 
 def test_fig1_530b_interleaved(make_model, a100):
@@ -83,7 +84,7 @@ def test_fig1_530b_interleaved(make_model, a100):
     # 105 / (35 * 3) = 1 layer per chunk; in flight min(280 * 3, 3 * 35 + 34) = 139 chunks = 139 layers
     assert layers_in_flight(model, layout)[0] == approx(139)
     # 10 + 3 + 5 * 128 * 2048 / (20480 * 8) = 21; sbh = 2048 * 20480 -> 139 * 21 * 0.0390625 GiB
-    assert memory_breakdown(model, a100, layout).activations[0] == approx(114.0234375, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, layout)).activations[0] == approx(114.0234375, rel=1e-9)
 
 
 def test_fig1_1t_one_f_one_b(make_model, a100):
@@ -93,7 +94,7 @@ def test_fig1_1t_one_f_one_b(make_model, a100):
     assert layers_in_flight(model, layout)[0] == 128
     # 10 + 3 + 5 * 160 * 2048 / (25600 * 8) = 21; sbh = 2048 * 25600 = 52,428,800
     # 128 * 21 * 52,428,800 B = 131.25 GiB (Fig. 1)
-    assert memory_breakdown(model, a100, layout).activations[0] == approx(131.25, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, layout)).activations[0] == approx(131.25, rel=1e-9)
 
 
 def test_one_f_one_b_with_fewer_microbatches_than_stages(make_model, a100):
@@ -129,7 +130,7 @@ def test_zero_stages_shard_exactly_what_they_say(make_model, toy_gpu, zero, w_di
     model = make_model(**TINY, training=dict(global_batch=4))
     layout = lay(dp=4, tp=1, pp=1, zero=zero, num_microbatches=1)
     assert parameters_per_gpu(model, layout)[0] == TINY_P
-    mem = memory_breakdown(model, toy_gpu, layout)
+    mem = memory_breakdown(job_on(model, toy_gpu, layout))
     # 2 B bf16 weights, 4 B fp32 gradients, 12 B fp32 master + Adam m, v per parameter
     # ZeRO-3 also holds two gathered layers (2 x 2 B x 49,984) and one layer's fp32 gradients
     # (4 B x 49,984) at a time (FSDP's two all-gathers in flight).
@@ -146,7 +147,7 @@ def test_bf16_grad_reduce_keeps_two_byte_gradients(make_model, toy_gpu, zero, g_
     # shard it over dp 4, and ZeRO-3's one layer of unsharded gradients is 2 B x 49,984 too
     model = make_model(**TINY, training=dict(global_batch=4, grad_reduce_dtype="bf16"))
     layout = lay(dp=4, tp=1, pp=1, zero=zero, num_microbatches=1)
-    mem = memory_breakdown(model, toy_gpu, layout)
+    mem = memory_breakdown(job_on(model, toy_gpu, layout))
     gathered_g = 2 * TINY_LAYER if zero == 3 else 0
     assert mem.gradients[0] * GIB == approx(2 * TINY_P / g_div + gathered_g, rel=1e-12)
     assert mem.optimizer[0] * GIB == approx(12 * TINY_P / (1 if zero == 0 else 4), rel=1e-12)
@@ -164,7 +165,7 @@ def test_fig1_22b_parameter_state(make_model, a100):
     params = (48 * (12 * h**2 + 13 * h) + V * h + V * h) / 8 + s * h  # 2,797,031,424 + 12,582,912
     assert params == 2_809_614_336
     assert parameters_per_gpu(model, layout)[0] == approx(params, rel=1e-12)
-    mem = memory_breakdown(model, a100, layout)
+    mem = memory_breakdown(job_on(model, a100, layout))
     # 18 * 2,809,614,336 B = 50,573,058,048 B = 47.0998 GiB
     assert mem.weights[0] + mem.gradients[0] + mem.optimizer[0] == approx(18 * params / GIB, rel=1e-12)
     assert mem.weights[0] + mem.gradients[0] + mem.optimizer[0] == approx(47.0998, abs=1e-4)
@@ -203,11 +204,11 @@ def test_full_recompute_stores_layer_inputs_plus_one_full_layer(make_model, a100
     sbh = 2048 * 4 * 6144
     full = lay(tp=8, pp=1, micro_batch=4, num_microbatches=1, recompute="full")
     # 48 layer inputs of 2 s b h + one rebuilt layer of (10 + 3) s b h = 109 s b h = 5.109375 GiB
-    assert memory_breakdown(model, a100, full).activations[0] == approx(109 * sbh / GIB, rel=1e-12)
-    assert memory_breakdown(model, a100, full).activations[0] == approx(5.109375, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, full)).activations[0] == approx(109 * sbh / GIB, rel=1e-12)
+    assert memory_breakdown(job_on(model, a100, full)).activations[0] == approx(5.109375, rel=1e-9)
     full_sp = lay(tp=8, pp=1, micro_batch=4, num_microbatches=1, recompute="full", sequence_parallel=True)
     # with sp both parts split over tp: 48 * 2/8 + 34/8 = 12 + 4.25 = 16.25 s b h = 0.76171875 GiB
-    assert memory_breakdown(model, a100, full_sp).activations[0] == approx(0.76171875, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, full_sp)).activations[0] == approx(0.76171875, rel=1e-9)
 
 
 def test_full_recompute_with_standard_attention_rebuilds_the_scores_too(make_model, a100):
@@ -217,7 +218,7 @@ def test_full_recompute_with_standard_attention_rebuilds_the_scores_too(make_mod
     # 48 * 2 sbh + sbh (10 + 3 + 13.333): the recomputed forward of one layer stores everything a
     # normal forward does, scores included -> 122.333 sbh = 5.734375 GiB (the code gives 5.109375)
     expected = (96 + 10 + 3 + 5 * 64 * 2048 / (6144 * 8)) * sbh / GIB
-    assert memory_breakdown(model, a100, full).activations[0] == approx(expected, rel=1e-9)
+    assert memory_breakdown(job_on(model, a100, full)).activations[0] == approx(expected, rel=1e-9)
 
 
 def test_gqa_swiglu_activations_by_hand(make_model):
@@ -238,11 +239,11 @@ def test_reserve_and_logits_buffer(make_model, a100):
     layout = lay(tp=8, pp=1, micro_batch=4, num_microbatches=1)
     # 2 B bf16 logits + 4 B fp32 copy over s b V / t: 6 * 2048 * 4 * 51200 / 8 = 314,572,800 B
     # = 0.29296875 GiB, plus the preset's 2.0 GiB reserve
-    assert memory_breakdown(model, a100, layout).other[0] == approx(2.0 + 0.29296875, rel=1e-12)
+    assert memory_breakdown(job_on(model, a100, layout)).other[0] == approx(2.0 + 0.29296875, rel=1e-12)
 
 
 def test_total_is_the_sum(make_model, a100):
     model = make_model(**M175B)
-    mem = memory_breakdown(model, a100, lay(tp=8, pp=8, vpp=3, num_microbatches=64))
+    mem = memory_breakdown(job_on(model, a100, lay(tp=8, pp=8, vpp=3, num_microbatches=64)))
     parts = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.other
     assert mem.total[0] == approx(parts[0], rel=1e-12)

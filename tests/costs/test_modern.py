@@ -11,16 +11,20 @@ import pytest
 from pytest import approx
 
 from planner.costs.comm import cp_comm_per_layer_s, ep_comm_per_layer_s
-from planner.costs.compute import _gemm_set, expert_rows, layer_compute
+from planner.costs.compute import _gemm_set
+from planner.specs.layers import expert_rows
 from planner.costs.flops import model_flops_per_seq
-from planner.costs.memory import activation_bytes_per_layer, memory_breakdown, rank_param_split
-from planner.costs.stages import rank_moe_layers
-from planner.layers import Matrix, gemm_flops_per_token, layer_kinds
-from planner.precision import precision
+from planner.costs.memory import activation_bytes_per_layer, memory_breakdown
+from planner.costs.pipeline_ranks import rank_moe_layers
+from planner.specs.layers import Matrix, gemm_flops_per_token, layer_kinds
+from planner.specs.precision import precision
 from planner.score import score
 from planner.search import search
-from planner.space import single_layout
+from planner.layout.space import single_layout
 from planner.specs import GpuSpec
+from .conftest import layer_compute_on
+from planner.costs.context import job_context
+from planner.costs.pipeline_ranks import pipeline_ranks, rank_param_split
 
 REL = 1e-9
 
@@ -121,15 +125,15 @@ def test_fp8_weights_keep_two_more_bytes_and_mfu_is_quoted_against_bf16(make_mod
     bf16 = make_model()
     cluster = make_cluster(gpu=toy_gpu_data(peak_tflops=dict(bf16=100.0, fp16=100.0, fp8=200.0)))
     one = lay()
-    params = rank_param_split(bf16, one)[0][0]
+    params = rank_param_split(bf16, one, pipeline_ranks(bf16, one, 0))[0][0]
     # 2-byte weights + the 1-byte FP8 copy cached for the step
-    assert memory_breakdown(fp8, cluster.gpu, one).weights[0] == approx(3 * params / 2**30, rel=REL)
-    assert memory_breakdown(bf16, cluster.gpu, one).weights[0] == approx(2 * params / 2**30, rel=REL)
+    assert memory_breakdown(job_context(fp8, cluster, one)).weights[0] == approx(3 * params / 2**30, rel=REL)
+    assert memory_breakdown(job_context(bf16, cluster, one)).weights[0] == approx(2 * params / 2**30, rel=REL)
     s = score(fp8, cluster, one)
     assert s.mfu[0] == approx(2 * s.mfu_fp8_peak[0], rel=REL)  # the FP8 peak is twice the BF16 one
     # --fp8-param-gather: the parameters are the FP8 copy, 1 byte each, and ZeRO gathers them in 1 byte
     gathered = make_model(training=dict(precision="fp8", fp8_param_gather=True))
-    assert memory_breakdown(gathered, cluster.gpu, one).weights[0] == approx(1 * params / 2**30, rel=REL)
+    assert memory_breakdown(job_context(gathered, cluster, one)).weights[0] == approx(1 * params / 2**30, rel=REL)
     assert gathered.training.numerics.weight_bytes == 1 and fp8.training.numerics.weight_bytes == 2
 
 
@@ -139,7 +143,7 @@ def test_cp_ring_exposes_what_outlasts_attention(make_model, make_cluster):
     model = make_model()  # seq 512, h 1024, 16 heads of 64 (K and V 1,024 wide each), flash
     cluster = make_cluster()
     layout = lay(cp=4)
-    lc = layer_compute(model, cluster.gpu, layout)
+    lc = layer_compute_on(model, cluster.gpu, layout)
     # a K/V chunk: 2 bytes x 512/4 tokens x (1024 + 1024) = 524,288 B at 100 GB/s, + 10 us per step
     step = 524288 / 100e9 + 10e-6
     ring = 3 * step  # cp - 1 = 3 steps
@@ -153,7 +157,7 @@ def test_cp_ring_exposes_what_outlasts_attention(make_model, make_cluster):
     two = lay(cp=2)
     step2 = 2 * 524288 / 100e9 + 10e-6
     core2 = 2 * core_fwd
-    assert cp_comm_per_layer_s(cluster, model, two, layer_compute(model, cluster.gpu, two))[0] == approx(
+    assert cp_comm_per_layer_s(cluster, model, two, layer_compute_on(model, cluster.gpu, two))[0] == approx(
         max(step2 - core2, 0) + max(2 * step2 - 2.5 * core2, 0), rel=REL)
 
 
@@ -226,12 +230,12 @@ def test_expert_states_shard_over_ep_and_edp(make_model, make_cluster):
     cluster = make_cluster()
     # dp 4, ep 2: each GPU holds 2 of 4 experts of both MoE layers: 2 x 24,576 / 2 expert parameters
     layout = lay(dp=4, ep=2, zero=1)
-    dense, experts = rank_param_split(model, layout)
+    dense, experts = rank_param_split(model, layout, pipeline_ranks(model, layout, 0))
     assert experts[0] == 2 * 24576 / 2
     # dense: 66,048 + 2 x 20,224 + embeddings 6,400 + 4,096 + output 6,400 (pp 1: one rank holds all)
     assert dense[0] == 66048 + 2 * 20224 + 6400 + 4096 + 6400
     # ZeRO 1: optimizer states (12 B) of dense parameters over dp*cp = 4, of experts over edp = 4 / 2 = 2
-    mem = memory_breakdown(model, cluster.gpu, layout)
+    mem = memory_breakdown(job_context(model, cluster, layout))
     assert mem.optimizer[0] == approx(12 * (dense[0] / 4 + experts[0] / 2) / 2**30, rel=REL)
 
 
@@ -280,7 +284,7 @@ def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_c
     # flash tiles of 128: 4 query blocks; causal 1 + 2 + 3 + 4 = 10 tiles, windowed 1 + 2 + 2 + 2 = 7
     tiles = (4 + 4 * 7 / 10) / 8  # 0.85 of full causal attention's blocks on the mean layer
     core_full = 0.5 * 2 * 512**2 * 16 * 128 / 25e12  # 2.684 us, as in the CP test above with cp 1
-    lc_full, lc_win = layer_compute(full, cluster.gpu, one), layer_compute(windowed, cluster.gpu, one)
+    lc_full, lc_win = layer_compute_on(full, cluster.gpu, one), layer_compute_on(windowed, cluster.gpu, one)
     assert lc_full.attention_fwd_s[0] == approx(core_full, rel=REL)
     assert lc_win.attention_fwd_s[0] == approx(tiles * core_full, rel=REL)
     assert lc_win.fwd_s[0] - lc_full.fwd_s[0] == approx((tiles - 1) * core_full, rel=REL)
@@ -291,15 +295,15 @@ def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_c
     assert model_flops_per_seq(full) - model_flops_per_seq(windowed) == approx(3 * 8 * attention * (1 - pairs), rel=1e-9)
     # the unfused path computes and stores every score, window or not
     std = dict(training=dict(attention="standard"))
-    assert layer_compute(make_model(sliding_window=128, **std), cluster.gpu, one).fwd_s[0] == approx(
-        layer_compute(make_model(**std), cluster.gpu, one).fwd_s[0], rel=REL)
+    assert layer_compute_on(make_model(sliding_window=128, **std), cluster.gpu, one).fwd_s[0] == approx(
+        layer_compute_on(make_model(**std), cluster.gpu, one).fwd_s[0], rel=REL)
     assert activation_bytes_per_layer(make_model(sliding_window=128, **std), one)[0][0] == approx(
         activation_bytes_per_layer(make_model(**std), one)[0][0], rel=REL)
     # context parallelism: Transformer Engine needs all_gather with a window; K/V of all 512 tokens
     # gathered over the 4 GPUs (3 x a 524,288 B chunk at 100 GB/s + 3 steps of 10 us), twice backward
     cp = lay(cp=4)
     gather = 3 * (524288 / 100e9 + 10e-6)
-    lc = layer_compute(windowed, cluster.gpu, cp)
+    lc = layer_compute_on(windowed, cluster.gpu, cp)
     assert cp_comm_per_layer_s(cluster, windowed, cp, lc)[0] == approx(gather + 2 * gather, rel=1e-6)
 
 
@@ -311,7 +315,7 @@ def _moe_lc(make_model, gpu, layout=None, stack=None, training=None, **fields):
     model = make_model(**{**TINY_MOE, **fields}, training={"stack": {**toy_stack, **(stack or {})}, **(training or {})})
     dense, moe = layer_kinds(model)
     layout = layout or lay()
-    return layer_compute(model, gpu, layout, dense), layer_compute(model, gpu, layout, moe)
+    return layer_compute_on(model, gpu, layout, dense), layer_compute_on(model, gpu, layout, moe)
 
 
 def test_dropless_moe_layer_waits_for_the_host_once_per_forward(make_model, toy_gpu):
@@ -385,21 +389,20 @@ def test_eager_clamp_keeps_the_fc1_output_for_its_backward(make_model):
 def test_eager_rope_when_yarn_scales_cos_and_sin(make_model, toy_gpu):
     # h 1024, 16 heads of 64 (K as wide as Q), s 512, b 1: q and k hold 512 x 2,048 values;
     # the eager path moves 20 B more per value than the fused kernel: 20,971,520 B / 500e9 = 41.943 us
-    fused = layer_compute(make_model(position_embedding="rope"), toy_gpu, lay())
-    eager = layer_compute(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay())
+    fused = layer_compute_on(make_model(position_embedding="rope"), toy_gpu, lay())
+    eager = layer_compute_on(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay())
     assert eager.fwd_s[0] - fused.fwd_s[0] == approx(20_971_520 / 500e9, rel=1e-6)
     # tp 2 halves the heads on each GPU
-    fused2 = layer_compute(make_model(position_embedding="rope"), toy_gpu, lay(tp=2))
-    eager2 = layer_compute(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay(tp=2))
+    fused2 = layer_compute_on(make_model(position_embedding="rope"), toy_gpu, lay(tp=2))
+    eager2 = layer_compute_on(make_model(position_embedding="rope", rope_mscale=1.347), toy_gpu, lay(tp=2))
     assert eager2.fwd_s[0] - fused2.fwd_s[0] == approx(20_971_520 / 2 / 500e9, rel=1e-6)
     # MLA (DeepSeek-V3 shape, 128 heads with a 64-wide rope part, rope_mscale 1.347 for the test):
     # the rope part of each query head over tp 2 plus the one shared rope key on every rank:
     # 20 B x 512 x (128 x 64 / 2 + 64) = 42,598,400 B / 500e9 = 85.197 us
     mla = dict(heads=128, head_dim=None, position_embedding="rope",
                mla=dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128))
-    mla_fused = layer_compute(make_model(**mla), toy_gpu, lay(tp=2))
-    mla_eager = layer_compute(make_model(**mla, rope_mscale=1.347), toy_gpu, lay(tp=2))
+    mla_fused = layer_compute_on(make_model(**mla), toy_gpu, lay(tp=2))
+    mla_eager = layer_compute_on(make_model(**mla, rope_mscale=1.347), toy_gpu, lay(tp=2))
     assert mla_eager.fwd_s[0] - mla_fused.fwd_s[0] == approx(42_598_400 / 500e9, rel=1e-6)
     # learned positions have no RoPE to run
-    assert layer_compute(make_model(rope_mscale=1.347), toy_gpu, lay()).fwd_s[0] == layer_compute(
-        make_model(), toy_gpu, lay()).fwd_s[0]
+    assert layer_compute_on(make_model(rope_mscale=1.347), toy_gpu, lay()).fwd_s[0] == layer_compute_on(make_model(), toy_gpu, lay()).fwd_s[0]

@@ -13,12 +13,15 @@ from __future__ import annotations
 import numpy as np
 from pytest import approx
 
-from planner.costs.compute import LayerCompute, layer_compute
-from planner.costs.pipeline import ep_exposed_s, kind_times, step_time
-from planner.precision import BF16
-from planner.space import single_layout
+from planner.costs.compute import LayerCompute
+from planner.costs.layer_times import ep_exposed_s
+from planner.costs.pipeline import step_time
+from planner.specs.precision import BF16
+from planner.layout.space import single_layout
+from .conftest import layer_compute_on
+from planner.costs.context import job_context
 
-ADAM_BYTES_PER_PARAM = BF16.adam_step_bytes  # 30 B: planner/precision.py
+ADAM_BYTES_PER_PARAM = BF16.adam_step_bytes  # 30 B: planner/specs/precision.py
 LAT = 10e-6
 REL = 1e-9
 H, S, V = 1024, 512, 8192
@@ -34,7 +37,7 @@ def lay(**kw):
 
 
 def unit_times(model, gpu, layout):
-    lc = layer_compute(model, gpu, layout)
+    lc = layer_compute_on(model, gpu, layout)
     return float(lc.fwd_s[0] + lc.bwd_s[0]), float(lc.logits_fwd_bwd_s[0])
 
 
@@ -45,7 +48,7 @@ def test_one_f_one_b_step_by_hand(make_model, make_cluster):
     t_layer, t_logits = unit_times(model, cluster.gpu, layout)
     m, p, v = 8, 4, 1
     t_stage = 2 * t_layer  # 8 layers / 4 stages
-    times = step_time(model, cluster, layout)
+    times = step_time(job_context(model, cluster, layout))
     # (m + (p-1)/v) t_stage, plus the logits on the critical path once per micro-batch
     pipeline = (m + (p - 1) / v) * t_stage + m * t_logits
     assert times.compute[0] + times.recompute[0] + times.tp_comm[0] + times.bubble[0] == approx(pipeline, rel=REL)
@@ -76,7 +79,7 @@ def test_negligible_logits_gives_the_textbook_formula(make_model, make_cluster):
     layout = lay(pp=4, num_microbatches=8)
     t_layer, t_logits = unit_times(model, cluster.gpu, layout)
     assert t_logits < 0.01 * t_layer
-    times = step_time(model, cluster, layout)
+    times = step_time(job_context(model, cluster, layout))
     busy = times.compute[0] + times.bubble[0]
     assert busy == approx((8 + 3) * 2 * t_layer, rel=1e-2)
 
@@ -86,7 +89,7 @@ def test_interleaving_shrinks_the_bubble(make_model, make_cluster):
     cluster = make_cluster()
     plain, inter = lay(pp=4, num_microbatches=8), lay(pp=4, vpp=2, num_microbatches=8)
     t_layer, t_logits = unit_times(model, cluster.gpu, plain)
-    a, b = step_time(model, cluster, plain), step_time(model, cluster, inter)
+    a, b = step_time(job_context(model, cluster, plain)), step_time(job_context(model, cluster, inter))
     t_stage = 2 * t_layer
     # bubble (p-1) t_stage / v: 3 t_stage -> 1.5 t_stage; the logit imbalance is unchanged
     assert b.bubble[0] == approx(3 * t_stage / 2 + 8 * t_logits * 3 / 4, rel=REL)
@@ -105,7 +108,7 @@ def test_uneven_split_waits_for_the_heaviest_rank(make_model, make_cluster):
     # ranks hold 3, 3, 2, 2 layers (the heaviest rank holds ceil(10/4) = 3); the last also the logits
     t_max = max(3 * t_layer, 2 * t_layer + t_logits)
     t_sum = 10 * t_layer + t_logits
-    times = step_time(model, cluster, layout)
+    times = step_time(job_context(model, cluster, layout))
     assert times.compute[0] + times.bubble[0] == approx(8 * t_max + (t_sum - t_max), rel=REL)
     assert times.compute[0] == approx(8 * (10 / 4 * t_layer + t_logits / 4), rel=REL)
 
@@ -114,17 +117,17 @@ def test_tp_communication_and_full_recompute(make_model, make_cluster):
     model = make_model(training=dict(global_batch=8))
     cluster = make_cluster()
     layout = lay(tp=2, pp=2, num_microbatches=8, recompute="full")
-    lc = layer_compute(model, cluster.gpu, layout)
+    lc = layer_compute_on(model, cluster.gpu, layout)
     # per layer forward: two all-reduces of 2 s b h = 1,048,576 B over 2 ranks on NVLink:
     # 2 x (2 * 1/2 * 1,048,576 / 100e9 + 2 * 1 * 10 us) = 2 x 30.486 us
     tp_fwd = 2 * (1_048_576 / 100e9 + 2 * LAT)
-    times = step_time(model, cluster, layout)
+    times = step_time(job_context(model, cluster, layout))
     # forward, backward and the recomputed forward: 3 x; m = 8 micro-batches x 4 layers per rank
     assert times.tp_comm[0] == approx(8 * 4 * 3 * tp_fwd, rel=REL)
     assert times.recompute[0] == approx(8 * 4 * lc.fwd_s[0], rel=REL)  # full: the whole forward again
     overlapped = make_model(training=dict(global_batch=8, tp_comm_overlap=True))
     # tp_overlap_exposed = 0.5 on the toy GPU
-    assert step_time(overlapped, cluster, layout).tp_comm[0] == approx(0.5 * 8 * 4 * 3 * tp_fwd, rel=REL)
+    assert step_time(job_context(overlapped, cluster, layout)).tp_comm[0] == approx(0.5 * 8 * 4 * 3 * tp_fwd, rel=REL)
 
 
 def _dp_model(make_model, overlap):
@@ -139,12 +142,12 @@ def test_dp_overlap_hides_up_to_one_stage_of_work(make_model, make_cluster):
     # One GPU per node and 1 GB/s links: the gradient all-reduce (0.59 s) dwarfs the work.
     cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=1.0)
     layout = lay(dp=2, num_microbatches=4)
-    t_bwd = float(layer_compute(_dp_model(make_model, True), cluster.gpu, layout).bwd_s[0])
+    t_bwd = float(layer_compute_on(_dp_model(make_model, True), cluster.gpu, layout).bwd_s[0])
     # all-reduce of 4 B fp32 gradients over 2 ranks at 1 x 0.8 GB/s: 2 * 1/2 * 4P / 0.8e9 + 2 x 10 us
     raw = 4 * DP_PARAMS / 0.8e9 + 2 * LAT
     assert raw == approx(0.59037648, rel=1e-9)
-    exposed_off = step_time(_dp_model(make_model, False), cluster, layout).dp_comm[0]
-    exposed_on = step_time(_dp_model(make_model, True), cluster, layout).dp_comm[0]
+    exposed_off = step_time(job_context(_dp_model(make_model, False), cluster, layout)).dp_comm[0]
+    exposed_on = step_time(job_context(_dp_model(make_model, True), cluster, layout)).dp_comm[0]
     assert exposed_off == approx(raw, rel=REL)
     # overlap window (zero 0): a gradient all-reduce can only hide behind the backward of the last
     # micro-batch, on the 8 layers of the rank
@@ -156,10 +159,10 @@ def test_dp_overlap_keeps_a_floor(make_model, make_cluster):
     # Inside one node (100 GB/s) the all-reduce (4.7 ms) is shorter than the window: 10 % stays exposed.
     cluster = make_cluster()
     layout = lay(dp=2, num_microbatches=4)
-    t_bwd = float(layer_compute(_dp_model(make_model, True), cluster.gpu, layout).bwd_s[0])
+    t_bwd = float(layer_compute_on(_dp_model(make_model, True), cluster.gpu, layout).bwd_s[0])
     raw = 4 * DP_PARAMS / 100e9 + 2 * LAT
     assert raw < 8 * t_bwd
-    assert step_time(_dp_model(make_model, True), cluster, layout).dp_comm[0] == approx(0.1 * raw, rel=REL)
+    assert step_time(job_context(_dp_model(make_model, True), cluster, layout)).dp_comm[0] == approx(0.1 * raw, rel=REL)
 
 
 def test_zero2_overlaps_with_every_micro_batch(make_model, make_cluster):
@@ -170,7 +173,7 @@ def test_zero2_overlaps_with_every_micro_batch(make_model, make_cluster):
     rs = 1 / 2 * 4 * DP_PARAMS / 0.8e9 + LAT
     ag = 1 / 2 * 2 * DP_PARAMS / 0.8e9 + LAT
     raw = 4 * rs + ag
-    times = step_time(_dp_model(make_model, True), cluster, layout)
+    times = step_time(job_context(_dp_model(make_model, True), cluster, layout))
     # window: all 4 micro-batches' forward + backward
     assert times.dp_comm[0] == approx(max(raw - 4 * 8 * t_layer, 0.1 * raw), rel=REL)
     # optimizer states sharded over dp = 2: Adam touches half the parameters
@@ -220,13 +223,13 @@ def test_a2a_overlap_in_the_step(make_model, make_cluster):
     cluster = make_cluster()
     one = lay(dp=8, ep=8, num_microbatches=1)
     # one micro-batch: the same step
-    assert step_time(hidden, cluster, one).total[0] == step_time(plain, cluster, one).total[0]
+    assert step_time(job_context(hidden, cluster, one)).total[0] == step_time(job_context(plain, cluster, one)).total[0]
     many = lay(dp=1, ep=1, num_microbatches=8)
     ep8 = lay(dp=8, ep=8, num_microbatches=8)
     # the exposed EP of the breakdown is what kind_times charges: 8 micro-batches x 2 MoE layers
-    kinds = {k.moe: k for k in kind_times(hidden, cluster, ep8)}
-    raw = {k.moe: k for k in kind_times(plain, cluster, ep8)}
+    kinds = {k.moe: k for k in job_context(hidden, cluster, ep8).kinds}
+    raw = {k.moe: k for k in job_context(plain, cluster, ep8).kinds}
     expected = ep_exposed_s(ep8, raw[True].lc, raw[True].ep)
     assert kinds[True].ep[0] == approx(expected[0], rel=REL) and kinds[True].ep[0] < raw[True].ep[0]
-    assert step_time(hidden, cluster, ep8).ep_comm[0] == approx(8 * 2 * expected[0], rel=REL)
-    assert step_time(hidden, cluster, many).ep_comm[0] == 0.0  # ep 1: no all-to-all to hide
+    assert step_time(job_context(hidden, cluster, ep8)).ep_comm[0] == approx(8 * 2 * expected[0], rel=REL)
+    assert step_time(job_context(hidden, cluster, many)).ep_comm[0] == 0.0  # ep 1: no all-to-all to hide

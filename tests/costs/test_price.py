@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from planner.costs.price import step_co2e_g, step_cost_usd
-from planner.loading import load_cluster
+from planner.specs.loading import load_cluster
 
 
 def test_step_cost_is_gpu_hours_plus_electricity():

@@ -6,12 +6,14 @@ import numpy as np
 from pytest import approx
 
 from planner.costs.comm import zero3_layer_comm_s
-from planner.costs.compute import gemm_s, layer_compute
+from planner.costs.compute import gemm_s
 from planner.costs.memory import memory_breakdown, zero3_transient_params
 from planner.costs.pipeline import step_time
-from planner.precision import precision
-from planner.space import single_layout
+from planner.specs.precision import precision
+from planner.layout.space import single_layout
 from planner.specs import GpuSpec
+from .conftest import job_on, layer_compute_on
+from planner.costs.context import job_context
 
 from .conftest import TOY_STACK
 
@@ -51,7 +53,7 @@ def test_small_gemms_saturate(toy_gpu_data):
 def test_launch_floor_bounds_small_layers(make_model, toy_gpu):
     stack = dict(TOY_STACK, layer_launch_us=10_000.0)  # 10 ms: far above this toy layer's GPU time
     model = make_model(training=dict(global_batch=8, stack=stack))
-    lc = layer_compute(model, toy_gpu, lay(dp=1, tp=1, micro_batch=1))
+    lc = layer_compute_on(model, toy_gpu, lay(dp=1, tp=1, micro_batch=1))
     # forward: max(GPU time, 10 ms) + 100 us overhead; backward launches twice as many kernels
     assert lc.fwd_s[0] == approx(10e-3 + 100e-6, rel=1e-6)
     assert lc.bwd_s[0] == approx(20e-3 + 200e-6, rel=1e-6)
@@ -62,7 +64,7 @@ def test_microbatch_overhead_per_chunk(make_model, make_cluster):
     base = make_model()
     slow = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, microbatch_overhead_us=1000.0)))
     layout = lay(dp=1, tp=1, pp=2, vpp=2, micro_batch=1, num_microbatches=8)
-    a, b = step_time(base, cluster, layout), step_time(slow, cluster, layout)
+    a, b = step_time(job_context(base, cluster, layout)), step_time(job_context(slow, cluster, layout))
     # 8 micro-batches x 2 chunks x 1 ms on every rank: the overhead grows by 16 ms; the pipeline term
     # m t_max + (sum - t_max)/v grows by 8 x 2 ms + (2 x 2 ms - 2 ms) / 2 = 17 ms (one more in the bubble)
     assert b.overhead[0] - a.overhead[0] == approx(16e-3, rel=1e-9)
@@ -103,10 +105,10 @@ def test_zero3_exposes_the_gather_a_layer_cannot_hide(make_model, make_cluster):
     cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=0.01)
     model = make_model()
     layout = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3)
-    lc = layer_compute(model, cluster.gpu, layout)
+    lc = layer_compute_on(model, cluster.gpu, layout)
     gather, reduce = zero3_layer_comm_s(cluster, model, layout, precision("bf16"), model.training.stack)
     per_layer = max(gather[0] - lc.fwd_s[0], 0) + max(gather[0] + reduce[0] - lc.bwd_s[0], 0)
-    assert step_time(model, cluster, layout).dp_comm[0] == approx(4 * 8 * per_layer, rel=1e-9)
+    assert step_time(job_context(model, cluster, layout)).dp_comm[0] == approx(4 * 8 * per_layer, rel=1e-9)
 
 
 def test_memory_uses_the_stack_granularity(make_model, toy_gpu):
@@ -115,7 +117,7 @@ def test_memory_uses_the_stack_granularity(make_model, toy_gpu):
     one = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_units_in_flight=1)))
     # one layer's bf16 weights less: layer params x 2 bytes
     layer = two.layer_params()
-    diff = memory_breakdown(two, toy_gpu, layout).weights - memory_breakdown(one, toy_gpu, layout).weights
+    diff = memory_breakdown(job_on(two, toy_gpu, layout)).weights - memory_breakdown(job_on(one, toy_gpu, layout)).weights
     assert diff[0] * 2**30 == approx(layer * 2, rel=1e-9)
     assert np.all(diff > 0)
 
@@ -132,7 +134,7 @@ def test_zero3_without_overlap_by_hand(make_model, make_cluster):
     model = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=False)))
     layout = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3)
     # forward gather, backward gather and reduce-scatter per layer, 8 layers, 4 micro-batches: 2.0164 s
-    assert step_time(model, cluster, layout).dp_comm[0] == approx(4 * 8 * (2 * gather + reduce), rel=1e-9)
+    assert step_time(job_context(model, cluster, layout)).dp_comm[0] == approx(4 * 8 * (2 * gather + reduce), rel=1e-9)
     assert 4 * 8 * (2 * gather + reduce) == approx(2.01636, rel=1e-4)
 
 
@@ -142,7 +144,7 @@ def test_overlap_never_makes_zero3_slower(make_model, make_cluster):
         layout = lay(dp=4, tp=1, micro_batch=1, num_microbatches=2, zero=3)
         on = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=True)))
         off = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=False)))
-        assert step_time(on, cluster, layout).dp_comm[0] <= step_time(off, cluster, layout).dp_comm[0]
+        assert step_time(job_context(on, cluster, layout)).dp_comm[0] <= step_time(job_context(off, cluster, layout)).dp_comm[0]
 
 
 def test_fat_tree_hops_add_switch_latency(make_cluster, toy_gpu_data):
@@ -181,7 +183,7 @@ def test_flash_attention_efficiency_saturates_with_head_dim(make_model, toy_gpu_
     # Same attention FLOPs (4 s^2 h, hidden 1024): 16 heads of 64 take 1 / 0.82 of 8 heads of 128.
     gpu = GpuSpec.model_validate(toy_gpu_data(efficiency=dict(flash_half_head_dim=36.0)))
     layout = single_layout(dp=1, tp=1, pp=1, micro_batch=1, num_microbatches=8)
-    narrow = layer_compute(make_model(heads=16), gpu, layout)
-    wide = layer_compute(make_model(heads=8), gpu, layout)
+    narrow = layer_compute_on(make_model(heads=16), gpu, layout)
+    wide = layer_compute_on(make_model(heads=8), gpu, layout)
     assert narrow.attention_fwd_s[0] / wide.attention_fwd_s[0] == approx(0.7805 / 0.64, rel=1e-3)
     assert narrow.attention_bwd_s[0] / wide.attention_bwd_s[0] == approx(0.7805 / 0.64, rel=1e-3)

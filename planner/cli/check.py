@@ -1,0 +1,163 @@
+"""`plan check` and `plan schema` commands (registered on the main app), and the check's output formats."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from typing import Annotated, Optional
+
+import typer
+
+from planner.check import INVALID, UNREADABLE, Finding
+from planner.cli.common import out, run
+from planner.errors import clip_file, printable
+
+FORMATS = ("text", "json", "github", "junit")
+
+
+def summary(files: list[str], findings: list[Finding]) -> dict:
+    count = Counter(f.severity for f in findings)
+    return {"files": len(files), "errors": count["error"], "warnings": count["warning"]}
+
+
+def _counts(s: dict) -> str:
+    plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
+    return f"{plural(s['files'], 'file')} checked, {plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}"
+
+
+def render_json(files: list[str], findings: list[Finding], code: int) -> str:
+    return json.dumps({"files": files, "findings": [f.to_dict() for f in findings],
+                       "summary": summary(files, findings), "exit_code": code}, indent=2)
+
+
+def _escape_data(text: str) -> str:
+    """GitHub's workflow-command escaping: a newline in a file name or message cannot start a
+    line of its own (`::error ...` that the runner would execute); undecodable bytes of a file
+    name (lone surrogates) become \\udcXX instead of failing to print."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(files: list[str], findings: list[Finding], strict: bool = False) -> str:
+    """GitHub Actions workflow commands: one `::error file=F,line=L,title=T::message` per finding."""
+    lines = []
+    for f in findings:
+        level = "error" if f.severity == "error" or strict else "warning"
+        props = [f"file={_escape_property(f.file)}"] + ([f"line={f.line}"] if f.line is not None else [])
+        props.append(f"title={_escape_property(f'plan check: {f.code}')}")
+        where = f"{f.path}: " if f.path else ""
+        lines.append(f"::{level} {','.join(props)}::{_escape_data(where + f.message)}")
+    s = summary(files, findings)
+    lines.append(f"plan check: {_counts(s)}")
+    return "\n".join(lines)
+
+
+def render_junit(files: list[str], findings: list[Finding], strict: bool = False) -> str:
+    """JUnit XML: one test case per file; unreadable or invalid files are errors, failed checks failures."""
+    by_file: dict[str, list[Finding]] = {file: [] for file in files}
+    for f in findings:
+        by_file.setdefault(f.file, []).append(f)
+    suites = ET.Element("testsuites", name="plan check")
+    suite = ET.SubElement(suites, "testsuite", name="plan check")
+    totals = Counter()
+    for file, found in by_file.items():
+        case = ET.SubElement(suite, "testcase", classname="plan check", name=file, time="0")
+        failing = [f for f in found if f.severity == "error" or strict]
+        for f in failing:
+            tag = "error" if f.code in (UNREADABLE, INVALID) else "failure"
+            totals[tag] += 1
+            where = f"{f.file}:{f.line}" if f.line is not None else f.file
+            node = ET.SubElement(case, tag, type=f.code, message=f"{f.path + ': ' if f.path else ''}{f.message}")
+            node.text = f"{where}: {f.message}"
+        warnings = [f for f in found if f not in failing]
+        if warnings:
+            ET.SubElement(case, "system-out").text = "\n".join(
+                f"warning: {f.file}:{f.line}: {f.path}: {f.message}" for f in warnings)
+    attrs = {"tests": str(len(by_file)), "failures": str(totals["failure"]), "errors": str(totals["error"]),
+             "skipped": "0", "time": "0"}
+    suite.attrib.update(attrs)
+    suites.attrib.update({k: v for k, v in attrs.items() if k != "skipped"})
+    ET.indent(suites)
+    xml = '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    return xml.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates of undecodable names
+
+
+def render_text(files: list[str], findings: list[Finding], console, strict: bool = False) -> None:
+    """One line per finding. File names, paths and messages are shown literally: markup escaped, no
+    emoji codes (`:fire:`), control characters and newlines as escapes (errors.printable)."""
+    from rich.markup import escape
+
+    for f in findings:
+        color = "red" if f.severity == "error" or strict else "yellow"
+        where = clip_file(f.file) + (f":{f.line}" if f.line is not None else "")
+        path = f" {escape(printable(f.path))}:" if f.path else ""
+        console.print(f"[{color}]{f.severity}[/{color}] {escape(where)}:{path} {escape(printable(f.message))} "
+                      f"[dim]({f.code})[/dim]", highlight=False, soft_wrap=True, emoji=False)
+    s = summary(files, findings)
+    ok = "[green]ok[/green]" if not s["errors"] and not (strict and s["warnings"]) else "[red]failed[/red]"
+    console.print(f"{ok}: {_counts(s)}", highlight=False, emoji=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module to `app`."""
+    @app.command()
+    def check(
+        paths: Annotated[list[str], typer.Argument(help="files and directories (searched for *.yaml, *.yml)")],
+        fmt: Annotated[str, typer.Option("--format", help="text | json | github | junit")] = "text",
+        strict: Annotated[bool, typer.Option("--strict", help="fail on warnings too")] = False,
+        memory_headroom: Annotated[Optional[float], typer.Option(
+            "--memory-headroom", help="fraction of GPU memory kept free (default: the plan's, else 0.05)")] = None,
+        against_best: Annotated[Optional[float], typer.Option(
+            "--against-best", help="fail when a plan's layout is more than PCT % slower than plan search's best",
+            metavar="PCT")] = None,
+    ) -> None:
+        """Validate GPU, cluster, model, layout and plan files for CI: exit 0 clean, 1 a check failed, 2 unreadable."""
+
+        def go():
+            from planner.check import check_paths, exit_code
+            from planner.constraints import constraint_of_option
+            from planner.errors import SpecError
+            from planner.options import check_option
+
+            if fmt not in FORMATS:
+                raise SpecError(f"unknown format '{fmt}'", path="--format", expected=" | ".join(FORMATS))
+            check_option(constraint_of_option("memory_headroom").option, memory_headroom)
+            if against_best is not None and not 0 <= against_best < 1e6:
+                raise SpecError("must be a percentage >= 0", path="--against-best", expected="e.g. 5")
+            files, findings = check_paths(paths, headroom=memory_headroom, against_best=against_best)
+            code = exit_code(findings, strict)
+            try:
+                if fmt == "json":
+                    print(render_json(files, findings, code))
+                elif fmt == "github":
+                    print(render_github(files, findings, strict))
+                elif fmt == "junit":
+                    print(render_junit(files, findings, strict))
+                else:
+                    render_text(files, findings, out, strict)  # the report is the result: stdout, pass or fail
+                sys.stdout.flush()
+            except BrokenPipeError:  # `plan check ... | head`: the reader left; the verdict is the exit status
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            if code:
+                raise typer.Exit(code)
+
+        run(go)
+
+    @app.command()
+    def schema(kind: Annotated[Optional[str], typer.Argument(
+            help="gpu | cluster | model | layout | plan (default: one schema for any of them)")] = None) -> None:
+        """Print the JSON Schema of a spec file kind, for editors (yaml-language-server)."""
+
+        def go():
+            from planner.specs.schema import any_schema, json_schema
+
+            print(json.dumps(any_schema() if kind is None else json_schema(kind), indent=2))
+
+        run(go)
+

@@ -1,0 +1,345 @@
+"""The `plan` command line: parses arguments, calls the library, prints. No planning logic here.
+
+Options of layout axes, limits and search settings are generated from their declarations
+(planner/cli/common.py); each command only adds its own arguments."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from planner.cli import check as cli_check
+
+from planner.cli import sweep as cli_sweep
+from planner.cli import allocate as cli_allocate
+from planner.cli import hf_import as cli_import
+from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, read_axes,
+                         read_limits, read_options, run, setting, with_params)
+from planner.errors import SpecError
+from planner.options import (CRITICAL_BATCH, GLOBAL_BATCH, GPUS, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT, TOP, check_option,
+                      shown_number)
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, help="Plan the parallel layout of a large-model training run.",
+                  pretty_exceptions_enable=False)
+
+ModelArg = Annotated[str, typer.Argument(help="model spec: a path or a shipped name")]
+ClusterArg = Annotated[str, typer.Argument(help="cluster spec: a path or a shipped name")]
+Gpus = Annotated[Optional[int], typer.Option("--gpus", help="GPUs to use (default: the whole cluster)")]
+GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
+Stack = Annotated[Optional[str], typer.Option("--stack", help=(
+    "software stack: megatron-core, megatron-lm-2022, megatron-deepspeed, deepspeed-zero3, pytorch-fsdp "
+    "or a shipped profile in configs/stacks (overrides the model's training.stack)"))]
+AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
+Export = Annotated[Optional[str], typer.Option("--export", help=(
+    "print launch settings of the layout instead of the table: megatron | nemo | torchtitan | deepspeed"))]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from planner import DISTRIBUTION, version
+
+        print(f"plan {version()} ({DISTRIBUTION})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
+                                                help="print the version and exit")] = False) -> None:
+    """Plan the parallel layout of a large-model training run."""
+
+
+def _print_json(data: dict) -> None:
+    """Strict JSON: a NaN or an infinity is a bug (exit 3), never `NaN` in the output."""
+    print(json.dumps(data, indent=2, allow_nan=False))
+
+
+def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None):
+    from planner.specs.loading import load_cluster, load_model, precision_line
+    from planner.search import check_precision, with_global_batch, with_stack
+
+    check_option(GPUS, gpus)
+    check_option(GLOBAL_BATCH, global_batch)
+    _check_stack_name(stack)
+    m = with_stack(with_global_batch(load_model(model), global_batch), stack)
+    c = load_cluster(cluster)
+    check_precision(m, c, *precision_line(model))
+    total = sum(c.pool_cluster(n).total_gpus for n in c.pool_names)  # every pool's (planner/mixed_pools.py)
+    if gpus is not None and gpus > total:
+        raise SpecError(f"--gpus {gpus} is more than the {total} GPUs of {c.name}", path="--gpus",
+                        expected=f"at most {total}")
+    return m, c
+
+
+def _check_stack_name(stack: str | None) -> None:
+    """--stack names a shipped profile: a plain file name, never a path (or 10,000 characters)."""
+    from planner.specs.shipped import shipped_names
+    from planner.specs import is_plain_name
+
+    if stack is not None and not is_plain_name(stack):
+        raise SpecError(f"'{stack[:40]}{'...' if len(stack) > 40 else ''}' is not a stack name", path="--stack",
+                        expected=f"one of: {', '.join(shipped_names('stack'))}")
+
+
+def _check_degree_product(given: dict) -> None:
+    """Degrees given on the command line multiply to at most --gpus's bound (no int64 overflow
+    later: 10^7 * 10^5 * 10^5 * 10^5 GPUs is bad input, not a step time)."""
+    from planner.layout.axes import AXES
+
+    degrees = [a for a in AXES if a.role == "degree" and given.get(a.name) is not None]
+    product = math.prod(given[a.name] for a in degrees)
+    if product > GPUS.bounds["le"]:
+        raise SpecError(f"{'*'.join(a.name for a in degrees)} = {shown_number(product)} GPUs",
+                        path="/".join(a.flag for a in degrees), expected=f"degrees whose product is at most "
+                        f"{GPUS.bounds['le']:,}")
+
+
+@app.command()
+@with_params(axis_params("fix"), option_params("search"))
+def search(
+    model: ModelArg = DEFAULT_MODEL, cluster: ClusterArg = DEFAULT_CLUSTER, gpus: Gpus = None,
+    global_batch: GlobalBatch = None, stack: Stack = None,
+    objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
+    top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
+    export: Export = None,
+    frontier: Annotated[bool, typer.Option("--frontier", help="also list the Pareto frontier of step time vs energy per token")] = False,
+    gpus_range: Annotated[Optional[str], typer.Option("--gpus-range", help="LO:HI: best layout per power-of-two GPU count and the recommended count")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help=(
+        "draw the step time / energy per token frontier to FILE (.png or .svg; needs matplotlib)"))] = None,
+    power_caps: Annotated[Optional[bool], typer.Option("--power-caps/--no-power-caps", help="try the GPU preset's power caps (default: unless --objective time without energy limits or --frontier)")] = None,
+    **options,
+) -> None:
+    """Find the best layouts for MODEL on CLUSTER (default: GPT-3 175B on 1024 A100s)."""
+
+    def go():
+        from planner import report
+        from planner.search import search as do_search, search_gpu_counts
+        from planner.layout.space import SpaceLimits
+
+        check_option(TOP, top)
+        check_option(GPUS, gpus)
+        check_export(export, json_out, gpus_range=gpus_range, plot=plot)
+        figure = _figure(plot, "--plot")
+        _check_degree_product(read_axes(options))
+        _check_fixed_degrees(gpus, read_axes(options))
+        # Every option is checked before the files are read: bad input costs no loading.
+        limits, split_top = read_limits(options, "search"), setting(options, SPLIT_TOP)
+        common = dict(objective=objective, limits=limits, space=SpaceLimits(max_micro_batch=setting(options, MAX_MICRO_BATCH)),
+                      time_limit_s=setting(options, TIME_LIMIT), power_caps=power_caps,
+                      critical_batch_tokens=read_options(options, "search").get(CRITICAL_BATCH.key))
+        span = None if gpus_range is None else parse_range(gpus_range)
+        m, c = _load(model, cluster, global_batch, gpus, stack)
+        if span is not None:
+            counts = search_gpu_counts(m, c, *span, **common)
+            if json_out:
+                _print_json(report.gpus_range_json(counts))
+            else:
+                report.render_gpus_range(counts, out)
+            if counts.recommended is None:
+                raise typer.Exit(1)
+            return
+        if len(c.pool_names) > 1 and export is not None:
+            raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
+                            expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
+        if len(c.pool_names) > 1 and not frontier and figure is None:
+            return _search_pools(m, c, gpus, top, json_out, split_top=split_top, **common)
+        result = do_search(m, c, gpus=gpus, top_k=top, frontier=frontier or figure is not None, split_top=split_top,
+                           **common)
+        _show_search(result, figure, export, json_out)
+
+    run(go)
+
+
+def _show_search(result, figure, export: str | None, json_out: bool) -> None:
+    """The frontier picture, then settings, JSON or tables on stdout; exit 1 when nothing is feasible."""
+    from planner import report
+
+    if figure is not None and result.chosen.size:
+        from planner.plots.frontier import plot_frontier
+
+        plot_frontier(result, figure)
+        err.print(f"frontier drawn to {escape(str(figure))}", highlight=False)
+    if export is not None and result.chosen.size:
+        print_export(export, result.best, result.model, result.cluster)
+    elif export is not None:
+        report.render_infeasible(result, err)  # stdout holds settings only
+    elif json_out:
+        _print_json(report.search_json(result))
+    elif result.chosen.size:
+        report.render_search(result, out)
+    else:  # the explanation is the result of this search: stdout, with exit 1
+        report.render_infeasible(result, out)
+    if not result.chosen.size:
+        raise typer.Exit(1)
+
+
+def _check_fixed_degrees(gpus: int | None, fixed: dict) -> None:
+    """--gpus against the degrees fixed on the command line (dp must come out whole)."""
+    from planner.layout.axes import AXES
+    from planner.layout.space import derive_dp
+
+    degrees = [a for a in AXES if a.role == "degree"]
+    if gpus is not None and all(a.name in fixed or a.default is not None for a in degrees):
+        # A free degree with a default (cp) could still take up GPUs the fixed ones leave.
+        product = math.prod(fixed[a.name] for a in degrees if a.name in fixed)
+        if all(a.name in fixed for a in degrees) or gpus % product:
+            derive_dp(gpus, fixed, gpus_said=f"--gpus is {gpus}")
+
+
+def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
+    """`plan search` on a cluster of several pools (planner/mixed_pools.py)."""
+    from planner import report
+    from planner.mixed_pools import search_pools
+
+    pools = search_pools(m, c, gpus=gpus, top_k=top, **kwargs)
+    if json_out:
+        _print_json(report.pool_search_json(pools))
+    else:
+        report.render_pool_search(pools, out)
+
+
+def _figure(path: str | None, flag: str):
+    """The figure's path (.png/.svg) and matplotlib checked before any work, or None."""
+    if path is None:
+        return None
+    from planner.plots.sweep import figure_path, require_matplotlib
+
+    figure = figure_path(path, flag)
+    require_matplotlib(flag)
+    return figure
+
+
+def check_export(kind: str | None, json_out: bool, *, gpus_range: str | None = None, plot: str | None = None) -> None:
+    """What stdout holds is one choice; --gpus-range compares counts and has no single layout to export or draw."""
+    from planner.export import EXPORTS
+
+    if gpus_range is not None and (kind is not None or plot is not None):
+        raise SpecError("--gpus-range compares GPU counts; launch settings and the frontier are of one search",
+                        path="--export" if kind is not None else "--plot", expected="--gpus N, or --gpus-range alone")
+    if kind is not None and kind not in EXPORTS:
+        raise SpecError(f"unknown framework '{kind[:40]}'", path="--export", expected=" | ".join(EXPORTS))
+    if kind is not None and json_out:
+        raise SpecError("--export and --json both choose what stdout holds", path="--export", expected="one of them")
+
+
+def print_export(kind: str, scored, model, cluster) -> None:
+    """Launch settings on stdout; notes the format cannot carry as comments (DeepSpeed JSON) on stderr."""
+    from planner.export import export_settings
+
+    settings = export_settings(kind, scored, model, cluster)
+    print(settings.text.rstrip("\n"))
+    if kind == "deepspeed":
+        for note in settings.notes:
+            err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+
+
+def parse_split(text: str | None) -> list[int] | None:
+    """`7,8x14,7` -> [7, 8, ..., 8, 7] (at most 100,000 stages)."""
+    if text is None:
+        return None
+    out: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        count, _, times = part.partition("x")
+        if not _digits(count) or (times and not _digits(times)) or len(out) + int(times or 1) > 100_000:
+            raise SpecError(f"cannot read '{part[:40]}'", path="--stage-layers",
+                            expected="comma-separated layer counts or runs COUNTxTIMES, e.g. 7,8x14,7")
+        out.extend([int(count)] * int(times or 1))
+    return out
+
+
+def _digits(text: str) -> bool:
+    """A count of at most 12 ASCII digits (int() of 5,000 digits raises; '²'.isdigit() is True)."""
+    return 0 < len(text) <= 12 and text.isascii() and text.isdigit()
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    if not sep or not _digits(lo.strip()) or not _digits(hi.strip()):
+        raise SpecError(f"cannot read '{text[:40]}'", path="--gpus-range", expected="LO:HI, e.g. 256:8192")
+    return int(lo), int(hi)
+
+
+@app.command()
+@with_params(axis_params("give"), option_params("estimate"))
+def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
+             stack: Stack = None, json_out: AsJson = False, export: Export = None,
+             timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
+                 "draw the pipeline schedule and memory per rank to FILE (.png or .svg; needs matplotlib)"))] = None,
+             stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
+                 "layers per virtual stage in schedule order, comma-separated or runs like 7,8x14,7 "
+                 "(default: Megatron's even split, extra layers first)"))] = None, **options) -> None:
+    """Score one layout and say whether and why it is infeasible."""
+
+    def go():
+        from planner import report
+        from planner.layout.axes import AXES
+        from planner.estimate import estimate_layout
+
+        check_option(GPUS, gpus)
+        check_export(export, json_out)
+        figure = _figure(timeline, "--timeline")
+        given = {a.name: options[a.name] for a in AXES if a.given is not None}
+        _check_degree_product(read_axes(given))  # each axis in its domain, then their product
+        limits = read_limits(options, "estimate", fix=False)
+        split = parse_split(stage_layers)
+        m, c = _load(model, cluster, global_batch, None, stack)
+        result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
+        if export is not None:
+            print_export(export, result, m, c)
+            for v in result.violations:  # settings of an infeasible layout: say why on stderr, exit 1
+                err.print(f"[red]infeasible:[/red] {v.constraint}: {escape(v.message)}", highlight=False, soft_wrap=True)
+        elif json_out:
+            _print_json(report.scored_json(result))
+        else:
+            report.render_estimate(result, out, c.gpu.memory_gib)
+        if figure is not None:  # drawn for an infeasible layout too (the picture shows why), after the numbers
+            from planner.plots.timeline import plot_timeline
+
+            plot_timeline(m, c, result, figure)
+            err.print(f"timeline drawn to {escape(str(figure))}", highlight=False)
+        if not result.feasible:
+            raise typer.Exit(1)
+
+    run(go)
+
+
+@app.command()
+def validate(json_out: AsJson = False) -> None:
+    """Replay the published measurements in data/calibration and print predicted vs measured."""
+
+    def go():
+        from rich.table import Table
+
+        from planner.fidelity.calibration import errors, load_cases, summary
+
+        rows = errors(load_cases())
+        if json_out:
+            _print_json([{"case": c.id, "metric": k, "measured": m, "predicted": p, "error": e} for c, k, m, p, e in rows])
+            return
+        t = Table(title="planner vs published measurements", title_justify="left")
+        for col in ("case", "metric", "measured", "predicted", "error"):
+            t.add_column(col, justify="left" if col in ("case", "metric") else "right")
+        for c, k, m, p, e in rows:
+            t.add_row(c.id, k, f"{m:.4g}", f"{p:.4g}", f"{e:+.1%}")
+        out.print(t)
+        s = summary(rows)
+        out.print(f"{s['n']} figures: mean |error| {s['mean_abs']:.2%}, max {s['max_abs']:.2%}")
+
+    run(go)
+
+
+cli_check.register(app)
+cli_sweep.register(app)
+cli_allocate.register(app)
+cli_import.register(app)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,244 @@
+"""`plan sweep` command (registered on the main app): flags in, planner.sweep does the work, tables out."""
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.table import Table
+from rich.text import Text
+
+Items = Optional[list[str]]
+SHOWN_REASONS = 10  # reasons printed under the table; all are in the output file
+MAX_WORKERS = 256  # processes of --workers (each holds ~110 MiB)
+
+
+class RateColumn(ProgressColumn):
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:.1f} points/s" if task.speed else "- points/s", style="progress.data.speed")
+
+
+def split(values: list[str] | None) -> list[str]:
+    """`--models a --models b,c` -> [a, b, c]."""
+    return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
+
+
+def overrides_of(flags: dict, options: dict) -> dict:
+    """The sweep-file keys given by flags (None: not given, so the file's value stands).
+    `options`: the generated limit, setting and axis options, keyed by their file keys."""
+    from planner.cli.common import read_axes, read_options
+    from planner.errors import SpecError
+    from planner.sweep import parse_gpus, parse_params
+
+    out = {k: flags[k] for k in ("global_batch", "batch_tokens", "tokens") if flags[k] is not None}
+    if flags["models"]:
+        out["models"] = split(flags["models"])
+    for key in ("cluster", "objective"):
+        if flags[key] is not None:
+            names = split(flags[key])
+            if not names:  # `--objective ''` would sweep nothing and look like success
+                raise SpecError("an empty list", path=f"--{key}",
+                                expected="time | energy | cost | carbon" if key == "objective" else "cluster specs")
+            out[key] = names[0] if len(names) == 1 else names
+    if flags["gpus"]:
+        out["gpus"] = parse_gpus(flags["gpus"])
+    scale = {}
+    if flags["scale_model"] is not None:
+        scale["base"] = flags["scale_model"]
+    if flags["params"] is not None:
+        scale["params"] = parse_params(flags["params"])
+    if scale:
+        out["scale_model"] = scale
+    constraints = {**read_options(options, "sweep"), **read_axes(options)}
+    if constraints.get("allow_cross_node_tp") is False:
+        constraints.pop("allow_cross_node_tp")  # a flag off leaves the file's value
+    if constraints:
+        out["constraints"] = constraints
+    if flags["global_batch"] is not None and flags["batch_tokens"] is not None:
+        raise SpecError("give one of them", path="--global-batch/--batch-tokens",
+                        expected="--global-batch SEQUENCES or --batch-tokens TOKENS")
+    return out
+
+
+def _fmt(value, spec: str, empty: str = "-") -> str:
+    return empty if value is None else format(value, spec)
+
+
+def _priced(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """(header, column, format) of what the cost and carbon objectives minimise, when swept."""
+    objectives = {r["objective"] for r in rows}
+    return ([("$/Mtok", "cost_usd_per_m_tokens", ",.3f")] if "cost" in objectives else []) + \
+        ([("kgCO2e/Mtok", "co2e_kg_per_m_tokens", ",.3f")] if "carbon" in objectives else [])
+
+
+def render_rows(rows: list[dict], console: Console, title: str) -> None:
+    objectives = len({r["objective"] for r in rows}) > 1
+    clusters = len({r["cluster"] for r in rows}) > 1
+    budget = any(r["time_to_train_days"] is not None for r in rows)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    cols = ["model", "params"] + (["cluster"] if clusters else []) + ["GPUs"] + (["objective"] if objectives else [])
+    # The table names everything a layout is: its degrees, and recompute and ZeRO stage beside them.
+    cols += ["layout", "recompute", "zero", "step s", "tokens/s", "MFU", "mem GiB", "J/token", "kW"]
+    cols = [c for c in cols if c != "kW" or not budget]  # room for days and MWh (avg power stays in --out)
+    cols += (["days", "MWh"] if budget else []) + [name for name, _, _ in _priced(rows)]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("model", "cluster", "objective", "layout", "recompute") else "right",
+                     no_wrap=col in ("model", "layout"), min_width=len(col))
+    from planner.layout.axes import layout_cell
+    from planner.report import _si
+    from planner.sweep import params_label
+
+    for r in rows:
+        cells = [escape(r["model"]), params_label(r["params"])] + ([escape(r["cluster"])] if clusters else []) + [str(r["gpus"])]
+        cells += [escape(r["objective"])] if objectives else []
+        if r["status"] != "ok":
+            cells += [f"[red]{r['status']}[/red]"] + [""] * (len(cols) - len(cells) - 1)
+        else:
+            layout = layout_cell(r)
+            cells += [layout, r["recompute"], str(r["zero"]), f"{r['step_time_s']:.3f}", _si(r['tokens_per_s']), f"{r['mfu']:.1%}",
+                      f"{r['memory_gib']:.1f}", f"{r['energy_j_per_token']:.3g}"]
+            cells += [] if budget else [f"{r['avg_power_kw']:,.1f}"]
+            cells += [_fmt(r["time_to_train_days"], ".1f"), _fmt(r["energy_to_train_mwh"], ",.0f")] if budget else []
+            cells += [_fmt(r[key], spec) for _, key, spec in _priced(rows)]
+        t.add_row(*cells)
+    console.print(t)
+    bad = [r for r in rows if r["status"] != "ok"]
+    for r in bad[:SHOWN_REASONS]:
+        console.print(f"[red]{r['status']}[/red] {escape(r['model'])} on {r['gpus']} GPUs ({escape(r['objective'])}): "
+                      f"{escape(r['reason'] or '')}",
+                      highlight=False, soft_wrap=True)
+    if len(bad) > SHOWN_REASONS:
+        console.print(f"... and {len(bad) - SHOWN_REASONS} more points without a feasible layout (see --out)", highlight=False)
+
+
+def progress_bar(console: Console, quiet: bool) -> Progress:
+    return Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), RateColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                    disable=quiet or not console.is_terminal, transient=False)
+
+
+def _make_folder(folder: Path, flag: str) -> None:
+    """Create the folder an output goes to; say plainly when that is impossible."""
+    from planner.errors import SpecError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"cannot create the folder: {exc.strerror}", file=str(folder), path=flag,
+                        expected="a writable folder") from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the commands of this module to `app`."""
+    from planner.cli.common import axis_params, option_params, run, with_params
+
+    GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
+
+    @app.command()
+    @with_params(option_params("sweep", file_defaults=True), axis_params("fix"))
+    def sweep(
+        sweep_file: Annotated[Optional[Path], typer.Argument(help="sweep YAML (docs/sweeps.md, 'The sweep file'); flags override its keys")] = None,
+        models: Annotated[Items, typer.Option("--models", help="model specs (paths or shipped names); repeat or comma-separate")] = None,
+        scale_model: Annotated[Optional[str], typer.Option("--scale-model", help="base model of a generated family (with --params)")] = None,
+        params: Annotated[Optional[str], typer.Option("--params", help="parameter counts LO:HI:N (N log-spaced) or A,B,C, e.g. 1e9:1e12:8")] = None,
+        cluster: Annotated[Items, typer.Option("--cluster", help="cluster specs (paths or shipped names); repeat or comma-separate")] = None,
+        gpus: Annotated[Items, typer.Option("--gpus", help="GPU counts: 64,256,1024 or LO:HI (powers of two); default: the whole cluster")] = None,
+        global_batch: GlobalBatch = None,
+        batch_tokens: Annotated[Optional[float], typer.Option("--batch-tokens", help="tokens per step: global batch = T / seq_len, rounded (docs/sweeps.md, 'The batch rule')")] = None,
+        tokens: Annotated[Optional[float], typer.Option("--tokens", help="token budget: adds time and energy to train")] = None,
+        objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
+        out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
+        plot: Annotated[Optional[str], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
+        workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
+        force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,
+        **options,
+    ) -> None:
+        """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
+        flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
+                     global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective)
+        run(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot, workers=workers,
+                                force=force, quiet=quiet))
+
+
+def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: str | None,
+                workers: int | None, force: bool, quiet: bool) -> None:
+    """`plan sweep`: the spec from the file and flags, the points run, the table, file and plots."""
+    from planner.cli.common import err, out
+    from planner.errors import SpecError
+    from planner.sweep import SweepSpec, expand, load_sweep, output_format, with_overrides
+
+    n = (os.cpu_count() or 1) if workers is None else workers
+    if not 1 <= n <= MAX_WORKERS:
+        raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
+                        expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
+    given = overrides_of(flags, options)
+    if sweep_file is not None:
+        spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
+    else:
+        spec, base_dir = with_overrides(SweepSpec(), given), None
+    if out_file is not None:
+        output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
+        _make_folder(out_file.parent, "--out")
+    if plot is not None and not plot.strip():  # Path('') is '.': figures would land wherever we run
+        raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
+    if plot is not None:
+        _require_matplotlib(err)
+    points = expand(spec, base_dir)
+    result = _run_points(points, out_file, n, force, quiet, err)
+    title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
+    # Piped: 170 columns, the sweep table's width with days, MWh and $/Mtok (search tables fit 150).
+    render_rows(result.rows, out if out.is_terminal else type(out)(width=170), title)
+    paths = []
+    if plot is not None:
+        from planner.plots.sweep import write_plots
+
+        paths = write_plots(result.rows, plot)
+    if not quiet:
+        bad = sum(r["status"] != "ok" for r in result.rows)
+        text = f"{len(points)} points: {result.computed} computed, {result.skipped} already in the output"
+        text += f", {bad} without a feasible layout" if bad else ""
+        text += f"; rows in {out_file}" if out_file else ""
+        text += f"; {len(paths)} plots in {plot}" if plot is not None else ""
+        err.print(text, highlight=False, soft_wrap=True)
+
+
+def _require_matplotlib(err: Console) -> None:
+    from rich.markup import escape
+
+    from planner.errors import SpecError
+    from planner.plots.sweep import require_matplotlib
+
+    try:
+        require_matplotlib()
+    except SpecError as exc:  # the shared error printer uses markup, which would eat "[plot]"
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
+def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console):
+    """Run the points with a progress bar. Ctrl-C (SIGINT) or SIGTERM keeps the finished rows and
+    exits 128 + the signal's number: 130 or 143."""
+    import signal
+
+    from planner.sweep import SweepInterrupted, run_sweep
+
+    with progress_bar(err, quiet) as bar:
+        task = bar.add_task("sweep", total=len(points))
+        try:
+            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=lambda row: bar.advance(task))
+        except KeyboardInterrupt as exc:  # SweepInterrupted; or a bare one before the sweep's handlers were set
+            bar.stop()
+            signum = getattr(exc, "signum", signal.SIGINT)
+            done = len(exc.run.rows) if isinstance(exc, SweepInterrupted) else 0
+            where = f"; {done} rows kept in {out_file}, rerun to resume" if out_file else ""
+            what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+            err.print(f"[red]{what}[/red]: {done} of {len(points)} points done{where}", highlight=False)
+            raise typer.Exit(128 + signum)
+        bar.update(task, completed=len(points))
+    return result

@@ -1,0 +1,152 @@
+"""Per-layer times: what one layer of each kind (dense, MoE) costs per micro-batch, its compute
+and its exposed TP, CP and EP communication (arrays over layouts). The step time
+(planner/costs/pipeline.py), the stage split (planner/cpsat/stage_split.py) and the timeline
+(planner/timeline.py) all read these, through the job context (planner/costs/context.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planner.costs import comm
+from planner.costs.compute import LayerCompute, layer_compute
+from planner.layout.arrays import take, unique_rows
+from planner.layout.space import RECOMPUTE_FULL
+from planner.specs import ClusterSpec, ModelSpec, StackConstants
+from planner.specs.layers import layer_kinds
+
+
+@dataclass(frozen=True)
+class KindTimes:
+    """Per-layer times of one kind of layer (dense or MoE) per micro-batch [s] (arrays over layouts)."""
+
+    count: int  # layers of this kind in the model
+    moe: bool
+    lc: LayerCompute
+    tp: np.ndarray  # exposed TP communication, all passes
+    cp: np.ndarray  # exposed context-parallel exchange
+    ep: np.ndarray  # token dispatch and combine
+
+    @property
+    def work(self) -> np.ndarray:
+        return self.lc.fwd_s + self.lc.bwd_s
+
+    @property
+    def layer(self) -> np.ndarray:
+        """Everything one layer costs per micro-batch."""
+        return self.work + self.lc.recompute_s + self.tp + self.cp + self.ep
+
+
+# The axes a layer's compute and its TP, CP and EP communication depend on (not dp, pp, vpp, ZeRO).
+LAYER_AXES = ("tp", "cp", "micro_batch", "sequence_parallel", "recompute", "ep", "etp")
+
+
+def kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts) -> list[KindTimes]:
+    """Per-layer times of each kind, computed once per distinct combination of LAYER_AXES (a full
+    space repeats each many times over dp, pp, vpp and ZeRO) and spread back over the rows."""
+    few, inverse = _distinct_kind_times(model, cluster, st, layouts)
+    kinds = few if inverse is None else [KindTimes(k.count, k.moe, take(k.lc, inverse), k.tp[inverse], k.cp[inverse],
+                                                   k.ep[inverse]) for k in few]
+    if not model.training.moe_a2a_overlap:
+        return kinds
+    # The overlap depends on the schedule (pp, vpp, micro-batches), not only on LAYER_AXES.
+    return [KindTimes(k.count, k.moe, k.lc, k.tp, k.cp, ep_exposed_s(layouts, k.lc, k.ep)) if k.moe else k
+            for k in kinds]
+
+
+def layer_rows(layouts) -> tuple[np.ndarray, np.ndarray]:
+    """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them."""
+    return unique_rows([getattr(layouts, a) for a in LAYER_AXES])
+
+
+def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple:
+    """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
+    when every row is one). `rows`: layer_rows(layouts), when already known."""
+    first, inverse = rows or layer_rows(layouts)
+    if first.size == len(layouts):
+        return _kind_times(model, cluster, st, layouts), None
+    return _kind_times(model, cluster, st, layouts.take(first)), inverse
+
+
+@dataclass(frozen=True)
+class KindSums:
+    """What a step reads of the kinds of layer (arrays over layouts): each kind's `layer`, the sums
+    over the model's layers of `layer`, `work`, recomputation and exposed TP, CP and EP
+    communication, the logits, and mean_layer."""
+
+    layers: tuple
+    layer: np.ndarray
+    work: np.ndarray
+    recompute: np.ndarray
+    tp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    logits: np.ndarray
+    mean: LayerCompute
+
+
+def kind_sums(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple[KindSums, tuple]:
+    """(KindSums, whether each kind is MoE). They follow LAYER_AXES alone (without moe_a2a_overlap),
+    so they are summed once per distinct combination and only the sums spread back over the rows.
+    `rows`: layer_rows(layouts), when already known."""
+    if model.training.moe_a2a_overlap:
+        kinds, inverse = kind_times(model, cluster, st, layouts), None
+    else:
+        kinds, inverse = _distinct_kind_times(model, cluster, st, layouts, rows)
+
+    def total(part):
+        return sum(k.count * part(k) for k in kinds)
+
+    sums = KindSums(tuple(k.layer for k in kinds), total(lambda k: k.layer), total(lambda k: k.work),
+                    total(lambda k: k.lc.recompute_s), total(lambda k: k.tp), total(lambda k: k.cp),
+                    total(lambda k: k.ep), kinds[0].lc.logits_fwd_bwd_s, mean_layer(kinds))
+    if inverse is not None:
+        sums = replace(take(sums, inverse), layers=tuple(x[inverse] for x in sums.layers))
+    return sums, tuple(k.moe for k in kinds)
+
+
+def ep_exposed_s(layouts, lc: LayerCompute, ep) -> np.ndarray:
+    """Token dispatch and combine of one MoE layer per micro-batch left exposed by the combined-1F1B
+    schedule of training.moe_a2a_overlap (Megatron-Core --overlap-moe-expert-parallel-comm with
+    --delay-wgrad-compute; megatron/core/pipeline_parallel/combined_1f1b.py): a forward runs beside
+    another micro-batch's backward, so the forward's all-to-alls (half of `ep`, no full recompute)
+    hide behind that layer's backward and recomputation, the backward's behind its forward; only
+    what outlasts them shows. Unpaired units expose all: Megatron runs 2 (p - r - 1) + (v - 1) p + 1
+    warm-up forwards on rank r (schedules.py, one more with the overlap) and as many lone backwards,
+    on average v p of a rank's m v units, so p / m of every layer's all-to-alls (1 / m without a
+    pipeline: the first forward and the last backward; all of them with one micro-batch).
+    Megatron refuses the overlap with full recomputation and with pp > 1 without vpp (arguments.py):
+    there nothing hides."""
+    m = layouts.num_microbatches.astype(float)
+    paired = np.maximum(ep / 2 - lc.bwd_s - lc.recompute_s, 0.0) + np.maximum(ep / 2 - lc.fwd_s, 0.0)
+    lone = np.minimum(layouts.pp / m, 1.0)
+    allowed = (layouts.recompute != RECOMPUTE_FULL) & ((layouts.pp == 1) | (layouts.vpp > 1))
+    return np.where(allowed, lone * ep + (1.0 - lone) * paired, ep)
+
+
+def _kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts) -> list[KindTimes]:
+    act = model.training.numerics.activation_bytes
+    out = []
+    for kind in layer_kinds(model):
+        lc = layer_compute(model, cluster.gpu, st, layouts, kind)
+        pairs = 2.0 if not kind.is_moe else 1.0 + (1.0 if any(m.name == "shared_up" for m in kind.tp_matrices) else 0.0)
+        tp = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, pairs)
+        tp = tp * comm.tp_passes(layouts) * comm.tp_exposed(model.training.tp_comm_overlap, st)
+        cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc)
+        ep = comm.ep_comm_per_layer_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
+        out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))
+    return out
+
+
+def mean_layer(kinds: list[KindTimes]) -> LayerCompute:
+    """The model's average layer as the data-parallel overlap windows see it: its wall time,
+    with the exposed CP and EP exchange (a third forward, two thirds backward), so that time
+    hidden behind attention is not hidden again behind the gradient reduction."""
+    total = sum(k.count for k in kinds)
+
+    def avg(part):
+        return sum(k.count * part(k) for k in kinds) / total
+
+    return LayerCompute(avg(lambda k: k.lc.fwd_s + (k.cp + k.ep) / 3), avg(lambda k: k.lc.bwd_s + 2 * (k.cp + k.ep) / 3),
+                        avg(lambda k: k.lc.recompute_s), kinds[0].lc.logits_fwd_bwd_s)

@@ -1,0 +1,284 @@
+"""Pipeline ranks: what each rank of a layout holds and runs, as arrays over (rank, layout).
+
+Ranks of one pipeline differ where the schedule makes them differ:
+- layers: an uneven split puts the extra layers on the first ranks (Megatron-LM's default);
+- the word (and position) embedding sits on the first rank, the output layer and the loss on the
+  last (Narayanan et al. 2021 Sec. 2);
+- micro-batches in flight: Megatron's 1F1B warm-up runs p - r - 1 micro-batches ahead on rank r,
+  so r holds min(m, p - r); with v chunks per rank, 2 (p - r - 1) + (v - 1) p chunks ahead, plus
+  the one at work (Korthikanti et al. 2022 Sec. 4.2.3 for the first rank).
+
+A `rank` argument is an int array of shape (k, n): k ranks of each of the n layouts, giving (k, n)
+results (per-layout arrays broadcast along the first axis); a scalar (the default, rank 0) gives
+(n,) results.
+
+`bounding_ranks` (first and last) is what a full search evaluates: layers and in-flight work do
+not grow with r and only the first and last ranks carry embeddings and logits, so no middle rank
+is heavier than the first in time or memory (`tests/costs/test_pipeline_ranks.py` checks this against
+`all_ranks` over random spaces). `all_ranks` evaluates every rank: per-stage power caps use it,
+and splits that are not monotone (uneven stages chosen per rank) will need it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.layout.arrays import unique_rows
+from planner.specs import ModelSpec
+from planner.specs.layers import layer_kinds
+
+
+def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
+    """(2, n): the first and the last pipeline rank of each layout (both 0 when pp = 1). With MoE
+    layers (3, n): also the first rank after the first whose layers are all MoE, which holds the
+    most MoE layers when the first ranks hold the dense ones (checked against every rank for the shipped
+    MoE models in tests/costs/test_pipeline_ranks.py)."""
+    first, last = np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1
+    if model is not None and model.moe is not None:
+        return np.stack([first, np.maximum(np.minimum(1, last), _first_all_moe_rank(model, layouts)), last])
+    return np.stack([first, last])
+
+
+def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
+    """The rank holding the most MoE layers (then the most layers) under the default split, once
+    per distinct (pp, vpp): DeepSeek-V3's 61 layers with 3 dense on 32 ranks put it at rank 2."""
+    first, inverse = unique_rows([layouts.pp, layouts.vpp])  # a few values: one pass each
+    rank = np.empty(len(first), dtype=np.int64)
+    for i, (p, v) in enumerate(zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist())):
+        one = _OnePipeline(np.array([p]), np.array([v]))
+        ranks = np.arange(p)[:, None]
+        moe, layers = rank_moe_layers(model, one, ranks)[:, 0], rank_layers(model, one, ranks)[:, 0]
+        rank[i] = int(np.lexsort((-np.arange(p), layers, moe))[-1])
+    return rank[inverse]
+
+
+@dataclass(frozen=True)
+class _OnePipeline:
+    pp: np.ndarray
+    vpp: np.ndarray
+
+
+def all_ranks(layouts) -> np.ndarray:
+    """(max pp, n): every pipeline rank; shorter pipelines repeat their last rank, which leaves
+    maxima unchanged (`valid_ranks` tells the distinct ones, for sums)."""
+    width = int(layouts.pp.max(initial=1))
+    return np.minimum(np.arange(width)[:, None], layouts.pp - 1)
+
+
+def valid_ranks(layouts) -> np.ndarray:
+    """(max pp, n) bool: which entries of `all_ranks` are distinct ranks."""
+    width = int(layouts.pp.max(initial=1))
+    return np.arange(width)[:, None] < layouts.pp
+
+
+def stage_starts(model: ModelSpec, p, v, stage) -> tuple[np.ndarray, np.ndarray]:
+    """(first layer, layers) of virtual stage `stage` (= chunk * p + rank) under the default split
+    of L layers into S = p v virtual stages: L // S each, one more on the first L % S (Megatron-LM
+    puts an uneven split's extra layers first; an explicit split comes from planner/cpsat/stage_split.py)."""
+    S = p * v
+    q, e = model.layers // S, model.layers % S
+    return stage * q + np.minimum(stage, e), q + (stage < e)
+
+
+def rank_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
+    """Transformer layers held by rank r (all its virtual stages) under the default split: its v
+    chunks of L // (p v), plus one for each of its chunks among the first L % (p v) virtual stages."""
+    p, v = layouts.pp, layouts.vpp
+    S = p * v
+    extra = np.clip((model.layers % S - rank + p - 1) // p, 0, v)
+    return (model.layers // S) * v + extra
+
+
+def rank_moe_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
+    """MoE layers held by rank r: those among its layers (ModelSpec.moe_layers_before). Chunk j of
+    rank r is virtual stage j p + r (Megatron's interleaved assignment; j = 0 only without
+    interleaving). Computed once per distinct (pp, vpp, rank)."""
+    shape = np.broadcast(np.asarray(rank), layouts.pp).shape
+    if model.moe is None:
+        return np.zeros(shape)
+    p, v, r = (np.broadcast_to(x, shape).reshape(-1) for x in (layouts.pp, layouts.vpp, np.asarray(rank)))
+    first, inverse = unique_rows([p, v, r])
+    p, v, r = p[first], v[first], r[first]
+    held = np.zeros(first.size, dtype=np.int64)
+    for j in range(int(v.max(initial=1))):
+        start, size = stage_starts(model, p, v, j * p + r)
+        held = held + np.where(j < v, model.moe_layers_before(start + size) - model.moe_layers_before(start), 0)
+    return held[inverse].reshape(shape)
+
+
+def holds_embedding(rank=0) -> np.ndarray:
+    return np.asarray(rank) == 0
+
+
+def holds_logits(layouts, rank=0) -> np.ndarray:
+    return np.asarray(rank) == layouts.pp - 1
+
+
+def layers_in_flight(model: ModelSpec, layouts, rank=0, layers: np.ndarray | None = None) -> np.ndarray:
+    """Layer-activations rank r holds at its peak (module docstring): 1F1B keeps min(m, p - r)
+    micro-batches of its layers; interleaving keeps min(m v, 2 (p - r - 1) + (v - 1) p + 1)
+    chunks of its layers / v (exact for an even split; `inflight_chunks` counts them per chunk
+    for an uneven one). `layers`: `rank_layers` of the same ranks, when already known."""
+    p, v, m = layouts.pp, layouts.vpp, layouts.num_microbatches
+    layers = rank_layers(model, layouts, rank) if layers is None else layers
+    one_f_one_b = layers * np.minimum(m, p - rank)
+    interleaved = layers / v * np.minimum(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
+    return np.where(v > 1, interleaved, one_f_one_b)
+
+
+def default_in_flight(model: ModelSpec, layouts, ranks: "PipelineRanks") -> np.ndarray:
+    """`layers_in_flight` of ranks under the default split (their layers follow pp, vpp and the
+    rank), once per distinct (pp, vpp, micro-batches, ranks): a full space has a few hundred."""
+    return per_schedule(layouts, ranks, lambda lay, r: [layers_in_flight(model, lay, r.rank, r.layers)])[0]
+
+
+def per_schedule(layouts, ranks: "PipelineRanks", fn) -> list[np.ndarray]:
+    """fn(layouts, ranks) -> a list of (k, n) arrays that follow the schedule alone (pp, vpp, the
+    micro-batches, and the ranks with what they hold under the default split), evaluated once per
+    distinct schedule and spread back over the rows (`ranks` fields broadcast to (k, n))."""
+    shape = np.broadcast(ranks.rank, ranks.layers).shape
+    full = PipelineRanks(*(np.broadcast_to(getattr(ranks, f), shape) for f in _RANK_FIELDS))
+    if len(shape) != 2 or shape[1] != len(layouts):
+        return fn(layouts, full)
+    first, inverse = unique_rows([layouts.pp, layouts.vpp, layouts.num_microbatches, *full.rank])
+    if first.size == len(layouts):
+        return fn(layouts, full)
+    few = fn(layouts.take(first), PipelineRanks(*(getattr(full, f)[:, first] for f in _RANK_FIELDS)))
+    return [np.take(x, inverse, axis=1) for x in few]
+
+
+def warmup_units(p: int, v: int, m: int, rank: int) -> int:
+    """Forward (micro-batch, chunk) units rank r runs before its first backward: p - r - 1 under
+    1F1B, 2 (p - r - 1) + (v - 1) p interleaved (Megatron-LM schedules.py), never more than m v."""
+    w = p - rank - 1 if v == 1 else 2 * (p - rank - 1) + (v - 1) * p
+    return min(w, m * v)
+
+
+def inflight_chunks(p: int, v: int, m: int, rank: int) -> np.ndarray:
+    """(k, v): micro-batches in flight per model chunk of rank r at each of its memory peaks (right
+    after a forward). Forward unit u runs chunk (u // p) % v, backward unit u chunk v - 1 - (u // p) % v
+    (Megatron-LM's get_model_chunk_id); after forward k, k - w backwards are done (w warm-up units).
+    In steady state the counts repeat with period p v, so one period holds every peak."""
+    units = m * v
+    w = warmup_units(p, v, m, rank)
+    last = min(units, w + p * v + 1)
+    u = np.arange(last)
+    fwd = np.zeros((last + 1, v), dtype=np.int64)
+    bwd = np.zeros((last + 1, v), dtype=np.int64)
+    np.add.at(fwd, (u + 1, (u // p) % v), 1)
+    np.add.at(bwd, (u + 1, v - 1 - (u // p) % v), 1)
+    fwd, bwd = np.cumsum(fwd, axis=0), np.cumsum(bwd, axis=0)
+    k = np.arange(min(w, units - 1), last)  # peaks: after forward k, for k >= w (w - 1 < w is dominated)
+    counts = fwd[k + 1] - bwd[np.maximum(k - w, 0)]
+    return np.unique(counts, axis=0)
+
+
+@dataclass(frozen=True)
+class PipelineRanks:
+    """The ranks a cost model evaluates, with what they hold: (k, n) arrays."""
+
+    rank: np.ndarray
+    layers: np.ndarray  # transformer layers held
+    moe_layers: np.ndarray  # of which mixture-of-experts layers
+    first: np.ndarray  # holds the embedding
+    last: np.ndarray  # holds the output layer and the loss
+    in_flight: np.ndarray | None = None  # layer-activations at the peak (None: layers_in_flight)
+    in_flight_moe: np.ndarray | None = None  # of which of MoE layers (with in_flight)
+
+
+_RANK_FIELDS = ("rank", "layers", "moe_layers", "first", "last")
+
+
+def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
+    """The ranks `rank` (default: the bounding ranks) of each layout. The bounding ranks and what
+    they hold follow (pp, vpp) alone: computed once per distinct pair (a handful in a full space)
+    and spread back over the rows, integers and booleans, so exactly as row by row."""
+    if rank is None:
+        first, inverse = unique_rows([layouts.pp, layouts.vpp])
+        if first.size < len(layouts):
+            few = _ranks_of(model, layouts.take(first), bounding_ranks(layouts.take(first), model))
+            return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in _RANK_FIELDS))
+        rank = bounding_ranks(layouts, model)
+    return _ranks_of(model, layouts, rank)
+
+
+def _ranks_of(model: ModelSpec, layouts, rank: np.ndarray) -> PipelineRanks:
+    return PipelineRanks(rank, rank_layers(model, layouts, rank), rank_moe_layers(model, layouts, rank),
+                         holds_embedding(rank), holds_logits(layouts, rank))
+
+
+def rank_param_split(model: ModelSpec, layouts, ranks: PipelineRanks) -> tuple:
+    """Unsharded parameters per GPU of each rank of `ranks`: (split over tp, routed experts split over ep*etp).
+    The word embedding and the output layer are vocab-parallel (/tp); a learned position embedding
+    is replicated. Megatron keeps a copy of tied word embeddings on the last rank to compute the
+    logits (one matrix when a rank holds both)."""
+    word = model.vocab * model.hidden
+    position = model.embedding_params() - word
+    output = model.output_params() or np.where(ranks.first, 0, word)
+    kinds = {k.name: k for k in layer_kinds(model)}
+    dense, moe = kinds.get("dense"), kinds.get("moe")
+    tp_held = (ranks.layers - ranks.moe_layers) * (dense.tp_params if dense else 0) + ranks.first * word + ranks.last * output
+    experts = np.zeros(np.shape(tp_held))
+    if moe is not None:
+        tp_held = tp_held + ranks.moe_layers * moe.tp_params
+        experts = ranks.moe_layers * moe.expert_params / (layouts.ep * layouts.etp).astype(float)
+    return tp_held / layouts.tp.astype(float) + ranks.first * position, np.broadcast_to(experts, np.shape(tp_held))
+
+
+def split_counts(layers: int, stages: int) -> list[int]:
+    """`layers` over `stages` as stage_starts splits them: layers // stages each, one more first."""
+    return [layers // stages + (s < layers % stages) for s in range(stages)]
+
+
+def default_split(model: ModelSpec, p: int, v: int) -> list[int]:
+    """Transformer layers per virtual stage in schedule order (stage j p + r is chunk j of rank r)
+    under the default split (stage_starts)."""
+    return split_counts(model.layers, p * v)
+
+
+def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float, float] = (1.0, 1.0)) -> PipelineRanks:
+    """Every rank of a one-row layout under an explicit split (layers per virtual stage in schedule
+    order): (p, 1) arrays, with the layer-activations in flight at each rank's peak counted chunk by
+    chunk (`inflight_chunks`). `act_weights`: stored bytes of a dense and of a MoE layer, to tell
+    which peak is highest when the chunks hold different kinds."""
+    p, v, m = int(layout.pp[0]), int(layout.vpp[0]), int(layout.num_microbatches[0])
+    n = np.asarray(stage_layers, dtype=np.int64)
+    assert n.size == p * v and int(n.sum()) == model.layers, (n, p, v)
+    ends = np.cumsum(n)
+    moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=np.int64)
+    by_rank, moe_by_rank = n.reshape(v, p).T, moe.reshape(v, p).T  # [rank, chunk]
+    flight, flight_moe = np.zeros(p), np.zeros(p)
+    for r in range(p):
+        counts = inflight_chunks(p, v, m, r)
+        held, held_moe = counts @ by_rank[r], counts @ moe_by_rank[r]
+        peak = int(np.argmax((held - held_moe) * act_weights[0] + held_moe * act_weights[1]))
+        flight[r], flight_moe[r] = held[peak], held_moe[peak]
+    rank = np.arange(p)[:, None]
+    return PipelineRanks(rank, by_rank.sum(axis=1)[:, None], moe_by_rank.sum(axis=1)[:, None], rank == 0,
+                         rank == p - 1, flight[:, None], flight_moe[:, None])
+
+
+def heaviest(values: np.ndarray) -> np.ndarray:
+    """Rank index (row) of the largest value per layout (the first on ties: the earlier rank), as
+    np.argmax(values, axis=0); for the few bounding ranks by comparing rows (argmax along the short
+    axis of a (3, n) array took longer than the whole memory model's arithmetic)."""
+    if values.ndim != 2 or not 2 <= values.shape[0] <= 4:
+        return np.argmax(values, axis=0)
+    best, index = values[0], np.zeros(values.shape[1], dtype=np.intp)
+    for r in range(1, values.shape[0]):
+        index = np.where(values[r] > best, r, index)  # strictly larger: the earlier rank keeps a tie
+        best = np.maximum(best, values[r])
+    return np.argmax(values, axis=0) if np.isnan(best).any() else index  # argmax returns the first NaN
+
+
+def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[index[n], n] for each layout n."""
+    return pick_each([values], index)[0]
+
+
+def pick_each(arrays: list[np.ndarray], index: np.ndarray) -> list[np.ndarray]:
+    """`pick` of several (k, n) arrays with one index: one flat index, then a gather each."""
+    n = index.shape[0]
+    flat = index * n + np.arange(n)
+    return [np.take(np.ascontiguousarray(a).reshape(-1), flat) for a in arrays]

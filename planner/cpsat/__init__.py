@@ -1,0 +1,1 @@
+"""The CP-SAT models, where choices are coupled, and their shared deterministic solve."""

@@ -1,0 +1,48 @@
+"""Launch settings of a layout for a training framework (`plan search/estimate --export KIND`).
+
+Each framework is one module (export_megatron, export_nemo, export_torchtitan, export_deepspeed) whose
+names are checked in tests/export/test_export.py against that framework's own source, vendored with its tag
+and commit in tests/data/frameworks/. What a layout has that the framework cannot express is said in
+`Export.notes` (and, for the line-oriented formats, as `# ...` lines at the top of the text), never
+guessed. The Megatron-LM split helpers live in export_megatron and are re-exported here.
+"""
+from __future__ import annotations
+
+from planner.export.common import Export, is_even, launch, runs
+from planner.export.deepspeed import deepspeed_settings
+from planner.export.megatron import megatron_first_last, megatron_layout, megatron_pipeline_args, megatron_settings
+from planner.export.nemo import nemo_settings
+from planner.export.torchtitan import torchtitan_settings
+from planner.results import ScoredLayout
+from planner.specs import ClusterSpec, ModelSpec
+
+__all__ = ["EXPORTS", "Export", "export_settings", "is_even", "megatron_first_last", "megatron_layout",
+           "megatron_pipeline_args", "runs"]
+
+EXPORTS = ("megatron", "nemo", "torchtitan", "deepspeed")
+
+
+def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: ClusterSpec) -> Export:
+    """The launch settings of `scored.layout` for framework `kind` (one of EXPORTS)."""
+    if kind not in EXPORTS:
+        raise ValueError(f"unknown export {kind!r}; choose one of: {', '.join(EXPORTS)}")
+    lay = launch(scored.layout, model)
+    if kind == "megatron":
+        settings = megatron_settings(lay, model)
+    elif kind == "nemo":
+        settings = nemo_settings(lay, model, cluster)
+    elif kind == "torchtitan":
+        settings = torchtitan_settings(lay, model)
+    else:
+        settings = deepspeed_settings(lay, model)
+    return _with_power_cap(settings, kind, scored)
+
+
+def _with_power_cap(settings: Export, kind: str, scored: ScoredLayout) -> Export:
+    """A power cap the layout was scored under is no framework's setting: said, with how to set it."""
+    if scored.power_cap is None:
+        return settings
+    note = (f"the layout was scored with GPUs capped at {scored.power_cap.power_cap_w:g} W: no {kind} setting; "
+            f"set it on every node, e.g. nvidia-smi -pl {scored.power_cap.power_cap_w:g}")
+    text = settings.text if kind == "deepspeed" else f"# {note}\n{settings.text}"
+    return Export(text=text, notes=[note, *settings.notes])

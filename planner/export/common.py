@@ -1,0 +1,112 @@
+"""What every launch-settings export shares: the result record, the layout as the exporters read it,
+and the small helpers on a pipeline split (planner/export.py is the entry point)."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from planner.costs.pipeline_ranks import split_counts
+from planner.specs import ModelSpec
+
+
+@dataclass(frozen=True)
+class Export:
+    """Launch settings of one layout for one framework."""
+
+    text: str  # what goes to stdout: flags, overrides or JSON
+    notes: list[str] = field(default_factory=list)  # what the framework has no equivalent for, said, not guessed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """A scored layout's JSON `layout` and the job, as the exporters read them."""
+
+    dp: int  # data-parallel degree: GPUs / (tp * pp * cp); ep folds into tp * cp * dp
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int
+    vpp: int
+    micro_batch: int  # [sequences]
+    recompute: str  # none | selective | full
+    sequence_parallel: bool
+    zero: int
+    stage_layers: tuple[int, ...]  # transformer layers per virtual stage, schedule order (j * pp + r)
+    global_batch: int  # [sequences per optimizer step]
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def accumulation(self) -> int:
+        """Micro-batches per step per data-parallel rank: global batch / (micro-batch * dp)
+        (Megatron-LM's num_microbatches; DeepSpeed's gradient_accumulation_steps)."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+
+def launch(layout: Mapping[str, Any], model: ModelSpec) -> Launch:
+    """The exporters' view of a JSON `layout` (planner.layout.axes names; defaults where left out)."""
+    pp, vpp = int(layout["pp"]), int(layout.get("vpp", 1))
+    split = layout.get("stage_layers")
+    if split is None:
+        split = split_counts(model.layers, pp * vpp)
+    return Launch(dp=int(layout["dp"]), tp=int(layout["tp"]), pp=pp, cp=int(layout.get("cp", 1)),
+                  ep=int(layout.get("ep", 1)), etp=int(layout.get("etp", 1)), vpp=vpp,
+                  micro_batch=int(layout["micro_batch"]), recompute=str(layout.get("recompute", "none")),
+                  sequence_parallel=bool(layout.get("sequence_parallel", False)), zero=int(layout.get("zero", 0)),
+                  stage_layers=tuple(int(k) for k in split), global_batch=model.training.global_batch)
+
+
+def is_even(stage_layers) -> bool:
+    return len(set(stage_layers)) == 1
+
+
+def runs(stage_layers) -> str:
+    """`7 8x14 7`: layers per virtual stage, runs of equal counts written once with their length."""
+    out, k = [], 0
+    n = list(stage_layers)
+    while k < len(n):
+        j = k
+        while j < len(n) and n[j] == n[k]:
+            j += 1
+        out.append(str(n[k]) if j - k == 1 else f"{n[k]}x{j - k}")
+        k = j
+    return " ".join(out)
+
+
+def comments(notes: list[str]) -> list[str]:
+    return [f"# {n}" for n in notes]
+
+
+def shell(value: Any) -> str:
+    """A value as one shell word (Python booleans and None as NeMo-Run and Megatron read them)."""
+    return shlex.quote(str(value))
+
+
+def window_pattern(model: ModelSpec) -> str | None:
+    """The model's sliding window in words, for the exports' notes (None without a window): layer numbers
+    1-based, every n-th one keeping full attention (Megatron-Core's is_layer_window_attention)."""
+    if model.sliding_window is None:
+        return None
+    n = model.full_attention_every
+    where = "on every layer" if n is None else f"on all but every {_ordinal(n)} layer (layers {n}, {2 * n}, ... full attention)"
+    return f"sliding-window attention of {model.sliding_window} keys (the query's own included) {where}"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def architecture_extras(model: ModelSpec) -> list[str]:
+    """The model's clamped SwiGLU, linear biases and YaRN factor in words, for the exports' notes."""
+    out = []
+    if model.swiglu_limit is not None:
+        out.append(f"SwiGLU clamped at {model.swiglu_limit:g} (swiglu_limit)")
+    if model.linear_bias:
+        out.append("biases on every linear layer (linear_bias)")
+    if model.rope_mscale != 1.0:
+        out.append(f"YaRN RoPE, cos and sin x {model.rope_mscale:g} (rope_mscale)")
+    return out

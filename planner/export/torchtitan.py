@@ -1,0 +1,179 @@
+"""torchtitan command-line overrides of a layout (pytorch/torchtitan v0.2.2: torchtitan/config/job_config.py,
+vendored in tests/data/frameworks/torchtitan.txt; `--section.field=value`, booleans as tyro's
+`--section.field` / `--section.no_field`).
+
+Data parallelism (distributed/parallel_dims.py, models/llama3/infra/parallelize.py): FSDP2 shards
+over data_parallel_shard_degree x context_parallel_degree, DDP replicates over
+data_parallel_replicate_degree. ZeRO-3 is FSDP resharding after forward ("always"); ZeRO-2 is FSDP
+keeping the gathered weights from forward to backward ("never"; Megatron-LM's help of
+--torch-fsdp2-no-reshard-after-forward: "Set to enable FSDP ZeRO-2"); ZeRO-0 is DDP. ZeRO-1 has no
+equivalent. Batches (train.py): gradient accumulation steps = global_batch_size / (local_batch_size
+x data-parallel degree); with pp, pipeline_parallel.py splits local_batch_size into micro-batches of
+pipeline_parallel_microbatch_size, so the planner's micro-batches per step are one pipeline pass.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+from planner.export.common import Export, Launch, architecture_extras, comments, window_pattern
+from planner.specs import ModelSpec
+
+Overrides = list[tuple[str, object]]
+
+
+def titan_counts(stages: int, layers: int, input_weight: int, output_weight: int) -> list[int] | None:
+    """Transformer layers per stage as torchtitan's generate_llm_fqn_per_model_part places them (None
+    where it raises): the embedding counts input_weight layers on the first stage, norm and output
+    output_weight on the last, stage s takes one more while s < the remainder."""
+    if stages == 1:
+        return [layers]
+    effective = layers + input_weight + output_weight
+    per, extra = divmod(effective, stages)
+    if stages > effective or per == 0 or input_weight > per or output_weight > per:
+        return None
+    out, left = [], layers
+    for s in range(stages):
+        want = per + (s < extra) - (input_weight if s == 0 else output_weight if s == stages - 1 else 0)
+        out.append(min(max(want, 0), left))
+        left -= out[-1]
+    return out
+
+
+def titan_split(lay: Launch) -> tuple[Overrides, list[str]]:
+    """The schedule, and first/last weights (and layers per stage with vpp > 1) that reproduce the split."""
+    p = "--parallelism."
+    o: Overrides = [(p + "pipeline_parallel_schedule", "Interleaved1F1B" if lay.vpp > 1 else "1F1B")]
+    stages, layers = lay.pp * lay.vpp, sum(lay.stage_layers)
+    weights = [(1, 1)] + [(i, j) for i in range(layers // stages + 2) for j in range(layers // stages + 2) if (i, j) != (1, 1)]
+    for i, j in weights:
+        per_stage = ceil((layers + i + j) / stages)
+        if titan_counts(stages, layers, i, j) != list(lay.stage_layers):
+            continue
+        if lay.vpp > 1 and ceil((layers + i + j) / per_stage) != stages:
+            continue
+        o += [(p + "pipeline_parallel_first_stage_less_layers", i), (p + "pipeline_parallel_last_stage_less_layers", j)]
+        return o + ([(p + "pipeline_parallel_layers_per_stage", per_stage)] if lay.vpp > 1 else []), []
+    fqns = []
+    start = 0
+    for s, k in enumerate(lay.stage_layers):
+        names = [f"layers.{n}" for n in range(start, start + k)]
+        fqns.append((["tok_embeddings"] if s == 0 else []) + names + (["norm", "output"] if s == stages - 1 else []))
+        start += k
+    return o, [f"the split {' '.join(map(str, lay.stage_layers))} has no first/last-weight form; in the TOML's "
+               f"[parallelism] set module_fqns_per_model_part = {fqns}"]
+
+
+def titan_data_parallel(lay: Launch) -> tuple[Overrides, list[str]]:
+    p = "--parallelism."
+    shard = lay.dp if lay.zero >= 2 else 1
+    o: Overrides = [(p + "data_parallel_replicate_degree", lay.dp // shard), (p + "data_parallel_shard_degree", shard)]
+    notes = []
+    if lay.zero >= 2:
+        o.append((p + "fsdp_reshard_after_forward", "always" if lay.zero == 3 else "never"))
+    if lay.zero == 1:
+        notes.append("ZeRO-1 has no torchtitan equivalent: DDP (data_parallel_replicate_degree) keeps the whole "
+                     "optimizer state on every rank, FSDP (data_parallel_shard_degree) shards the weights too")
+    if lay.cp > 1 and lay.zero < 3:
+        notes.append(f"torchtitan shards weights, gradients and optimizer state over the {lay.cp} cp ranks "
+                     f"(FSDP over dp_shard x cp), not ZeRO-{lay.zero}")
+    if lay.ep > 1 and (shard * lay.cp * lay.tp) % (lay.ep * lay.etp):
+        notes.append(f"ep*etp = {lay.ep * lay.etp} must divide dp_shard*cp*tp = {shard * lay.cp * lay.tp} in "
+                     "torchtitan (its experts do not fold into data_parallel_replicate_degree)")
+    return o, notes
+
+
+def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool) -> tuple[Overrides, list[str]]:
+    """Recompute, sequence parallelism and precision."""
+    t, notes = model.training, []
+    o: Overrides = [("--activation_checkpoint.mode", "full" if lay.recompute == "full" else "none")]
+    if lay.recompute == "selective":
+        notes.append("recompute=selective (Megatron's core-attention recompute) has no torchtitan equivalent: its "
+                     "selective modes recompute every n-th layer or all but every second matmul; written as mode none, "
+                     "which stores what selective stores when attention is fused (SDPA/flex)")
+    if lay.tp > 1 and not lay.sequence_parallel:
+        notes.append("torchtitan's tensor parallelism always shards the norms over the sequence (sequence parallel); "
+                     "sp off has no equivalent")
+    if t.precision == "fp16":
+        notes.append("fp16 has no torchtitan equivalent (mixed_precision_param: bfloat16 or float32)")
+    else:
+        o.append(("--training.mixed_precision_param", "bfloat16"))
+    if not fsdp and (lay.tp > 1 or lay.pp > 1):
+        notes.append("without FSDP, torchtitan applies mixed_precision_param only to DDP alone: with tp or pp the "
+                     "weights and activations stay float32")
+    if t.precision == "fp8":
+        o += [("--model.converters", "quantize.linear.float8"), ("--quantize.linear.float8.recipe_name", "tensorwise")]
+        if t.fp8_param_gather and fsdp:
+            o += [("--quantize.linear.float8.enable_fsdp_float8_all_gather", True),
+                  ("--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", True)]
+    elif t.precision == "mxfp8":
+        o.append(("--model.converters", "quantize.linear.mx"))
+    if t.fp8_param_gather and t.precision in ("fp8", "mxfp8") and (t.precision == "mxfp8" or not fsdp):
+        notes.append("fp8_param_gather: torchtitan gathers FP8 weights only with FSDP and tensorwise FP8")
+    if t.grad_reduce_dtype == "bf16":
+        notes.append("grad_reduce_dtype bf16 has no torchtitan equivalent (training.mixed_precision_reduce: float32 only)")
+    return o, notes
+
+
+def titan_moe(model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """The flex dispatcher is torchtitan's DeepEP backend; the combined-1F1B all-to-all overlap has none."""
+    t = model.training
+    o: Overrides = [("--parallelism.expert_parallel_comm_backend", "deepep")] if t.moe_dispatcher == "flex" else []
+    notes = []
+    if t.moe_a2a_overlap:
+        notes.append("moe_a2a_overlap (Megatron's combined 1F1B) has no torchtitan equivalent: "
+                     "parallelism.pipeline_parallel_expert_parallel_overlap belongs to its own pipeline schedules")
+    return o, notes
+
+
+def titan_unmatched(model: ModelSpec) -> list[str]:
+    """Architecture and kernels job_config.py has no field for (its [compile] has enable, components, backend)."""
+    notes, t = [], model.training
+    extras = architecture_extras(model)
+    if extras:
+        notes.append(f"{', '.join(extras)}: torchtitan has no job_config setting for them; the model's own code and "
+                     "flavor (--model.name / --model.flavor) must set them")
+    if t.cuda_graph_impl != "none":
+        notes.append(f"cuda_graph_impl {t.cuda_graph_impl} (Megatron's CUDA graphs) has no torchtitan equivalent: "
+                     "job_config.py has no CUDA-graph setting")
+    if t.te_op_fuser:
+        notes.append("te_op_fuser (Transformer Engine's op fuser in the expert MLP) has no torchtitan equivalent: "
+                     "job_config.py has no Transformer Engine setting")
+    return notes
+
+
+def _line(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        section, _, name = key.rpartition(".")
+        return key if value else f"{section}.no_{name}"
+    return f"{key}={value}"
+
+
+def torchtitan_settings(lay: Launch, model: ModelSpec) -> Export:
+    p = "--parallelism."
+    o: Overrides = [(p + "tensor_parallel_degree", lay.tp), (p + "pipeline_parallel_degree", lay.pp),
+                    (p + "context_parallel_degree", lay.cp)]
+    if model.moe is not None:
+        o += [(p + "expert_parallel_degree", lay.ep), (p + "expert_tensor_parallel_degree", lay.etp)]
+    dp, notes = titan_data_parallel(lay)
+    o += dp
+    if model.moe is not None:
+        moe, moe_notes = titan_moe(model)
+        o += moe
+        notes += moe_notes
+    if lay.pp > 1:
+        split, split_notes = titan_split(lay)
+        o += split + [(p + "pipeline_parallel_microbatch_size", lay.micro_batch),
+                      ("--training.local_batch_size", lay.micro_batch * lay.accumulation)]
+        notes += split_notes
+    else:
+        o.append(("--training.local_batch_size", lay.micro_batch))
+    o += [("--training.global_batch_size", lay.global_batch), ("--training.seq_len", model.seq_len)]
+    compute, compute_notes = titan_compute(lay, model, fsdp=lay.zero >= 2 or lay.cp > 1)
+    o += compute
+    notes += compute_notes
+    if model.sliding_window is not None:
+        # job_config.py has no attention-window field: a model's window is its own code and flavor
+        notes.append(f"{window_pattern(model)}: torchtitan has no job_config setting for it; the model's own "
+                     "code and flavor (--model.name / --model.flavor) must set it")
+    notes += titan_unmatched(model)
+    return Export(text="\n".join(comments(notes) + [_line(k, v) for k, v in o]), notes=notes)

@@ -1,0 +1,1 @@
+"""How right the predictions are: published measurements replayed, error bands, ranking metrics."""

@@ -1,0 +1,70 @@
+"""Expected error of a predicted step time, from the calibration residuals of the nearest cases.
+
+The calibration (benchmarks/calibrate.py) stores with each stack profile, per GPU it was measured
+on, every case's leave-one-source-out |error|: the error of a prediction made without that whole
+source, i.e. what a run the planner never saw can expect. A prediction's band is the root mean
+square of the k nearest such cases (distance in log2 GPUs and log2 parameters), and it is widened,
+with the reason said, where the evidence is thin:
+- beyond the largest calibrated GPU count: x (1 + 0.25 log2(GPUs / largest));
+- a GPU this stack was not measured on: the stack's cases on other GPUs, x 1.5;
+- a stack never calibrated: the stack profile's `carried_over_error_pct`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.specs import ModelSpec
+
+NEAREST = 8
+OTHER_GPU_FACTOR = 1.5
+SCALE_WIDENING = 0.25
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """Expected |error| of each layout's step time [%] and what it rests on."""
+
+    pct: np.ndarray
+    basis: str
+
+
+def _nearest_rms(cases: np.ndarray, gpus: np.ndarray, params_b: float) -> np.ndarray:
+    """RMS |error| of the NEAREST cases to each GPU count (cases: (n, 3) of gpus, params_b, pct);
+    computed once per distinct GPU count (a search has one or a few)."""
+    counts, back = np.unique(gpus, return_inverse=True)
+    d = (np.abs(np.log2(cases[None, :, 0] / counts[:, None]))
+         + np.abs(np.log2(cases[None, :, 1] / params_b)))
+    k = min(NEAREST, cases.shape[0])
+    idx = np.argsort(d, axis=1, kind="stable")[:, :k]
+    return np.sqrt(np.mean(cases[idx, 2] ** 2, axis=1))[back.reshape(gpus.shape)]
+
+
+def _widen_beyond(pct: np.ndarray, cases: np.ndarray, gpus: np.ndarray) -> tuple[np.ndarray, str]:
+    largest = cases[:, 0].max()
+    beyond = gpus > largest
+    if not beyond.any():
+        return pct, ""
+    factor = 1 + SCALE_WIDENING * np.log2(np.maximum(gpus / largest, 1))
+    return pct * factor, f"; wider beyond the largest calibrated scale ({largest:.0f} GPUs)"
+
+
+def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
+    """The band of a prediction of `model` on `gpus` GPUs of `gpu_name` (gpus: an array)."""
+    stack = model.training.stack
+    gpus = np.asarray(gpus, dtype=float)
+    params_b = model.total_params() / 1e9
+    own = stack.gpus.get(gpu_name)
+    if own is not None and own.error_cases:
+        cases = np.array(own.error_cases, dtype=float)
+        pct, note = _widen_beyond(_nearest_rms(cases, gpus, params_b), cases, gpus)
+        return ErrorBand(pct, f"{len(cases)} calibration runs of {stack.name} on {gpu_name}{note}")
+    others = [(name, g) for name, g in stack.gpus.items() if g.error_cases]
+    if others:
+        cases = np.concatenate([np.array(g.error_cases, dtype=float) for _, g in others])
+        pct, note = _widen_beyond(OTHER_GPU_FACTOR * _nearest_rms(cases, gpus, params_b), cases, gpus)
+        names = ", ".join(sorted(name for name, _ in others))
+        return ErrorBand(pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}{note}")
+    return ErrorBand(np.full(gpus.shape, stack.carried_over_error_pct),
+                     f"no calibration runs of {stack.name}: the error of predictions with constants carried over")

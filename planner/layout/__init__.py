@@ -1,0 +1,1 @@
+"""The layout space: the axis registry, the enumeration, and aligned-array records."""

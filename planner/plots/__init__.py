@@ -1,0 +1,1 @@
+"""Pictures: sweep figures, the time-energy frontier and the pipeline timeline (matplotlib, Agg)."""

@@ -1,0 +1,398 @@
+"""Load GPU, cluster and model specs from YAML files or shipped names, strictly.
+
+Every problem becomes a `SpecError` naming the file, the line, the field path and what was
+expected; unknown keys get the nearest valid key suggested, and all problems of a file are
+reported together (`SpecErrors`). Loading only reads: no input file is ever written.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from planner.errors import MAX_ERRORS, SpecError, SpecErrors, shown
+from planner.specs.hf import Imported, is_hf_config, name_for, parse_config, spec_from_hf
+from planner.specs.shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
+from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec, is_plain_name
+from planner.specs.yamlio import LoadedYaml, load_yaml_file, read_bounded
+
+T = TypeVar("T", bound=BaseModel)
+
+# Software constants that GPU presets held before stack profiles existed.
+MOVED_TO_STACK = ("layer_overhead_us", "step_overhead_s", "tp_overlap_exposed", "dp_overlap_exposed",
+                  "elementwise_backward_factor")
+FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep", "jobs")
+SUGGEST_CHARS = 64  # names and keys longer than this get no "did you mean" (difflib is quadratic)
+
+
+def close_match(name: object, names: list[str]) -> str | None:
+    """The nearest of `names` (difflib), or None; long names are not compared."""
+    if len(str(name)) > SUGGEST_CHARS:
+        return None
+    close = difflib.get_close_matches(str(name), names, n=1)
+    return close[0] if close else None
+
+
+def _unknown_name(what: str, name: str, names: list[str], file: str | None, or_what: str) -> SpecError:
+    close = close_match(name, names)
+    hint = f"; did you mean '{close}'?" if close else ""
+    return SpecError(f"{what} {shown(name)}{hint}", file=file,
+                     expected=f"{or_what} one of: {', '.join(names) or '(none shipped)'}")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, a NUL byte: no such file
+        return False
+
+
+def resolve(arg: str | os.PathLike, kind: str, base: Path | None = None) -> Path:
+    """A path as given (relative to `base` when given), or the shipped spec of that (plain) name."""
+    path = Path(arg)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if _exists(path) or path.suffix in (".yaml", ".yml") or os.sep in str(arg) or "/" in str(arg):
+        return path
+    shipped = config_dir() / KINDS[kind] / f"{arg}.yaml"
+    if is_plain_name(str(arg)) and shipped.is_file():
+        return shipped
+    if kind == "model" and path.suffix == ".json" and (config_dir() / "hf" / path.name).is_file():
+        return config_dir() / "hf" / path.name  # a shipped Hugging Face config.json (configs/hf/)
+    raise _unknown_name(f"no {kind} file or shipped {kind} named", str(arg), shipped_names(kind), str(arg),
+                        "a path to a YAML file or")
+
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "finite_number": "a finite number",
+}
+
+
+def describe(value: Any) -> str:
+    """How a YAML value reads to a user: `the string '96'`, `a list`, `true`."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {shown(value)}"
+    if isinstance(value, (int, float)):
+        return f"{value!r}"[:40]
+    if value is None:
+        return "null"
+    return "a list" if isinstance(value, list) else "a mapping"
+
+
+def _expected(err: dict) -> str | None:
+    if "_expected" in err:
+        return err["_expected"]
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    if kind in _EXPECTED:
+        return _EXPECTED[kind]
+    for key, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+        if key in ctx and kind.startswith(("greater", "less")):
+            return f"a value {op} {ctx[key]}"
+    if kind == "literal_error":
+        return f"one of {ctx.get('expected')}"
+    if kind in ("string_too_short", "string_too_long"):
+        return "a non-empty string of at most 128 characters"
+    return None
+
+
+def _submodel(model: Any, loc: tuple) -> type[BaseModel] | None:
+    """The (sub-)spec class at `loc`, or None where `loc` leaves the typed specs."""
+    current = model
+    for part in loc:
+        if isinstance(part, int):  # an item of a list of specs (`jobs.0`): the item's class is the list's
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ()) or (ann,)
+        current = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _message(err: dict, loc: tuple) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        return f"missing required key '{loc[-1]}'"
+    if kind in _EXPECTED and "input" in err:
+        value = err["input"]
+        msg = f"wrong type: got {describe(value)}"
+        if isinstance(value, str) and kind in ("int_type", "float_type") and _is_number(value):
+            msg += "; remove the quotes"
+        if kind == "finite_number":
+            msg = f"got {describe(value)}"
+        return msg
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind != "value_error" and "input" in err:
+        msg += f", got {describe(err['input'])}"
+    return msg
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _real_loc(loc: tuple, data: Any, kind: str) -> tuple:
+    """`loc` without the member names pydantic adds for a union (`model.str`, `model.ModelSpec`)."""
+    out, current = [], data
+    for i, part in enumerate(loc):
+        final = i == len(loc) - 1
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        elif final and isinstance(current, dict) and kind in ("missing", "extra_forbidden"):
+            pass
+        else:
+            continue  # a union member's tag, not a key of the file
+        out.append(part)
+    return tuple(out)
+
+
+def _merge_unions(errors: list[dict]) -> list[dict]:
+    """One error per path: a value that fits no member of a union gets all members as expected."""
+    merged: dict[tuple, dict] = {}
+    for err in errors:
+        seen = merged.get(err["loc"])
+        if seen is None:
+            merged[err["loc"]] = err
+        elif seen["type"] in _EXPECTED and err["type"] in _EXPECTED:
+            first, second = _expected(seen), _expected(err)
+            if second not in first.split(" or "):
+                seen["_expected"] = f"{first} or {second}"
+    return list(merged.values())
+
+
+def _to_spec_errors(exc: ValidationError, loaded: LoadedYaml, model: type[BaseModel], prefix: tuple) -> list[SpecError]:
+    """The first MAX_ERRORS problems as `SpecError`s, then one that counts the others."""
+    data = loaded.data
+    for part in prefix:
+        data = data.get(part) if isinstance(data, dict) else None
+    errors = _merge_unions([dict(err, loc=_real_loc(tuple(err["loc"]), data, err["type"]))
+                            for err in exc.errors(include_url=False, include_context=True, include_input=True)])
+    out = [_spec_error(err, loaded, model, prefix) for err in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        out.append(SpecError(f"and {len(errors) - MAX_ERRORS} more problems (the first {MAX_ERRORS} are shown)",
+                             file=loaded.file, line=loaded.line_of(prefix + errors[MAX_ERRORS]["loc"])))
+    return out
+
+
+def _spec_error(err: dict, loaded: LoadedYaml, model: type[BaseModel], prefix: tuple) -> SpecError:
+    loc = err["loc"]
+    if err["type"] == "extra_forbidden":
+        valid = list(getattr(_submodel(model, loc[:-1]), "model_fields", {}))
+        close = close_match(loc[-1], valid)
+        msg = f"unknown key {shown(loc[-1])}" + (f"; did you mean '{close}'?" if close else "")
+        if str(loc[-1]) in MOVED_TO_STACK and "efficiency" in map(str, loc):
+            msg = f"'{loc[-1]}' moved from the GPU preset to the software-stack profile (configs/stacks, training.stack)"
+        return SpecError(msg, file=loaded.file, line=loaded.line_of(prefix + loc),
+                         path=".".join(map(str, prefix + loc)), expected=f"one of: {', '.join(valid)}")
+    if err["type"] == "value_error":  # a cross-field rule: point at the field it names first
+        fields = getattr(_submodel(model, loc), "model_fields", {})
+        first = err["msg"].removeprefix("Value error, ").split(" ")[0]
+        if first in fields:
+            loc += (first,)
+    return SpecError(_message(err, loc), file=loaded.file, line=loaded.line_of(prefix + loc),
+                     path=".".join(str(p) for p in prefix + loc) or None, expected=_expected(err))
+
+
+def raise_all(errors: list[SpecError]) -> None:
+    if errors:
+        raise errors[0] if len(errors) == 1 else SpecErrors(errors)
+
+
+def validate(model: type[T], data: Any, loaded: LoadedYaml, prefix: tuple = ()) -> T:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise_all(_to_spec_errors(exc, loaded, model, prefix))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+# Keys that only a file of that kind has, in the order they are tried.
+SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node", "pools"}, "model": {"layers", "hidden"},
+              "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"},
+              "sweep": {"models", "scale_model", "batch_tokens"},
+              "stack": {"tp_comm_overlap", "layer_overhead_us", "zero3_gather"}, "jobs": {"jobs"}}
+
+
+def detect_kind(data: dict) -> str | None:
+    """gpu, cluster, model, plan or layout: the `kind:` key, else the keys present."""
+    if "kind" in data:
+        return data["kind"] if isinstance(data["kind"], str) else None
+    if is_hf_config(data):
+        return "model"
+    keys = set(data)
+    if SIGNATURES["plan"] <= keys:
+        return "plan"
+    return next((kind for kind, sig in SIGNATURES.items() if kind != "plan" and keys & sig), None)
+
+
+def strip_kind(data: dict, loaded: LoadedYaml, kind: str, prefix: tuple = ()) -> dict:
+    """`data` without its `kind:` key, which must name `kind` when present."""
+    if not isinstance(data, dict):
+        return data
+    if "kind" not in data:
+        seems = detect_kind(data)
+        if seems not in (None, kind) and not set(data) & SIGNATURES[kind]:
+            raise SpecError(f"this looks like a {seems} file, but a {kind} spec is expected here", file=loaded.file,
+                            line=loaded.line_of(prefix), path=".".join(prefix) or None,
+                            expected=f"a {kind} spec (or add `kind: {kind}` if it is one)")
+        return data
+    given = data["kind"]
+    if given != kind:
+        where = dict(file=loaded.file, line=loaded.line_of(prefix + ("kind",)), path=".".join(prefix + ("kind",)))
+        if given in FILE_KINDS:
+            raise SpecError(f"this is a {given} file, but a {kind} spec is expected here", **where,
+                            expected=f"kind: {kind}")
+        raise SpecError(f"unknown kind {given!r}", **where, expected=f"one of: {', '.join(FILE_KINDS)}")
+    return {k: v for k, v in data.items() if k != "kind"}
+
+
+def gpu_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> GpuSpec:
+    data = loaded.data if data is None else data
+    return validate(GpuSpec, strip_kind(data, loaded, "gpu", prefix), loaded, prefix)
+
+
+def model_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ModelSpec:
+    data = loaded.data if data is None else data
+    if is_hf_config(data):
+        spec = hf_import(loaded, data, prefix)[1]
+        return validate(ModelSpec, spec.data, spec)
+    return validate(ModelSpec, strip_kind(data, loaded, "model", prefix), loaded, prefix)
+
+
+def hf_import(loaded: LoadedYaml, config: dict, prefix: tuple = (), name: str | None = None,
+              **training) -> tuple[Imported, LoadedYaml]:
+    """A Hugging Face config (planner/specs/hf.py) as a model spec whose fields keep the lines of the
+    config keys they came from; `training`: spec_from_hf's seq_len, global_batch, precision, overlay."""
+    line = lambda path: loaded.line_of(prefix + tuple(path))  # noqa: E731
+    try:
+        imported = spec_from_hf(config, name=name or name_for(config, loaded.file), **training)
+    except SpecError as exc:
+        where = tuple(exc.path.split(".")) if exc.path else ()
+        raise SpecError(exc.message, file=loaded.file, line=line(where), path=".".join(prefix + where) or None,
+                        expected=exc.expected) from None
+    lines = {(): line(())} | {spec_path: line(hf_path) for spec_path, hf_path in imported.sources.items()}
+    return imported, LoadedYaml(data=imported.spec, file=loaded.file,
+                                lines={k: v for k, v in lines.items() if v is not None})
+
+
+def load_spec_file(path: str | os.PathLike) -> LoadedYaml:
+    """A YAML spec file, or a `.json` file (a Hugging Face config.json, or a spec written as JSON)."""
+    if Path(path).suffix.lower() != ".json":
+        return load_yaml_file(path)
+    file = os.fsdecode(path)
+    raw = read_bounded(path)  # a regular file of at most MAX_FILE_BYTES
+    try:
+        loaded = parse_config(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"), file)
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not valid UTF-8 at offset {exc.start}", file=file, expected="a UTF-8 JSON file") from None
+    if not is_hf_config(loaded.data) and detect_kind(loaded.data) is None:
+        raise SpecError("neither a Hugging Face config.json (no model_type or architectures key) nor a spec",
+                        file=file, line=1, expected="a Hugging Face config.json or a model spec")
+    return loaded
+
+
+def stack_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> StackSpec:
+    data = loaded.data if data is None else data
+    return validate(StackSpec, strip_kind(data, loaded, "stack", prefix), loaded, prefix)
+
+
+def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ClusterSpec:
+    """A cluster whose `gpu:` is a mapping or a shipped preset name; reports all problems at once."""
+    data = strip_kind(loaded.data if data is None else data, loaded, "cluster", prefix)
+    if not isinstance(data, dict):
+        return validate(ClusterSpec, data, loaded, prefix)
+    data, errors, failed = dict(data), [], set()
+
+    def preset(holder: dict, loc: tuple) -> None:  # a GPU preset name becomes the preset's mapping
+        if not isinstance(holder.get("gpu"), str):
+            return
+        try:
+            holder["gpu"] = load_gpu_data(holder["gpu"])
+        except SpecError as exc:
+            if exc.file is not None:  # the preset file itself is broken
+                raise
+            errors.append(SpecError(exc.message, file=loaded.file, line=loaded.line_of(prefix + loc + ("gpu",)),
+                                    path=".".join(map(str, prefix + loc + ("gpu",))), expected=exc.expected))
+            failed.add(".".join(map(str, prefix + loc + ("gpu",))))
+            holder.pop("gpu")
+
+    preset(data, ())
+    if isinstance(data.get("pools"), list):
+        data["pools"] = [dict(p) if isinstance(p, dict) else p for p in data["pools"]]
+        for i, pool in enumerate(data["pools"]):
+            if isinstance(pool, dict):
+                preset(pool, ("pools", i))
+        if ".".join(map(str, prefix + ("pools", 0, "gpu"))) in failed and "gpu" not in data:
+            failed.add(".".join(prefix + ("gpu",)))  # the cluster's gpu is the first pool's
+    try:
+        cluster = validate(ClusterSpec, data, loaded, prefix)
+    except SpecErrors as exc:
+        errors += [e for e in exc.errors if e.path not in failed]
+    except SpecError as exc:
+        errors += [exc] if exc.path not in failed else []
+    raise_all(errors)
+    return cluster
+
+
+def load_gpu_data(name: str) -> dict:
+    """A shipped GPU preset as a plain mapping (validated with the cluster it sits in). A preset is
+    named, never a path: `gpu: ../models/x` must not read another file as a GPU."""
+    if not is_plain_name(name):
+        raise SpecError(f"GPU preset {shown(name)} is not a shipped preset name (a plain name of at most 128 "
+                        "characters, not a path)",
+                        expected=f"a mapping with the GPU's fields, or one of: {', '.join(shipped_names('gpu'))}")
+    shipped = config_dir() / "gpus" / f"{name}.yaml"
+    if not shipped.is_file():
+        raise _unknown_name("unknown GPU preset", name, shipped_names("gpu"), None, "a mapping or")
+    loaded = load_yaml_file(shipped)
+    gpu_from_loaded(loaded)  # a broken preset is reported against its own file
+    return strip_kind(loaded.data, loaded, "gpu")
+
+
+def load_gpu(arg: str | os.PathLike) -> GpuSpec:
+    return gpu_from_loaded(load_yaml_file(resolve(arg, "gpu")))
+
+
+def load_model(arg: str | os.PathLike) -> ModelSpec:
+    """A model spec: a shipped name, a YAML file, or a Hugging Face config.json (default training fields)."""
+    return model_from_loaded(load_spec_file(resolve(arg, "model")))
+
+
+def load_stack(arg: str | os.PathLike) -> StackSpec:
+    return stack_from_loaded(load_yaml_file(resolve(arg, "stack")))
+
+
+def load_cluster(arg: str | os.PathLike) -> ClusterSpec:
+    return cluster_from_loaded(load_yaml_file(resolve(arg, "cluster")))
+
+
+def precision_line(arg: str | os.PathLike) -> tuple[str | None, int | None]:
+    """(file, line of training.precision) of a model spec, for errors that need the cluster too."""
+    try:
+        loaded = load_spec_file(resolve(arg, "model"))
+    except SpecError:
+        return None, None
+    return loaded.file, loaded.line_of(("training", "precision"))

@@ -1,0 +1,239 @@
+"""The model and its training job: architecture (dense, MoE, MLA, windows), batch, precision, stack."""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from planner.errors import SpecError, shown
+from planner.specs.base import Spec, is_plain_name
+from planner.specs.layers import LayerKind, attention_matrices, layer_kinds, layer_norm_params, mlp_matrices
+from planner.specs.precision import PRECISIONS, Precision, precision
+from planner.specs.shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
+from planner.specs.stack import StackSpec
+
+
+def _stack_profile(value):
+    """A stack named by a shipped profile becomes that profile; a mapping is an inline profile.
+    A broken shipped profile is reported against its own file (a SpecError passes through
+    pydantic unchanged)."""
+    if not isinstance(value, str):
+        return value
+    if not is_plain_name(value):
+        raise ValueError(f"software stack {shown(value)} is not a shipped profile name (a plain name of at most "
+                         "128 characters, not a path); give your own profile as a mapping")
+    if stack_file(value) is None:
+        raise ValueError(unknown_stack_message(value))
+    data, loaded = stack_loaded(value)
+    try:
+        return StackSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        raise SpecError(f"stack profile '{value}': {err['msg']}", file=loaded.file, line=loaded.line_of(loc),
+                        path=".".join(map(str, loc)) or None) from None
+
+
+class TrainingSpec(Spec):
+    global_batch: int = Field(gt=0, le=100_000_000, description="sequences per optimizer step")
+    precision: Literal[tuple(PRECISIONS)] = "bf16"  # type: ignore[valid-type]  # planner/specs/precision.py
+    stack: StackSpec = Field(default=DEFAULT_STACK, validate_default=True, description=(
+        "software stack: a shipped profile (configs/stacks/) by name, or a profile mapping"))
+    attention: Literal["flash", "standard"] = Field(
+        default=None, validate_default=False,
+        description="override of the stack's: flash: fused attention (no s^2 activations); standard: Megatron 2022 softmax path"
+    )
+    tp_comm_overlap: bool = Field(default=None, validate_default=False, description=(
+        "override of the stack's: TP collectives overlapped with GEMMs (Transformer Engine userbuffers)"))
+    dp_comm_overlap: bool = Field(default=None, validate_default=False, description=(
+        "override of the stack's: gradient reduce-scatter / all-reduce overlapped with backward"))
+    tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
+    fp8_param_gather: bool = Field(default=False, description=(
+        "FP8 parameters, gathered in FP8 by the distributed optimizer (Megatron --fp8-param-gather; fp8/mxfp8 only)"))
+    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description=(
+        "main-grad buffer and data-parallel gradient reduce: fp32 (4 B per parameter) or bf16 (2 B; "
+        "Megatron --grad-reduce-in-bf16, Megatron-Core DDP grad_reduce_in_fp32=False)"))
+    moe_dispatcher: Literal["alltoall", "flex"] = Field(default="alltoall", description=(
+        "MoE token dispatcher: alltoall (every routed copy to another NVLink domain crosses the network) or "
+        "flex (DeepEP/HybridEP: a token crosses once per remote domain, then NVLink; "
+        "Megatron --moe-token-dispatcher-type flex)"))
+    moe_a2a_overlap: bool = Field(default=False, description=(
+        "MoE dispatch/combine overlapped with another micro-batch's compute (combined 1F1B; Megatron "
+        "--overlap-moe-expert-parallel-comm --delay-wgrad-compute)"))
+    cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = Field(
+        default="none", description=(
+            "CUDA graphs (Megatron --cuda-graph-impl): full_iteration replays the whole step, MoE dispatch "
+            "with static per-rank shapes (--moe-expert-rank-capacity-factor): no host launch floor and no "
+            "host sync per dropless MoE layer; local and transformer_engine graph parts of a layer, priced "
+            "as none (dropless MoE dispatch outside them still syncs)"))
+    te_op_fuser: bool = Field(default=False, description=(
+        "MoE expert MLP through Transformer Engine's op fuser (Megatron --use-transformer-engine-op-fuser, "
+        "Megatron-Bridge cutedsl_fused_grouped_mlp): a clamped GLU and the experts' output biases fused "
+        "into the grouped GEMMs; off: they run as separate PyTorch ops"))
+
+    _stack_name = field_validator("stack", mode="before")(_stack_profile)
+
+    @property
+    def numerics(self) -> Precision:
+        """Bytes per value and peaks of this run's precision (planner/specs/precision.py)."""
+        return precision(self.precision, self.fp8_param_gather, self.grad_reduce_dtype)
+
+    @model_validator(mode="after")
+    def _stack_defaults(self) -> "TrainingSpec":
+        if self.fp8_param_gather and self.precision not in ("fp8", "mxfp8"):
+            raise ValueError(f"fp8_param_gather needs precision fp8 or mxfp8, not {self.precision}")
+        # Unset overrides take the stack's choice (frozen model: set once, here).
+        for key in ("attention", "tp_comm_overlap", "dp_comm_overlap"):
+            if getattr(self, key) is None:
+                object.__setattr__(self, key, getattr(self.stack, key))
+        return self
+
+
+class MoeSpec(Spec):
+    """Mixture-of-experts MLPs (Megatron-Core's --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+    --moe-shared-expert-intermediate-size, --moe-layer-freq)."""
+
+    experts: int = Field(gt=0, le=1_000_000, description="routed experts per MoE layer")
+    top_k: int = Field(gt=0, le=1_000_000, description="routed experts each token goes to")
+    expert_ffn_hidden: int = Field(gt=0, le=10_000_000, description="FFN width of one routed expert")
+    shared_experts: int = Field(default=0, ge=0, le=1024, description="experts every token goes to")
+    shared_expert_ffn_hidden: int | None = Field(default=None, gt=0, le=10_000_000, description=(
+        "FFN width of one shared expert (default: expert_ffn_hidden)"))
+    dense_layers: int = Field(default=0, ge=0, le=10_000, description="the first k layers are dense")
+    layer_every: int = Field(default=1, gt=0, le=10_000, description="after those, every n-th layer is MoE")
+    capacity_factor: float | None = Field(default=None, gt=0, le=1000, description=(
+        "tokens an expert takes, relative to an even share (null: dropless)"))
+    load_imbalance: float = Field(default=1.0, ge=1, le=1000, description=(
+        "busiest expert rank's tokens / the mean (1.0: force-balanced benchmarks; real routing is above)"))
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> "MoeSpec":
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) must be at most experts ({self.experts})")
+        return self
+
+    @property
+    def shared_ffn(self) -> int:
+        return self.shared_expert_ffn_hidden or self.expert_ffn_hidden
+
+
+class MlaSpec(Spec):
+    """Multi-head latent attention (DeepSeek-V2 Sec. 2.1, DeepSeek-V3): queries and keys/values
+    projected down to low-rank latents and back up per head; a decoupled RoPE part."""
+
+    q_lora_rank: int | None = Field(gt=0, le=1_000_000, description="query latent rank (null: no query compression)")
+    kv_lora_rank: int = Field(gt=0, le=1_000_000)
+    qk_nope_head_dim: int = Field(gt=0, le=100_000)
+    qk_rope_head_dim: int = Field(gt=0, le=100_000)
+    v_head_dim: int = Field(gt=0, le=100_000)
+
+
+class ModelSpec(Spec):
+    name: str = Field(min_length=1, max_length=128)
+    layers: int = Field(gt=0, le=10_000)
+    hidden: int = Field(gt=0, le=1_000_000)
+    heads: int = Field(gt=0, le=100_000)
+    kv_heads: int | None = Field(default=None, gt=0, le=100_000)
+    head_dim: int | None = Field(default=None, gt=0, le=100_000, description="width of one head (default: hidden / heads)")
+    ffn_hidden: int | None = Field(default=None, gt=0, le=10_000_000)
+    ffn_act: Literal["gelu", "swiglu"] = "gelu"
+    vocab: int = Field(gt=0, le=100_000_000)
+    seq_len: int = Field(gt=0, le=100_000_000)
+    tied_embeddings: bool = False
+    position_embedding: Literal["learned", "rope"] = "learned"
+    sliding_window: int | None = Field(default=None, gt=0, le=100_000_000, description=(
+        "sliding-window (local) attention: keys each query attends to, itself included (HF sliding_window; "
+        "Megatron --window-size w-1,0); null: full causal attention on every layer"))
+    full_attention_every: int | None = Field(default=None, ge=2, le=10_000, description=(
+        "with sliding_window: every n-th layer keeps full attention, the others use the window (Megatron "
+        "--window-attn-skip-freq, HF Gemma 3 sliding_window_pattern; GPT-OSS and Gemma 2: 2, Gemma 3: 6); "
+        "null: every layer uses the window"))
+    swiglu_limit: float | None = Field(default=None, gt=0, le=1e6, description=(
+        "clamp of a SwiGLU's gate (above) and linear half (both sides) before the activation (HF "
+        "swiglu_limit, Megatron --activation-func-clamp-value; GPT-OSS: 7.0); null: no clamp"))
+    linear_bias: bool | None = Field(default=None, description=(
+        "biases on every linear layer, the experts' too (Megatron's default add_bias_linear; GPT-OSS: "
+        "true); false: none (Megatron --disable-bias-linear); null: not stated, as the parameter count "
+        "has them (QKV and output biases, GeLU MLPs with biases, SwiGLU MLPs and experts without)"))
+    rope_mscale: float = Field(default=1.0, gt=0, le=100, description=(
+        "factor YaRN puts on RoPE's cos and sin (GPT-OSS: 0.1 ln 32 + 1 = 1.347; DeepSeek-V3: 1, its "
+        "mscale and mscale_all_dim cancel); Megatron's fused RoPE takes only 1"))
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    training: TrainingSpec
+
+    @model_validator(mode="after")
+    def _shapes_divide(self) -> "ModelSpec":
+        if self.head_dim is None and self.mla is None and self.hidden % self.heads:
+            raise ValueError(f"heads ({self.heads}) must divide hidden ({self.hidden}), or give head_dim")
+        if self.moe is not None and self.moe.dense_layers > self.layers:
+            raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) is more than the {self.layers} layers")
+        if self.num_kv_heads > self.heads or self.heads % self.num_kv_heads:
+            raise ValueError(f"kv_heads ({self.num_kv_heads}) must divide heads ({self.heads})")
+        if self.full_attention_every is not None and self.sliding_window is None:
+            raise ValueError("full_attention_every needs sliding_window (the window of the other layers)")
+        if self.full_attention_every is not None and self.full_attention_every > self.layers:
+            raise ValueError(f"full_attention_every ({self.full_attention_every}) is more than the {self.layers} "
+                             "layers: no layer would keep full attention (leave it out to window every layer)")
+        t = self.training
+        if self.moe is None:
+            given = [k for k, on in (("moe_dispatcher", t.moe_dispatcher != "alltoall"), ("moe_a2a_overlap", t.moe_a2a_overlap),
+                                     ("te_op_fuser", t.te_op_fuser)) if on]
+            if given:
+                raise ValueError(f"training.{', training.'.join(given)} need a moe: section (a MoE model)")
+            if self.swiglu_limit is not None:
+                raise ValueError("swiglu_limit needs a moe: section: Megatron clamps the GLU of expert MLPs only")
+        if self.swiglu_limit is not None and self.ffn_act != "swiglu":
+            raise ValueError(f"swiglu_limit clamps a SwiGLU; ffn_act is {self.ffn_act}")
+        return self
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def head_width(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def kv_hidden(self) -> int:
+        """Width of K (and of V): kv_heads * head_dim."""
+        return self.num_kv_heads * self.head_width
+
+    @property
+    def moe_layers(self) -> int:
+        """MoE layers: after the first `dense_layers`, every `layer_every`-th (Megatron --moe-layer-freq)."""
+        return 0 if self.moe is None else (self.layers - self.moe.dense_layers) // self.moe.layer_every
+
+    def moe_layers_before(self, n):
+        """MoE layers among the first n (n an int or an array): layer i >= k is MoE when
+        (i - k + 1) % layer_every == 0 (Llama 4 Maverick: every second layer)."""
+        if self.moe is None:
+            return np.zeros_like(np.asarray(n))
+        return np.maximum(np.asarray(n) - self.moe.dense_layers, 0) // self.moe.layer_every
+
+    def layer_params(self) -> int:
+        """Parameters of one dense transformer layer, biases and layer norms included (planner/specs/layers.py)."""
+        return LayerKind("dense", 1, attention_matrices(self) + mlp_matrices(self, self.ffn), norm_params=layer_norm_params(self)).params
+
+    def embedding_params(self) -> int:
+        pos = self.seq_len * self.hidden if self.position_embedding == "learned" else 0
+        return self.vocab * self.hidden + pos
+
+    def output_params(self) -> int:
+        """Output projection (logits) weights; zero when tied to the input embedding."""
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
+
+    def total_params(self) -> int:
+        layers = sum(k.count * k.params for k in layer_kinds(self))
+        return layers + self.embedding_params() + self.output_params() + 2 * self.hidden
+
+    def active_params(self) -> int:
+        """Parameters one token passes through (top_k routed experts of each MoE layer)."""
+        layers = sum(k.count * k.active_params for k in layer_kinds(self))
+        return layers + self.embedding_params() + self.output_params() + 2 * self.hidden

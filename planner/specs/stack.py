@@ -1,0 +1,99 @@
+"""Software-stack profiles: the constants a training stack adds to the hardware, overall and per GPU."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, Strict
+
+from planner.specs.base import Spec
+from planner.units import US
+
+
+class StackConstants(Spec):
+    """What a software stack does, as constants (planner/costs): per-GPU fitted values override
+    the profile's own (`StackSpec.gpus`)."""
+
+    layer_overhead_us: float = Field(ge=0, le=1e5, description="fixed time per transformer layer forward (launches, small ops) [us]")
+    layer_launch_us: float = Field(default=0.0, ge=0, le=1e5, description=(
+        "host time to launch one layer's forward kernels [us]: a layer's compute never takes less "
+        "(small layers are launch-bound; backward launches twice as many)"))
+    microbatch_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "fixed time per micro-batch per model chunk on a pipeline rank (schedule, p2p setup, hooks) [us]"))
+    step_overhead_s: float = Field(ge=0, le=100, description="fixed time per optimizer step (data loading, grad norm, logging) [s]")
+    elementwise_backward_factor: float = Field(default=1.0, gt=0, le=10, description="backward/forward ratio of memory-bound traffic (kernel fusion)")
+    loss_fp32_passes: float = Field(default=3.0, gt=0, le=100, description=(
+        "passes over the fp32 logits in the loss forward (read or write, each s x b x vocab / tp); the backward as many again"))
+    tp_overlap_exposed: float = Field(default=1.0, ge=0, le=1, description="fraction of TP communication left exposed when tp_comm_overlap is on")
+    dp_overlap_exposed: float = Field(default=0.1, ge=0, le=1, description="fraction of overlappable DP communication that stays exposed")
+    optimizer_step_factor: float = Field(default=1.0, gt=0, le=100, description=(
+        "optimizer-step HBM traffic relative to one fused Adam pass (unfused multi-tensor kernels: >1)"))
+    zero3_unit_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "fixed time per ZeRO-3 gathering unit per pass (hooks, allocation, stream sync) [us]"))
+    moe_sync_us: float = Field(default=0.0, ge=0, le=1e6, description=(
+        "GPU idle per forward of a dropless MoE layer [us]: the dispatcher reads the tokens per expert "
+        "on the host (a blocking sync) before it can size and launch the rest of the layer"))
+
+    @property
+    def layer_overhead_s(self) -> float:
+        return self.layer_overhead_us * US
+
+    @property
+    def microbatch_overhead_s(self) -> float:
+        return self.microbatch_overhead_us * US
+
+
+class StackGpuConstants(Spec):
+    """Constants of one stack fitted on one GPU type, and the sources they were fitted on."""
+
+    fitted_on: tuple[str, ...] = Field(default=(), strict=False, max_length=64)
+    error_cases: tuple[Annotated[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)],
+                                      Annotated[float, Field(ge=0, le=1000)]], Strict(False)], ...] = Field(default=(), strict=False, max_length=100_000, description=(
+        "calibration runs measured on this GPU: (GPUs, parameters [billions], leave-one-source-out "
+        "|error| [%]), for the error bands (planner/fidelity/error_bands.py)"))
+    layer_overhead_us: float | None = Field(default=None, ge=0, le=1e5)
+    layer_launch_us: float | None = Field(default=None, ge=0, le=1e5)
+    microbatch_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
+    step_overhead_s: float | None = Field(default=None, ge=0, le=100)
+    elementwise_backward_factor: float | None = Field(default=None, gt=0, le=10)
+    loss_fp32_passes: float | None = Field(default=None, gt=0, le=100)
+    tp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
+    dp_overlap_exposed: float | None = Field(default=None, ge=0, le=1)
+    optimizer_step_factor: float | None = Field(default=None, gt=0, le=100)
+    zero3_unit_overhead_us: float | None = Field(default=None, ge=0, le=1e6)
+    moe_sync_us: float | None = Field(default=None, ge=0, le=1e6)
+
+
+class StackSpec(StackConstants):
+    """A software-stack profile (configs/stacks/*.yaml): the kernels it runs, what it overlaps and how
+    well, its fixed overheads and how ZeRO-3/FSDP gathers parameters. The GPU preset keeps what the
+    hardware does."""
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str = Field(default="", max_length=2000)
+    attention: Literal["flash", "standard"] = "flash"
+    tp_comm_overlap: bool = False
+    dp_comm_overlap: bool = True
+    cp_comm: Literal["p2p", "all_gather"] = Field(default="p2p", description=(
+        "context-parallel K/V exchange (Megatron --cp-comm-type): a ring overlapped with attention, or an all-gather"))
+    zero3_gather: Literal["layer", "module"] = Field(default="layer", description=(
+        "ZeRO-3 gathering unit: a whole transformer layer (FSDP wrapping per block) or one weight "
+        "matrix at a time (DeepSpeed stage-3 hooks per submodule)"))
+    zero3_units_in_flight: int = Field(default=2, ge=1, le=64, description=(
+        "gathered units held at once (the one at work and the prefetched ones)"))
+    zero3_prefetch_params: float = Field(default=0.0, ge=0, le=1e12, description=(
+        "parameters prefetched beyond the units in flight (DeepSpeed stage3_prefetch_bucket_size)"))
+    zero3_reduce_bucket_params: float = Field(default=0.0, ge=0, le=1e12, description=(
+        "gradient elements bucketed before a reduce-scatter (DeepSpeed reduce_bucket_size; 0: one unit)"))
+    carried_over_error_pct: float = Field(default=25.0, ge=0, le=1000, description=(
+        "expected |error| where this stack was never calibrated on any GPU [%] (benchmarks/calibrate.py "
+        "measures it: sources predicted with constants carried over from other stacks)"))
+    gpus: dict[str, StackGpuConstants] = Field(default_factory=dict, description=(
+        "constants fitted on a GPU type (benchmarks/calibrate.py); other GPUs carry the profile's over"))
+
+    def for_gpu(self, gpu_name: str) -> StackConstants:
+        """The constants on `gpu_name`: the fitted ones where this GPU was calibrated."""
+        fitted = self.gpus.get(gpu_name)
+        base = {k: getattr(self, k) for k in StackConstants.model_fields}
+        if fitted is not None:
+            base.update({k: v for k, v in fitted.model_dump().items() if k in base and v is not None})
+        return StackConstants(**base)

@@ -1,0 +1,56 @@
+"""Runs that really trained must fit on their GPU (data/calibration, copied with sources)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.fidelity.calibration import load_cases
+from planner.costs.memory import memory_breakdown
+from planner.costs.context import job_context
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return [c for c in load_cases(vtrain=True) if c.kind == "iteration"]
+
+
+# Runs that trained but do not fit the planner's memory model, and why (a missing mechanism, kept
+# visible here rather than tuned away): NeMo's performance recipes may reduce gradients in BF16
+# (grad_reduce_in_fp32 off), which would save 15 GiB here; the planner keeps Megatron-LM's fp32
+# main gradients (83.8 GiB predicted on 80).
+KNOWN_MISSES = {"dgxc_v24111_llama31_8b_fp8_8gpu"}
+
+
+def test_every_measured_run_fits_on_its_gpu(cases):
+    # A run with unstated settings (micro-batch, recomputation) needs one way to fit.
+    assert len(cases) > 100
+    misses = set()
+    for case in cases:
+        fits = memory_breakdown(job_context(case.model, case.cluster, case.layouts)).total <= case.cluster.gpu.memory_gib
+        if not fits.reshape(-1, case.alternatives).any(axis=1).all():
+            misses.add(case.id)
+    assert misses == KNOWN_MISSES
+
+
+def test_moe_runs_fit_with_experts_sharded_over_ep(cases):
+    # GPT-OSS-120B (117B parameters, 18 B each = 2.1 TB of states) trained on 64 GB200s with ep 64:
+    # only sharding the experts over ep (and their states over edp) brings it under 186 GB
+    case = next(c for c in cases if c.id == "megatron_bridge_25_11_dgx_gb200_gpt_oss_120b_64gpu_bf16")
+    assert case.layouts.ep[0] == 64
+    mem = memory_breakdown(job_context(case.model, case.cluster, case.layouts))
+    assert (mem.total <= 186).any()
+    # without expert parallelism every GPU holds all 117B 16-bit weights: 2 B x 117e9 = 218 GiB > 186
+    cols = {**case.layouts.columns(), "ep": np.ones(len(case.layouts), dtype=np.int64)}
+    unsharded = memory_breakdown(job_context(case.model, case.cluster, type(case.layouts)(**cols)))
+    assert (unsharded.weights > 2 * 116e9 / 2**30).all() and (unsharded.total > 186).all()
+
+
+def test_fsdp_70b_on_40gb_fits_only_because_zero3_gathers_one_layer_at_a_time(cases):
+    # llm-foundry MPT-70B trained on 128 A100 40GB with FSDP (mb 4, full recomputation)
+    case = next(c for c in cases if c.id == "mpt_llmfoundry_a100_40gb_70b_seq2048_128gpu")
+    mem = memory_breakdown(job_context(case.model, case.cluster, case.layouts))
+    assert mem.total[0] <= 40
+    # the shards: 18 bytes x 65e9 params / 128 GPUs ~ 8.5 GiB, far from the whole model's 1.1 TiB
+    shards = (mem.weights + mem.gradients + mem.optimizer)[0]
+    assert 5 < shards < 20
+    assert np.isfinite(shards)

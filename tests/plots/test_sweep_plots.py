@@ -1,0 +1,166 @@
+"""`plan sweep --plot`: the five PNG figures exist, are not empty and have their documented size."""
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner import sweep as sw
+from planner.cli.main import app
+from planner.errors import SpecError
+
+# README, "Plots": figure -> (width, height) in pixels.
+EXPECTED_PX = {
+    "mfu_vs_gpus.png": (1000, 600),
+    "tokens_per_s_vs_gpus.png": (1000, 600),
+    "step_time_vs_params.png": (1000, 600),
+    "energy_per_token_vs_params.png": (1000, 600),
+    "layout_vs_gpus.png": (1500, 600),
+}
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the IHDR chunk (PNG spec, Sec. 11.2.2): bytes 16-24 of the file."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.fixture(scope="module")
+def rows():
+    # Two generated sizes x three GPU counts, and a 175B model that does not fit on 8 GPUs.
+    spec = sw.SweepSpec.model_validate({"scale_model": {"base": "gpt3-1.3b", "params": [1e9, 1e10]},
+                                        "models": ["gpt3-175b"], "gpus": [8, 64, 512]})
+    return sw.run_sweep(sw.expand(spec)).rows
+
+
+def test_plots_are_written_with_their_size(rows, tmp_path):
+    pytest.importorskip("matplotlib")
+    from planner.plots.sweep import write_plots
+
+    assert any(r["status"] == "infeasible" for r in rows)
+    paths = write_plots(rows, tmp_path / "plots")
+    assert sorted(p.name for p in paths) == sorted(EXPECTED_PX)
+    for p in paths:
+        assert p.stat().st_size > 10_000, p  # a drawn figure, not an empty canvas
+        assert png_size(p) == EXPECTED_PX[p.name], p.name
+
+
+def test_plots_of_a_sweep_without_feasible_points_still_exist(rows, tmp_path):
+    pytest.importorskip("matplotlib")
+    from planner.plots.sweep import write_plots
+
+    bad = [r for r in rows if r["status"] != "ok"]
+    for p in write_plots(bad, tmp_path):
+        assert p.stat().st_size > 0 and png_size(p) == EXPECTED_PX[p.name]
+
+
+def test_the_cli_writes_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = CliRunner().invoke(app, ["sweep", "--models", "gpt3-1.3b", "--gpus", "8,16", "--plot", str(tmp_path / "p"),
+                                   "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert "5 plots in" in res.output
+    assert all((tmp_path / "p" / name).stat().st_size > 0 for name in EXPECTED_PX)
+
+
+def test_without_matplotlib_the_error_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    from planner.plots.sweep import require_matplotlib
+
+    with pytest.raises(SpecError, match=r"pip install matplotlib"):
+        require_matplotlib()
+    res = CliRunner().invoke(app, ["sweep", "--models", "gpt3-1.3b", "--gpus", "8", "--plot", "unused"])
+    assert res.exit_code == 2 and "pip install matplotlib" in res.output
+
+
+# --- what the sweep figures draw --------------------------------------------------------------------
+
+
+def test_sweep_figures_name_the_gpu_batch_and_sequence_and_show_zero_and_recompute(rows):
+    pytest.importorskip("matplotlib")
+    from planner.plots.sweep import require_matplotlib, sweep_figures
+
+    plt = require_matplotlib()
+    figures = sweep_figures(plt, rows)
+    ok = [r for r in rows if r["status"] == "ok"]
+    # the fixture: generated GPT-3 sizes keep gpt3-1.3b's batch, 512 sequences of 2048 tokens; gpt3-175b
+    # trains on 1536 x 2048 (Brown et al. 2020 Table 2.1: 3.2M tokens = 1536 x 2048)
+    for name, fig in figures.items():
+        title = fig._suptitle.get_text()
+        assert "a100-sxm-80gb" in title, name
+        assert "512 x 2048" in title.replace("\u00a0", " ") and "1536 x 2048" in title.replace("\u00a0", " "), name
+    # MFU lines: each model's points are its rows' MFU in percent, in GPU order
+    ax = figures["mfu_vs_gpus.png"].axes[0]
+    for line in ax.get_lines():
+        model = "gpt3-175b" if line.get_label().startswith("gpt3-175b") else None
+        if model:
+            mine = sorted((r for r in ok if r["model"] == model), key=lambda r: r["gpus"])
+            assert list(line.get_xdata()) == [r["gpus"] for r in mine]
+            assert list(line.get_ydata()) == pytest.approx([100 * r["mfu"] for r in mine])
+            assert "(1536 x 2048)" in line.get_label()
+    # the last panel of the layout chart: one cell text per feasible row, `z<ZeRO stage>` over the recompute mode
+    panel = figures["layout_vs_gpus.png"].axes[-1]
+    assert "ZeRO" in panel.get_title()
+    texts = sorted(t.get_text() for t in panel.texts)
+    short = {"none": "-", "selective": "sel", "full": "full"}
+    assert texts == sorted(f"z{r['zero']}\n{short[r['recompute']]}" for r in ok)
+    for fig in figures.values():
+        plt.close(fig)
+
+
+# --- the Pareto frontier of a search -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def frontier_search():
+    from planner.specs.loading import load_cluster, load_model
+    from planner.search import search
+
+    return search(load_model("gpt3-1.3b"), load_cluster("dgx-a100-1024"), gpus=64, frontier=True)
+
+
+def test_the_frontier_plot_draws_every_feasible_candidate_and_the_frontier(frontier_search, tmp_path):
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from planner.layout.axes import layout_cell
+    from planner.plots.frontier import SIZE_PX, plot_frontier
+
+    r = frontier_search
+    drawn = plot_frontier(r, tmp_path / "f.png")
+    assert png_size(drawn.path) == SIZE_PX == (1500, 650) and drawn.path.stat().st_size > 20_000
+    feasible = np.flatnonzero(r.feasible)
+    assert len(drawn.candidates) == feasible.size
+    s = r.scores
+    expected = np.column_stack([s.step_time_s[r.frontier], s.energy_j_per_token[r.frontier]])
+    np.testing.assert_allclose(drawn.frontier, expected)
+    # Pareto by hand: no drawn candidate is at least as fast and as frugal as a frontier point and better in one
+    t, e = drawn.candidates[:, 0], drawn.candidates[:, 1]
+    for ft, fe in drawn.frontier:
+        assert not np.any((t <= ft) & (e <= fe) & ((t < ft) | (e < fe)))
+    # fastest first, each labelled with its layout cell
+    assert list(drawn.frontier[:, 0]) == sorted(drawn.frontier[:, 0])
+    assert [label[0] for label in drawn.labels] == [layout_cell(r.scored(i).layout) for i in r.frontier]
+
+
+def test_the_frontier_plot_writes_svg_and_refuses_other_suffixes(frontier_search, tmp_path):
+    pytest.importorskip("matplotlib")
+    from planner.plots.frontier import plot_frontier
+
+    svg = plot_frontier(frontier_search, tmp_path / "f.svg").path
+    assert "<svg" in svg.read_text()[:2000]
+    with pytest.raises(SpecError) as err:
+        plot_frontier(frontier_search, tmp_path / "f.pdf")
+    assert err.value.path == "--plot" and err.value.expected == ".png or .svg"
+
+
+def test_a_picture_in_a_missing_folder_is_bad_input(frontier_search, tmp_path):
+    pytest.importorskip("matplotlib")
+    from planner.plots.frontier import plot_frontier
+
+    with pytest.raises(SpecError, match="cannot write the picture"):
+        plot_frontier(frontier_search, tmp_path / "missing" / "f.png")
