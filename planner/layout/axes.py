@@ -135,11 +135,13 @@ def _micro_batches(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
 
 
 def _virtual_stages(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
-    """Even splits into pp*vpp virtual stages, and splits one or two layers short of even: the
-    embedding and the loss each take a layer's place on the first and the last virtual stage
-    (Megatron-LM --account-for-embedding/loss-in-pipeline-split; Llama 3 405B: 126 layers on 16
-    ranks x 8 chunks, Dubey et al. 2024 Sec. 3.3.2). The stage split (planner/cpsat/stage_split.py)
-    rebalances them."""
+    """The chunks per rank a search tries: even splits into pp*vpp virtual stages, and splits one
+    or two layers short of even, the embedding and the loss each in a layer's place on the first
+    and the last virtual stage (Megatron-LM --account-for-embedding/loss-in-pipeline-split; Llama 3
+    405B: 126 layers on 16 ranks x 8 chunks, Dubey et al. 2024 Sec. 3.3.2). The stage split
+    (planner/cpsat/stage_split.py) rebalances them. A given vpp may split the layers more unevenly
+    (_chunks_fit); a search tries those only with --vpp, since every uneven choice would double a
+    61-layer model's space (DeepSeek-V3: 345,408 to 737,970 layouts)."""
     pp = chosen["pp"]
     if pp < 2:
         return [1]
@@ -150,6 +152,13 @@ def _virtual_stages(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
 def _short_of_even(layers, stages):
     """Whether `stages` virtual stages take `layers` evenly or with at most two layers missing."""
     return (stages <= layers + 2) & (-(-layers // stages) * stages - layers <= 2)
+
+
+def _chunks_fit(layers, stages):
+    """Whether `stages` virtual stages can take `layers`: as _short_of_even, or unevenly with at
+    least a layer each (Megatron-LM --pipeline-model-parallel-layout states any split: DeepSeek-V3's
+    and Kimi K2's 61 layers ran on pp 8 x vpp 2-4)."""
+    return (stages <= layers) | _short_of_even(layers, stages)
 
 
 def _expert_parallel(ctx: SpaceContext, chosen: Mapping[str, int]) -> list[int]:
@@ -271,7 +280,7 @@ class Rule:
 def _interleaving_ok(v, ctx):
     m = ctx.global_batch // (v["dp"] * v["micro_batch"])
     unsplit = ctx.global_batch % (v["dp"] * v["micro_batch"]) != 0  # reported by batch_divides instead
-    return (v["vpp"] == 1) | unsplit | ((v["pp"] >= 2) & (m % v["pp"] == 0) & _short_of_even(ctx.layers, v["pp"] * v["vpp"]))
+    return (v["vpp"] == 1) | unsplit | ((v["pp"] >= 2) & (m % v["pp"] == 0) & _chunks_fit(ctx.layers, v["pp"] * v["vpp"]))
 
 
 RULES: tuple[Rule, ...] = (
@@ -310,7 +319,7 @@ RULES: tuple[Rule, ...] = (
     Rule("interleaving", ("dp", "pp", "micro_batch", "vpp"), _interleaving_ok,
          lambda r, ctx: f"vpp={r['vpp']} needs pp >= 2, num_microbatches ({ctx.global_batch // (r['dp'] * r['micro_batch'])}) "
          f"divisible by pp ({r['pp']}) and pp*vpp ({r['pp'] * r['vpp']}) virtual stages that take the {ctx.layers} layers "
-         "evenly or with at most two missing (the embedding's and the loss's place)"),
+         "with at least one layer each, or at most two short of even (the embedding's and the loss's place)"),
     Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),

@@ -144,3 +144,25 @@ def test_a_new_axis_reaches_files_columns_options_and_printing():
 def test_the_space_context_carries_what_rules_read():
     ctx = SpaceContext(gpus=8, layers=4, heads=8, kv_heads=8, global_batch=8, seq_len=4096)
     assert CP_RULE.ok({"cp": 4}, ctx) and not CP_RULE.ok({"cp": 4}, SpaceContext(8, 4, 8, 8, 8, seq_len=12, min_cp_tokens=1))
+
+
+def test_an_uneven_interleaving_that_trained_is_expressible_but_not_searched():
+    """DeepSeek-V3's 61 layers ran on pp 8 x vpp 4 (issue 29): 32 virtual stages take them as
+    29 x 2 + 3 x 1, three short of the 64 an even split needs, which Megatron states with
+    --pipeline-model-parallel-layout. A given layout passes the rules; a search does not try it."""
+    from planner.estimate import estimate_layout
+    from planner.specs.loading import load_cluster, load_model
+
+    model, cluster = load_model("deepseek-v3"), load_cluster("dgx-gb200-nvl72-1152")
+    r = estimate_layout(model, cluster, gpus=256, tp=1, pp=8, vpp=4, ep=32, micro_batch=1)
+    assert "interleaving" not in [v.constraint for v in r.violations]
+    assert list(r.layout["stage_layers"]) == [2] * 29 + [1] * 3  # 29 * 2 + 3 * 1 = 61
+    out = CliRunner().invoke(app, ["estimate", "deepseek-v3", "dgx-gb200-nvl72-1152", "--gpus", "256", "--tp", "1",
+                                   "--pp", "8", "--vpp", "4", "--ep", "32", "--micro-batch", "1", "--export", "megatron"])
+    # E with 2 layers, 28 more stages of 2, two stages of 1, the last stage's 1 layer with the loss
+    assert "Et*2|(t*2|)*28(t|)*2tL" in out.stdout
+    job = dict(gpus=256, layers=61, heads=128, kv_heads=128, global_batch=15360, seq_len=4096, experts=256)
+    searched = enumerate_layouts(**job, limits=SpaceLimits(tp=1, pp=8, ep=32, micro_batch=1))
+    assert 4 not in set(searched.vpp.tolist())  # 8 * 4 stages leave 3 layers missing: not in the search
+    given = enumerate_layouts(**job, limits=SpaceLimits(tp=1, pp=8, ep=32, micro_batch=1, vpp=4))
+    assert set(given.vpp.tolist()) == {4}  # ... but tried when asked for
