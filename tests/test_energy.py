@@ -6,6 +6,8 @@ dgx-a100-1024: 8 GPUs per node, node overhead 3,300 W, PUE 1.1.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from pytest import approx
@@ -128,12 +130,24 @@ def test_max_gpu_power_keeps_only_caps_under_it(small):
     assert r.rejected["max_gpu_power"] > 0
 
 
-def test_carbon_objective_is_energy_times_grid_intensity(small):
+def test_carbon_of_a_step_by_hand(a100):
+    # the 1 s FLOP-bound step on one node of test_capped_energy_by_hand: 1.1 x (8 x 400 + 3300) = 7,150 J
+    # = 7,150 / 3.6e6 = 1.98611e-3 kWh; x 429 gCO2e/kWh (the default grid, Patterson et al. 2021) = 0.852042 g
+    e = step_energy(a100, breakdown(compute=1.0), np.array([8]))
+    assert objective_cost(a100, SimpleNamespace(energy=e), "carbon")[0] == approx(0.852042, rel=1e-6)
+    # a greener grid scales it: 50 gCO2e/kWh -> 1.98611e-3 x 50 = 0.0993056 g
+    green = a100.model_copy(update={"power": a100.power.model_copy(update={"grid_gco2_per_kwh": 50.0})})
+    assert objective_cost(green, SimpleNamespace(energy=e), "carbon")[0] == approx(0.0993056, rel=1e-6)
+
+
+def test_carbon_objective_picks_the_energy_objectives_layout(small):
+    # one grid: carbon is energy times a constant, so both objectives rank the layouts alike
     model, cluster = small
-    r = search(model, cluster, gpus=32, objective="carbon")
-    s = r.scores
-    # 429 gCO2e/kWh (default) and 3.6e6 J per kWh
-    assert objective_cost(cluster, s, "carbon") == approx(s.energy.energy_j_per_step / 3.6e6 * 429.0)
+    carbon = search(model, cluster, gpus=32, objective="carbon")
+    energy = search(model, cluster, gpus=32, objective="energy")
+    i, j = carbon.chosen[0], energy.chosen[0]
+    assert carbon.scores.layouts.row(i) == energy.scores.layouts.row(j)
+    assert carbon.scores.power_cap_w[i] == energy.scores.power_cap_w[j]
 
 
 @pytest.mark.parametrize("gpu_hours, watts, pue, mwh, source", [

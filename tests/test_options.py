@@ -12,11 +12,14 @@ from typer.testing import CliRunner
 from planner.layout.axes import fixable
 from planner.check import PlanConstraints
 from planner.cli.main import app
-from planner.constraints import CONSTRAINTS, LIMIT_OPTIONS, Limits
+from planner.constraints import CONSTRAINTS, Limits, evaluate
 from planner.errors import SpecError
+from planner.layout.space import single_layout
 from planner.options import (COMMAND_OPTIONS, GLOBAL_BATCH, OPTIONS, SEQ_LEN, check_option, flag_of,
                              spec_bounds)
+from planner.score import score
 from planner.specs import ModelSpec, TrainingSpec
+from planner.specs.loading import load_cluster, load_model
 from planner.specs.schema import json_schema
 from planner.sweep import ConstraintsSpec
 
@@ -34,11 +37,28 @@ def test_flags_and_keys_are_unique():
     assert len(set(flags)) == len(flags) and len(set(keys)) == len(keys)
 
 
-def test_limits_are_the_declared_options():
-    assert [f for f in Limits.__dataclass_fields__ if f != "fixed"] == [o.key for o in LIMIT_OPTIONS]
-    # unconstrained by default: no limit switches a constraint on by itself
-    defaults = Limits()
-    assert all(getattr(defaults, o.key) == o.off for o in LIMIT_OPTIONS)
+@pytest.mark.parametrize("key, flag, off", [
+    ("max_step_time_s", "--max-step-time", None),
+    ("min_mfu", "--min-mfu", None),
+    ("max_power_kw", "--max-power-kw", None),
+    ("max_global_batch_tokens", "--max-global-batch-tokens", None),
+    ("memory_headroom", "--memory-headroom", 0.0),  # commands default to 0.05; Limits() keeps the whole GPU
+    ("allow_cross_node_tp", "--allow-cross-node-tp", False),
+])
+def test_named_limits_have_their_flag_and_are_off_in_limits(key, flag, off):
+    assert flag_of(key) == flag
+    assert getattr(Limits(), key) == off and type(getattr(Limits(), key)) is type(off)
+
+
+def test_default_limits_switch_on_only_the_hardware_checks():
+    """Unconstrained by default: with Limits() only the checks no option switches on (memory,
+    the NVLink domain, the GPU count) build masks; every bound waits for its option."""
+    model, cluster = load_model("gpt3-1.3b"), load_cluster("dgx-a100-1024")
+    s = score(model, cluster, single_layout(dp=8, tp=1, pp=1, micro_batch=1, num_microbatches=64))
+    assert [m.name for m in evaluate(model, cluster, s, Limits())] == ["memory", "tp_in_nvlink_domain", "gpu_count"]
+    on = evaluate(model, cluster, s, Limits(max_step_time_s=1e6, min_mfu=1e-9, max_power_kw=1e9))
+    assert [m.name for m in on] == ["memory", "tp_in_nvlink_domain", "gpu_count", "max_step_time", "min_mfu",
+                                    "max_power"]
 
 
 @pytest.mark.parametrize("where, command", [("search", "search"), ("estimate", "estimate"), ("sweep", "sweep")])

@@ -88,15 +88,25 @@ def test_spares_shorten_the_restart():
     assert restart_time_s(base, 8192) == approx(base.reliability.restart_s)
 
 
-def test_checkpoint_bytes_are_the_state_split_over_replicas():
-    model = load_model("gpt3-175b")
+@pytest.mark.parametrize("zero", [0, 1, 2, pytest.param(3, marks=pytest.mark.xfail(strict=True, reason=(
+    "checkpoint_bytes_per_gpu reads memory.weights, which under ZeRO-3 includes the parameters "
+    "gathered for compute (zero3_transient_params): 2.691e9 B instead of 2.489e9")))])
+def test_checkpoint_bytes_are_the_state_split_over_replicas(zero):
+    # A checkpoint holds the 16-bit weights and the mixed-precision Adam states: fp32 master weights,
+    # momentum and variance, K = 12 B (Rajbhandari et al. 2020, Sec. 3.1); not the gradients:
+    # 2 + 12 = 14 B per parameter, one copy per dp group, whatever the ZeRO stage.
+    # GPT-3 XL (configs/models/gpt3-1.3b.yaml): 24 layers, h 2048, vocab 51200, 2048 positions, untied output
+    #   layer 12 h^2 + 13 h = 12 x 4,194,304 + 26,624 = 50,358,272; x 24 = 1,208,598,528
+    #   word 51,200 x 2,048 = 104,857,600; position 2,048 x 2,048 = 4,194,304; output 104,857,600
+    #   final norm 2 x 2,048 = 4,096 -> 1,422,512,128 parameters
+    # tp 1, pp 1, dp 8: 14 x 1,422,512,128 / 8 = 2,489,396,224 B per GPU
+    # (rel 1e-5: the planner leaves the final norm out of the rank's parameters, 7,168 B here)
+    model = load_model("gpt3-1.3b")
     cluster = load_cluster("dgx-a100-1024")
-    for zero in (0, 1, 3):
-        lay = single_layout(dp=8, tp=8, pp=16, micro_batch=1, num_microbatches=192, zero=zero)
-        mem = memory_breakdown(job_context(model, cluster, lay))
-        # whatever the ZeRO stage, the dp group writes one copy: (2 + 12) bytes x params / dp per GPU
-        unsharded = (mem.weights * (8 if zero >= 3 else 1) + mem.optimizer * (8 if zero >= 1 else 1)) * 2**30
-        assert checkpoint_bytes_per_gpu(mem, lay)[0] == approx(unsharded[0] / 8)
+    assert model.total_params() == 1_422_512_128
+    lay = single_layout(dp=8, tp=1, pp=1, micro_batch=1, num_microbatches=64, zero=zero)
+    mem = memory_breakdown(job_context(model, cluster, lay))
+    assert checkpoint_bytes_per_gpu(mem, lay)[0] == approx(2_489_396_224, rel=1e-5)
 
 
 def test_scored_layouts_carry_goodput_and_ettr():
@@ -104,8 +114,25 @@ def test_scored_layouts_carry_goodput_and_ettr():
     cluster = load_cluster("dgx-a100-1024")
     s = score(model, cluster, single_layout(dp=8, tp=8, pp=16, micro_batch=1, num_microbatches=192))
     rel = s.reliability
-    assert rel.goodput_tokens_per_s[0] == approx(s.tokens_per_s[0] * rel.ettr[0])
-    assert 0 < rel.ettr[0] < 1 and rel.mtti_h[0] == approx(50_700 / 1024)
+    # GPT-3 175B, dp 8 x tp 8 x pp 16 = 1,024 GPUs, the whole cluster (128 nodes, no spare):
+    # MTTI M = 50,700 h x 3,600 / 1,024 = 178,242.1875 s (49.51 h)
+    # restart r = 600 s + 1,800 s node replacement (no free node) = 2,400 s
+    # first pp rank: 6 layers x (12 x 12,288^2 + 13 x 12,288) = 6 x 1,812,099,072 = 10,872,594,432,
+    #   + word embedding 51,200 x 12,288 = 629,145,600, both / tp 8 = 1,437,717,504,
+    #   + the replicated position embedding 2,048 x 12,288 = 25,165,824 -> 1,462,883,328 parameters
+    # dump: 14 B x 1,462,883,328 / dp 8 = 2,560,045,824 B at min(1,000 GB/s / 1,024, 25 GB/s) = 0.9765625 GB/s
+    #   delta = 2.621487 s
+    # Daly 2006 interval: sqrt(2 delta M) = 966.7053; x = delta / 2M = 7.3537e-6;
+    #   966.7053 (1 + sqrt(x)/3 + x/9) - delta = 966.7053 + 0.8738 + 0.0008 - 2.6215 = 964.9584 s
+    # Daly's wall-clock model: ETTR = tau / (M e^(r/M) (e^((tau + delta)/M) - 1))
+    #   = 964.9584 / (178,242.19 x 1.0135559 x 0.0054432170) = 0.981284
+    #   (first order 1 - delta/tau - (tau/2 + r)/M = 1 - 0.002717 - 0.016172 = 0.981111)
+    assert rel.mtti_h[0] == approx(49.51171875)
+    assert rel.restart_s[0] == approx(2400.0)
+    assert rel.checkpoint_write_s[0] == approx(2.621487, rel=1e-6)
+    assert rel.checkpoint_interval_s[0] == approx(964.9584, rel=1e-6)
+    assert rel.ettr[0] == approx(0.981284, rel=1e-6)
+    assert rel.goodput_tokens_per_s[0] / s.tokens_per_s[0] == approx(0.981284, rel=1e-6)
 
 
 def test_time_and_energy_to_train_by_hand():

@@ -1,6 +1,8 @@
 """Hardware family: memory per device, interconnect domain, GPU count."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from planner.layout.axes import axis
@@ -63,7 +65,18 @@ def _nvlink_domain(scores, ctx: Context, c: Constraint) -> list[Mask]:
     return [Mask(c.name, c.family, (tp <= domain) & (domain % tp == 0),
                  lambda i: f"tp={tp[i]} does not fit the {domain} GPUs of one NVLink domain "
                  f"(tp groups must tile it; allow with {c.option.flag})",
-                 relative_excess(tp.astype(float), float(domain)))]
+                 _tiling_excess(tp, domain))]
+
+
+def _tiling_excess(tp: np.ndarray, domain: int) -> np.ndarray:
+    """How far tp is from a size that tiles the domain: tp / d - 1, d the largest divisor of the
+    domain <= tp. 0 exactly when tp divides the domain; (tp - domain) / domain above it (d = domain);
+    tp 3 on 8 GPUs: d = 2, 0.5."""
+    small = [d for d in range(1, math.isqrt(domain) + 1) if domain % d == 0]  # domains go up to 1e6 GPUs
+    divisors = np.array(sorted(set(small + [domain // d for d in small])))
+    tp = np.asarray(tp)
+    fits = divisors[np.searchsorted(divisors, tp, side="right") - 1]  # tp >= 1, and 1 divides every domain
+    return tp / fits - 1.0
 
 
 def _gpu_count(scores, ctx: Context, c: Constraint) -> list[Mask]:

@@ -115,7 +115,28 @@ def test_tp_must_tile_the_nvlink_domain(a100, gpt3):
                             "(tp groups must tile it; allow with --allow-cross-node-tp)")
     assert m.explain(3).startswith("tp=3 does not fit the 8 GPUs")
     assert m.excess[2] == pytest.approx(1.0)  # (16 - 8) / 8
+    assert m.excess[3] == pytest.approx(0.5)  # rejected, so over by something: 3 / 2 - 1 (2 is the tp that tiles)
     assert masks("tp_in_nvlink_domain", Rows(layouts=lay), gpt3, a100, allow_cross_node_tp=True) == []
+
+
+@pytest.mark.parametrize("domain, tps, excess", [
+    # 8 GPUs, divisors 1 2 4 8; excess = tp / (largest divisor <= tp) - 1:
+    # 1 2 4 8 tile it -> 0; 3 -> 3/2 - 1 = 0.5; 5 -> 5/4 - 1 = 0.25; 6 -> 6/4 - 1 = 0.5; 7 -> 7/4 - 1 = 0.75;
+    # above the domain (12 - 8) / 8 = 0.5 and (24 - 8) / 8 = 2, as for any upper bound
+    (8, [1, 2, 3, 4, 5, 6, 7, 8, 12, 24], [0, 0, 0.5, 0, 0.25, 0.5, 0.75, 0, 0.5, 2.0]),
+    # a 72-GPU NVLink domain (GB200 NVL72), divisors 1 2 3 4 6 8 9 12 18 24 36 72:
+    # 5 -> 5/4 - 1 = 0.25; 16 -> 16/12 - 1 = 1/3; 9 tiles it; 48 -> 48/36 - 1 = 1/3; 144 -> (144 - 72)/72 = 1
+    (72, [5, 9, 16, 48, 144], [0.25, 0, 1 / 3, 1 / 3, 1.0]),
+])
+def test_tp_off_the_domain_is_over_by_its_distance_to_a_tiling_size(a100, gpt3, domain, tps, excess):
+    """Found in review: tp 3 on 8 GPUs was rejected with excess 0, so "nearest" ranked it with the
+    rows that pass. Over by something exactly when rejected."""
+    cluster = a100.model_copy(update={"node": a100.node.model_copy(update={"nvlink_domain_gpus": domain})})
+    n = len(tps)
+    lay = layouts(dp=[1] * n, tp=tps, pp=[1] * n, micro_batch=[1] * n, num_microbatches=[1] * n)
+    [m] = masks("tp_in_nvlink_domain", Rows(layouts=lay), gpt3, cluster)
+    assert m.excess.tolist() == pytest.approx(excess)
+    assert ((m.excess > 0) == ~m.ok).all()
 
 
 def test_gpu_count_is_bounded_by_the_cluster(a100, gpt3):
