@@ -260,10 +260,39 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     bwd = _floor(gpu_bwd, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute
-    recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, core_fwd, 0.0))
+    selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
+    recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
                         logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16), attention_fwd_s=core_fwd,
                         attention_bwd_s=core_bwd, gpu_fwd_s=gpu_fwd, gpu_bwd_s=gpu_bwd, launch_s=launch_s)
+
+
+def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_fwd, hbm: float):
+    """Forward time of the modules selective recomputation runs again before the backward
+    (Megatron-Core --recompute-modules, TrainingSpec.recompute_modules; default core_attn)."""
+    modules, prec = model.training.recomputed, model.training.numerics
+    t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
+    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    out = core_fwd if "core_attn" in modules else 0.0
+
+    def gemms(prefix: str):  # GEMMs named prefix_* of the tp matrices, and their activation's traffic
+        mats = tuple(m for m in kind.tp_matrices if m.name.split("_")[0] == prefix)
+        width = next((m.k for m in mats if m.name.endswith("_down")), 0)
+        return _gemm_set(mats, tokens, t, gpu, prec)[0] + _mlp_traffic(model, tokens / t, width) / hbm if mats else 0.0
+
+    if "layernorm" in modules and kind.is_moe:  # the pre-MLP norm: read and write s b h in 16 bits
+        out = out + np.where(sp, 4.0 * tokens * model.hidden / t, 4.0 * tokens * model.hidden) / hbm
+    if "mlp" in modules and not kind.is_moe:
+        out = out + gemms("mlp")
+    if "shared_experts" in modules and kind.is_moe:
+        out = out + gemms("shared")
+    if "moe_act" in modules and kind.is_moe:
+        rows, local = expert_rows(model, layouts)
+        out = out + _mlp_traffic(model, rows * local, kind.expert[-1].k / layouts.etp.astype(float)) / hbm
+    if "mla_up_proj" in modules and model.mla is not None:
+        ups = tuple(m for m in kind.tp_matrices if m.name in ("q_up", "kv_up"))
+        out = out + _gemm_set(ups, tokens, t, gpu, prec)[0]
+    return out
 
 
 def _logits_s(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, peak16: float) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 
 from planner.specs.layers import LayerKind, attention_dims, eager_clamp, expert_rows, layer_kinds
 from planner.specs.precision import FP32_BYTES
-from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE
+from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import ModelSpec
 from planner.units import GIB
 from planner.costs.context import JobContext
@@ -77,11 +77,37 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     # the unfused path masks the scores, it does not drop them (planner/costs/compute.py)
     scores = 5.0 * d.heads * s * sb / t
     keep_scores = (layouts.recompute == RECOMPUTE_NONE) & (model.training.attention == "standard")
-    per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0)
+    selective = layouts.recompute == RECOMPUTE_SELECTIVE
+    if "core_attn" not in model.training.recomputed:  # the scores stay unless core_attn is recomputed
+        keep_scores = keep_scores | (selective & (model.training.attention == "standard"))
+    dropped = _recomputed_bytes(model, layouts, kind, g, sb, mlp_width)
+    per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0) - np.where(selective, dropped, 0.0)
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
     # The layer rebuilt during full recomputation stores everything, scores included.
     rebuilt = replicated + tp_region + (scores if model.training.attention == "standard" else 0.0)
     return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
+
+
+def _recomputed_bytes(model: ModelSpec, layouts, kind: LayerKind, g: float, sb, mlp_width: int):
+    """Stored bytes a layer drops when selective recomputation rebuilds its modules (beyond
+    core_attn's scores): the pre-MLP norm's output of a MoE layer (the experts' and router's input;
+    a dense layer's norms are fused into the next GEMM, which keeps its input), a dense MLP's or the
+    shared experts' intermediates, the experts' activation output (their fc2 input), MLA's
+    up-projected Q, K and V (the latents stay)."""
+    modules = model.training.recomputed
+    t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
+    out = 0.0
+    if "layernorm" in modules and kind.is_moe:
+        out = out + np.where(sp, g * sb * model.hidden / t, g * sb * model.hidden)
+    if ("mlp" in modules and not kind.is_moe) or ("shared_experts" in modules and kind.is_moe):
+        out = out + _mlp_bytes(model, g) * mlp_width * sb / t
+    if "moe_act" in modules and kind.is_moe:
+        rows, local = expert_rows(model, layouts)
+        out = out + g * rows * local * kind.expert[-1].k / layouts.etp.astype(float)
+    if "mla_up_proj" in modules and model.mla is not None:
+        d = attention_dims(model)
+        out = out + 2.0 * (d.q_width + d.k_width + d.v_width) * sb / t
+    return out
 
 
 def _mlp_bytes(model: ModelSpec, gemm_input_bytes: float) -> float:

@@ -60,7 +60,7 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
     if lay.recompute != "none":
         notes.append(f"recompute={lay.recompute}: activation_checkpointing configures deepspeed.checkpointing; "
                      "the model code chooses what it checkpoints (full: each layer)"
-                     + ("; selective (core attention only) has no DeepSpeed switch" if lay.recompute == "selective" else ""))
+                     + ("; selective (Megatron's module recompute, core attention by default) has no DeepSpeed switch" if lay.recompute == "selective" else ""))
     if model.sliding_window is not None:
         notes.append(f"{window_pattern(model)}: not a ds_config key; the model's own code sets it "
                      "(DeepSpeed's sparse_attention local/sliding-window blocks are a different block-sparse attention)")

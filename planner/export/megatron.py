@@ -222,7 +222,7 @@ def graph_args(model: ModelSpec) -> tuple[Flags, list[str]]:
 def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
     """Recompute and ZeRO. Full recomputation checkpoints every layer's input (the planner's memory
     model): uniform, one layer per unit. Selective recomputes the core attention (Megatron's default
-    --recompute-modules core_attn, Korthikanti et al. 2022). ZeRO-1 is the distributed optimizer;
+    --recompute-modules core_attn, Korthikanti et al. 2022), or the model's training.recompute_modules. ZeRO-1 is the distributed optimizer;
     ZeRO-2/3 are Megatron FSDP's optim_grads / optim_grads_params ("similar to ZeRO-2/ZeRO-3",
     megatron/core/distributed/fsdp/src/README.md), which arguments.py requires with the fsdp_dtensor
     checkpoint format."""
@@ -230,6 +230,8 @@ def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
                 "full": [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                          ("--recompute-num-layers", 1)]}[lay.recompute]
     notes = []
+    if lay.recompute == "selective" and model.training.recompute_modules is not None:
+        f.append(("--recompute-modules", tuple(model.training.recompute_modules)))
     if lay.zero == 1:
         f.append(("--use-distributed-optimizer", None))
     elif lay.zero >= 2:
@@ -270,5 +272,7 @@ def megatron_settings(lay: Launch, model: ModelSpec) -> Export:
     notes += overlap_notes + graph_notes + model_notes(model)
     flags = (model_args(model) + parallel_args(lay, model) + overlap + mem + graphs
              + [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", lay.global_batch)] + precision_args(model))
-    lines = [flag if value is None else f"{flag} {shell(value)}" for flag, value in flags]
+    # a tuple is a list-valued flag (nargs='*', e.g. --recompute-modules): one shell word per item
+    lines = [flag if value is None else f"{flag} {' '.join(map(shell, value))}" if isinstance(value, tuple)
+             else f"{flag} {shell(value)}" for flag, value in flags]
     return Export(text="\n".join(comments(notes) + [" \\\n".join(lines)]), notes=notes)

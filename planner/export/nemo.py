@@ -32,7 +32,7 @@ def nemo_split(lay: Launch) -> Overrides:
                 (s + "pipeline_model_parallel_layout", layout)]
 
 
-def nemo_memory(lay: Launch) -> Overrides:
+def nemo_memory(lay: Launch, model: ModelSpec) -> Overrides:
     """Recompute as Megatron Core's TransformerConfig fields; ZeRO-1 the distributed optimizer, ZeRO-2/3
     Megatron FSDP (strategy fsdp='megatron' and the DDP config's sharding strategy; the recipes say
     average_in_collective must be False with it, recipes/llama3_8b.py)."""
@@ -40,6 +40,8 @@ def nemo_memory(lay: Launch) -> Overrides:
     full = lay.recompute == "full"
     o: Overrides = [(c + "recompute_granularity", None if lay.recompute == "none" else lay.recompute),
                     (c + "recompute_method", "uniform" if full else None), (c + "recompute_num_layers", 1 if full else None)]
+    if lay.recompute == "selective" and model.training.recompute_modules is not None:
+        o.append((c + "recompute_modules", "[" + ",".join(model.training.recompute_modules) + "]"))
     o.append(("optim.config.use_distributed_optimizer", lay.zero >= 1))
     if lay.zero >= 2:
         o += [("trainer.strategy.fsdp", "megatron"),
@@ -160,7 +162,7 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
         moe, moe_notes = nemo_moe(lay, model)
         o += moe
         notes += moe_notes
-    o += nemo_memory(lay)
+    o += nemo_memory(lay, model)
     o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
           ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]
     o += nemo_precision(model)

@@ -13,6 +13,9 @@ from planner.specs.precision import PRECISIONS, Precision, precision
 from planner.specs.shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
 from planner.specs.stack import StackSpec
 
+# Megatron-Core --recompute-modules (transformer_config.py) the planner prices; not `moe`, which repeats the all-to-all
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts", "mla_up_proj")
+
 
 def _stack_profile(value):
     """A stack named by a shipped profile becomes that profile; a mapping is an inline profile.
@@ -72,7 +75,19 @@ class TrainingSpec(Spec):
         "Megatron-Bridge cutedsl_fused_grouped_mlp): a clamped GLU and the experts' output biases fused "
         "into the grouped GEMMs; off: they run as separate PyTorch ops"))
 
+    recompute_modules: tuple[Literal[RECOMPUTE_MODULES], ...] | None = Field(  # type: ignore[valid-type]
+        default=None, strict=False, min_length=1, max_length=len(RECOMPUTE_MODULES), description=(
+            "what a layout's selective recomputation recomputes (Megatron --recompute-modules; default: "
+            "core_attn): core_attn, layernorm (the MoE layers' pre-MLP norm: TE fuses the others into "
+            "their GEMM), mlp (dense MLP), moe_act (the experts' activation), shared_experts, "
+            "mla_up_proj. Not moe: recomputing the MoE layer repeats its all-to-all"))
+
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
+
+    @property
+    def recomputed(self) -> tuple[str, ...]:
+        """The modules selective recomputation recomputes."""
+        return self.recompute_modules or ("core_attn",)
 
     @property
     def numerics(self) -> Precision:
