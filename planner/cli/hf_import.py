@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from planner.cli.common import err, run, write_output
-from planner.errors import SpecError, SpecErrors
+from planner.cli.common import err, run
+from planner.errors import SpecError, SpecErrors, clip_file
 
 if TYPE_CHECKING:
     from planner.specs.yamlio import LoadedYaml
@@ -84,7 +84,9 @@ def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_cmd(
         config: Annotated[Path, typer.Argument(help="a Hugging Face config.json (or one shipped in configs/hf/)")],
-        output: Annotated[Optional[Path], typer.Option("-o", "--output", help="write the model spec YAML here (default: stdout)")] = None,
+        output: Annotated[Optional[Path], typer.Option("-o", "--output", help=(
+            "write the model spec YAML here (default: stdout), whole or not at all: a temporary file in the same "
+            "folder renamed over it; a symbolic link there or an input file is refused"))] = None,
         name: Annotated[Optional[str], typer.Option("--name", help="the spec's name (default: from the config or its folder)")] = None,
         seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="training sequence length (default: min(max positions, 4096))")] = None,
         global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (default: about 4M tokens)")] = None,
@@ -93,13 +95,19 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Turn a Hugging Face config.json into a model spec YAML (planner/specs/hf.py's mapping table)."""
         def go() -> None:
+            from planner.atomic import check_output, write_atomic
+            from planner.specs.loading import resolve
+
+            inputs = (resolve(config, "model"), overlay)
+            if output is not None:
+                check_output(output, "--output", inputs)  # before the work: a symlink or an input is refused
             text, summary = import_config(config, name=name, seq_len=seq_len, global_batch=global_batch,
                                           precision=precision, overlay=overlay)
             if output is None:
                 typer.echo(text, nl=False)
-                err.print(f"{escape(str(config))}: {summary}", highlight=False, soft_wrap=True)
+                err.print(f"{escape(clip_file(str(config)))}: {summary}", highlight=False, soft_wrap=True)
                 return
-            write_output(output, text, "--output")
-            err.print(f"wrote {escape(str(output))}: {summary}", highlight=False, soft_wrap=True)
+            write_atomic(output, text, "--output", inputs)
+            err.print(f"wrote {escape(clip_file(str(output)))}: {summary}", highlight=False, soft_wrap=True)
 
         run(go)

@@ -25,8 +25,9 @@ from typing import Any, Mapping
 
 import yaml
 
-from planner.errors import SpecError
-from planner.specs.yamlio import LoadedYaml, load_yaml_text
+from planner.errors import SpecError, clip, clip_file, shown
+from planner.specs.model import ModelSpec, MoeSpec
+from planner.specs.yamlio import MAX_NUMBER_CHARS, LoadedYaml, load_yaml_text
 
 DEFAULT_SEQ_LEN_CAP = 4096
 DEFAULT_BATCH_TOKENS = 4 * 2**20  # tokens per optimizer step (Llama 2: 4M)
@@ -68,7 +69,8 @@ _MOE_KEYS = {
 _WINDOW_RULES = ("all", "alternate", "pattern", "qwen")
 _WINDOW_KEYS = ("use_sliding_window", "sliding_window", "layer_types", "sliding_window_pattern", "max_window_layers")
 # Explicit per-layer lists: key -> what its entries are (checked against the spec's regular pattern).
-_LAYER_LISTS = {"mlp_only_layers": "dense", "moe_layers": "moe"}
+# moe_layers first: it replaces the step's pattern (Llama4TextConfig), mlp_only_layers then removes from it.
+_LAYER_LISTS = {"moe_layers": "moe", "mlp_only_layers": "dense"}
 
 _NORMS = ("RMSNorm (scale only) counted as LayerNorm (scale and bias): +2 x hidden per norm; no linear "
           "biases in the model, but the spec counts QKV and attention-output biases: < 0.01% of parameters")
@@ -254,8 +256,10 @@ def find_family(config: dict) -> Family:
         if any(a in fam.architectures for a in archs):
             return fam
     keys = sorted(k for k in config if not isinstance(config[k], (dict, list)))[:12]
-    raise SpecError(f"unknown Hugging Face architecture: model_type {model_type!r}, architectures {archs} "
-                    f"(read: model_type, architectures; top-level keys include {', '.join(keys)})",
+    more = f", … ({len(archs)} entries)" if len(archs) > 4 else ""
+    shown_archs = "[" + ", ".join(shown(a) for a in archs[:4]) + more + "]"
+    raise SpecError(f"unknown Hugging Face architecture: model_type {shown(model_type)}, architectures {shown_archs} "
+                    f"(read: model_type, architectures; top-level keys include {', '.join(clip(k) for k in keys)})",
                     path="model_type" if "model_type" in config else "architectures",
                     expected="model_type one of: " + ", ".join(t for f in FAMILIES for t in f.model_types))
 
@@ -270,6 +274,9 @@ class _Reader:
 
     def __init__(self, config: dict, family: Family) -> None:
         nested = config.get(family.nested) if family.nested else None
+        if nested is not None and not isinstance(nested, dict):  # transformers fails on it too
+            raise SpecError(f"wrong type: got {clip(json.dumps(nested), 40)}", path=family.nested,
+                            expected="a mapping: the text model's config (or null for the defaults)")
         self.top, self.text = config, nested if isinstance(nested, dict) else config
         self.prefix = (family.nested,) if isinstance(nested, dict) else ()
         self.read: list[str] = []
@@ -306,11 +313,31 @@ class _Reader:
             ok = False
         if kind is _Names and ok and not all(isinstance(v, str) for v in value):
             ok = False
+        if kind is float and ok and not math.isfinite(value):
+            raise SpecError(f"got {value}", path=".".join(path), expected="a finite number")
         if not ok:
             want = {int: "an integer", bool: "true or false", list: "a list of layer indices", float: "a number",
                     dict: "a mapping", _Names: "a list of layer type names"}[kind]
             raise SpecError(f"wrong type: got {json.dumps(value)[:40]}", path=".".join(path), expected=want)
         return float(value) if kind is float else value
+
+
+def _bounds(model: type, name: str) -> tuple[int, int]:
+    """(lowest, highest) integer the spec field `name` of `model` accepts (its gt/ge/lt/le)."""
+    lo, hi = None, None
+    for m in model.model_fields[name].metadata:
+        lo = m.gt + 1 if getattr(m, "gt", None) is not None else getattr(m, "ge", lo)
+        hi = m.lt - 1 if getattr(m, "lt", None) is not None else getattr(m, "le", hi)
+    return lo, hi
+
+
+def _check_size(value: int, path: tuple, model: type, name: str) -> None:
+    """A count that loops and lists depend on, checked against the spec's bound before any of them run."""
+    lo, hi = _bounds(model, name)
+    if not lo <= value <= hi:
+        field = ("moe." if model is MoeSpec else "") + name
+        raise SpecError(f"{clip(value)} is out of range", path=".".join(path),
+                        expected=f"an integer from {lo} to {hi:,}, the bound of the spec's {field}")
 
 
 def _base(r: _Reader, family: Family, spec: dict, sources: dict) -> int | None:
@@ -321,9 +348,12 @@ def _base(r: _Reader, family: Family, spec: dict, sources: dict) -> int | None:
         required = name in ("layers", "hidden", "heads", "vocab")
         value, path = r.get(keys, kind, required, top_too=name == "tied_embeddings")
         if name == "max_positions":
+            if value is not None and value < 1:  # else seq_len, which it bounds, would be blamed
+                raise SpecError(f"got {clip(value)}", path=".".join(path), expected="a positive number of positions")
             max_positions = value
         elif value is not None:
             spec[name], sources[(name,)] = value, path
+    _check_size(spec["layers"], sources[("layers",)], ModelSpec, "layers")
     spec.setdefault("tied_embeddings", family.tied_default)
     spec.setdefault("ffn_hidden", 4 * spec["hidden"])
     if spec.get("head_dim") is not None and spec["head_dim"] * spec["heads"] == spec["hidden"]:
@@ -341,6 +371,8 @@ def _moe(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]
         value, path = r.get(keys, int, required=name in ("experts", "top_k", "expert_ffn_hidden"))
         if value is None:
             continue
+        if name in ("layer_every", "dense_layers"):  # the pattern below divides by and loops on them
+            _check_size(value, path, MoeSpec, name)
         if name == "ffn_hidden":
             spec["ffn_hidden"], sources[("ffn_hidden",)] = value, path
         else:
@@ -350,40 +382,73 @@ def _moe(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]
     for key, default in (("layer_every", 1), ("dense_layers", 0)):
         if moe.get(key) == default:
             moe.pop(key)
-    _layer_lists(r, spec["layers"], moe, notes)
-    spec["moe"] = moe
+    if _layer_lists(r, spec["layers"], moe, notes, sources):
+        spec["moe"] = moe
+    else:  # no MoE layer: transformers builds every layer dense
+        for key in [k for k in sources if k[0] == "moe"]:
+            del sources[key]
 
 
-def _layer_lists(r: _Reader, layers: int, moe: dict, notes: list[str]) -> None:
-    """Check explicit per-layer lists against the spec's pattern (the first k dense, then every n-th
-    MoE); a list that fits no such pattern maps to the nearest (same count of MoE layers), said."""
+def _listed_layers(r: _Reader, key: str, layers: int) -> tuple[set[int] | None, str | None]:
+    """The layer indices a per-layer list gives (None when absent or null); one out of range is refused."""
+    listed, path = r.get((key,), list, required=False)
+    if listed is None:
+        return None, None
+    bad = next((i for i in listed if not 0 <= i < layers), None)
+    if bad is not None:  # transformers would silently ignore it: a typo, not a layer
+        raise SpecError(f"layer index {clip(bad)} is out of range", path=".".join(path),
+                        expected=f"indices from 0 to {layers - 1} (num_hidden_layers {layers})")
+    return set(listed), ".".join(path)
+
+
+def _layer_lists(r: _Reader, layers: int, moe: dict, notes: list[str], sources: dict) -> bool:
+    """Fit explicit per-layer lists to the spec's pattern (the first k dense, then every n-th MoE); a set
+    of MoE layers in no such pattern maps to the nearest (same count of MoE layers), said. False when no
+    layer is MoE (transformers: moe_layers [], every layer in mlp_only_layers, a step beyond the layers)."""
     k, every = moe.get("dense_layers", 0), moe.get("layer_every", 1)
     pattern = {i for i in range(layers) if i >= k and (i - k + 1) % every == 0}
+    moe_set, paths = set(pattern), []
     for key, what in _LAYER_LISTS.items():
-        listed, path = r.get((key,), list, required=False)
-        if not listed:
-            continue
-        moe_set = pattern - set(listed) if what == "dense" else set(listed)
-        if moe_set == pattern:
-            continue
-        if what == "dense" and every == 1 and k == 0 and set(listed) == set(range(len(listed))):
-            moe["dense_layers"] = len(listed)  # leading dense layers: the spec says so exactly
-            continue
-        moe["layer_every"] = max(1, round(layers / max(len(moe_set), 1)))
-        notes.append(f"{'.'.join(path)} gives {len(moe_set)} MoE layers in no pattern the spec has: mapped to "
-                     f"every {moe['layer_every']}-th layer being MoE")
+        listed, path = _listed_layers(r, key, layers)
+        changed = None if listed is None else listed if what == "moe" else moe_set - listed
+        if changed is not None and changed != moe_set:
+            moe_set = changed
+            paths.append(path)
+    if not moe_set:
+        paths = paths or [".".join(sources[("moe", n)]) for n in ("dense_layers", "layer_every")
+                          if ("moe", n) in sources]
+        notes.append(f"{' and '.join(paths)}: no MoE layer left, a dense model (as transformers builds it)")
+        return False
+    if moe_set == pattern:
+        return True
+    lead = layers - len(moe_set)
+    if moe_set == set(range(lead, layers)):  # leading dense layers: the spec says so exactly
+        moe.pop("layer_every", None), moe.pop("dense_layers", None)
+        moe.update({"dense_layers": lead} if lead else {})
+        return True
+    moe["layer_every"] = max(1, round(layers / len(moe_set)))
+    notes.append(f"{' and '.join(paths)} gives {len(moe_set)} MoE layers in no pattern the spec has: mapped to "
+                 f"every {moe['layer_every']}-th layer being MoE")
+    return True
 
 
 def _full_layers(r: _Reader, rule: str, layers: int) -> tuple[list[int], tuple | None]:
     """Indices of the full-attention layers and the key they came from, by the family's rule."""
     types, path = r.get(("layer_types",), _Names, required=False)
     if types is not None:
-        return [i for i, t in enumerate(types[:layers]) if t != "sliding_attention"], path
+        if len(types) != layers:  # transformers' layer_type_validation refuses it too
+            raise SpecError(f"{len(types)} entries for {layers} layers", path=".".join(path),
+                            expected="one entry per layer (num_hidden_layers)")
+        return [i for i, t in enumerate(types) if t != "sliding_attention"], path
     if rule == "alternate":
         return [i for i in range(layers) if (i + 1) % 2 == 0], None
     if rule == "pattern":
         n, path = r.get(("sliding_window_pattern",), int, required=False)
-        return ([i for i in range(layers) if (i + 1) % n == 0] if n and n > 0 else []), path
+        if "sliding_window_pattern" in r.text and (n is None or n < 1):  # transformers divides by it
+            raise SpecError(f"got {'null' if n is None else clip(n)}",
+                            path=".".join(r.prefix + ("sliding_window_pattern",)),
+                            expected="a positive integer: layer i full when (i + 1) % n == 0")
+        return [i for i in range(layers) if (i + 1) % (n or 6) == 0], path  # 6: Gemma3TextConfig's when absent
     if rule == "qwen":
         first, path = r.get(("max_window_layers",), int, required=False)
         return list(range(min(first or 0, layers))), path
@@ -406,8 +471,8 @@ def _window(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[s
     spec["sliding_window"], sources[("sliding_window",)] = window, path
     if not full:
         return
-    every = next((n for n in range(2, layers + 1) if full == [i for i in range(layers) if (i + 1) % n == 0]), None)
-    if every is None:
+    every = full[0] + 1  # the only n whose first full layer is full[0]: one linear comparison, not one per n
+    if every < 2 or full != list(range(every - 1, layers, every)):
         every = min(range(2, layers + 1), key=lambda n: abs(layers // n - len(full)))
         notes.append(f"{'.'.join(full_path or ('sliding_window',))} gives {len(full)} full-attention layers in no "
                      f"pattern the spec has: mapped to every {every}-th layer full ({layers // every} of them)")
@@ -420,7 +485,9 @@ def _mla(r: _Reader, spec: dict, sources: dict) -> None:
     mla = {}
     for name, keys in _MLA_KEYS.items():
         value, path = r.get(keys, int, required=name != "q_lora_rank")
-        mla[name], sources[("mla", name)] = value, path
+        mla[name] = value  # q_lora_rank null: a plain query projection (DeepSeek-V2-Lite), the spec's null
+        if path is not None:
+            sources[("mla", name)] = path
     spec["mla"] = mla
 
 
@@ -453,10 +520,21 @@ def _rope(r: _Reader, spec: dict, sources: dict, notes: list[str]) -> None:
         if value is None and key == "factor":
             raise SpecError("missing key 'factor'", path=".".join(path + (key,)), expected="YaRN's scaling factor")
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise SpecError(f"wrong type: got {json.dumps(value)[:40]}", path=".".join(path + (key,)), expected="a number")
+            raise SpecError(f"wrong type: got {clip(json.dumps(value), 40)}", path=".".join(path + (key,)),
+                            expected="a number")
+        if value is not None and not math.isfinite(value):
+            raise SpecError(f"got {value}", path=".".join(path + (key,)), expected="a finite number")
         given[key] = value
-    mscale = yarn_mscale(**given)
     f, m, m_all = given["factor"], given["mscale"], given["mscale_all_dim"]
+    try:
+        mscale = yarn_mscale(**given)
+    except ZeroDivisionError:  # transformers divides by zero too
+        raise SpecError(f"0.1 x {m_all:g} x ln {f:g} + 1 = 0, the divisor of YaRN's cos/sin factor",
+                        path=".".join(path + ("mscale_all_dim",)),
+                        expected="a nonzero 0.1 x mscale_all_dim x ln factor + 1") from None
+    if not (math.isfinite(mscale) and mscale > 0):
+        raise SpecError(f"gives a cos/sin factor of {mscale:g}", path=".".join(path),
+                        expected="factor, mscale and mscale_all_dim giving a positive finite factor")
     if given["attention_factor"] is not None:
         rule = "its attention_factor"
     elif f <= 1:
@@ -571,8 +649,8 @@ def name_for(config: dict, file: str | None) -> str:
     given = config.get("_name_or_path") if isinstance(config, dict) else None
     if isinstance(given, str) and given.strip("/"):
         return given.strip("/").split("/")[-1][:128]
-    if file:
-        parts = file.replace("\\", "/").split("/")
+    if file:  # a name that is not UTF-8 (surrogate escapes) gets U+FFFD in their place
+        parts = re.sub("[\ud800-\udfff]", "\ufffd", file).replace("\\", "/").split("/")
         stem = parts[-1].rsplit(".", 1)[0]
         if stem != "config" or len(parts) == 1:
             return stem[:128] or "model"
@@ -580,10 +658,53 @@ def name_for(config: dict, file: str | None) -> str:
     return str(config.get("model_type") or "model")[:128]
 
 
-def parse_config(text: str, file: str) -> LoadedYaml:
-    """JSON text as data with the line of each key (SpecError with the line for malformed JSON)."""
+class _Duplicate(Exception):
+    """A key given twice in one JSON object (json.loads would keep the last silently)."""
+
+
+class _TooLong(Exception):
+    """An integer of more digits than MAX_NUMBER_CHARS (their conversion is quadratic; json.loads fails at 4300)."""
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        raise _Duplicate(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return out
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_NUMBER_CHARS:
+        raise _TooLong(len(text))
+    return int(text)
+
+
+def _located(exc: Exception, text: str, file: str) -> SpecError:
+    """A duplicate key or an overlong number, with its key path and line: the YAML reader (JSON is YAML)
+    finds and names both; the key's own lines by search when it cannot read the file."""
+    want = "duplicate key" if isinstance(exc, _Duplicate) else "number too long"
     try:
-        data = json.loads(text)
+        load_yaml_text(text, file)
+    except SpecError as found:
+        if found.message.startswith(want):
+            return found
+    if isinstance(exc, _TooLong):
+        return SpecError(f"number too long ({exc.args[0]} characters)", file=file,
+                         expected=f"at most {MAX_NUMBER_CHARS} digits")
+    key = exc.args[0]
+    lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+    return SpecError(f"duplicate key {shown(key)}" + (f" (first at line {lines[0]})" if len(lines) > 1 else ""),
+                     file=file, line=lines[-1] if lines else None, expected="each key once per object")
+
+
+def parse_config(text: str, file: str) -> LoadedYaml:
+    """JSON text as data with the line of each key (SpecError with the line for malformed JSON, a
+    duplicate key or an overlong integer)."""
+    try:
+        data = json.loads(text, parse_int=_json_int, object_pairs_hook=_json_object)
+    except (_Duplicate, _TooLong) as exc:
+        raise _located(exc, text, file) from None
     except json.JSONDecodeError as exc:
         raise SpecError(f"invalid JSON at column {exc.colno}: {exc.msg}", file=file, line=exc.lineno,
                         expected="valid JSON") from None
@@ -618,6 +739,7 @@ _Dumper.add_representer(str, _str)
 
 def spec_yaml(imported: Imported, source: str | None = None) -> str:
     """What `plan import` writes: a comment header (source, family, notes, defaults), then the spec."""
+    source = clip_file(source) if source else None  # one line, however the file is named
     head = [f"Imported from {source or 'a Hugging Face config.json'} by `plan import` "
             f"({imported.family} family; mapping table: planner/specs/hf.py).",
             "Read: " + ", ".join(imported.fields_read) + "."]
