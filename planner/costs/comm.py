@@ -27,16 +27,27 @@ from planner.specs import ClusterSpec, ModelSpec, StackConstants
 from planner.units import GB, MB, US
 
 
+def job_domain(cluster: ClusterSpec, job=None):
+    """GPUs of an NVLink domain a job's consecutive ranks fill: the whole domain for a job that fits
+    one, else the cluster's segment (NVIDIA recommends Slurm --segment 16 trays, 64 of an NVL72
+    rack's 72 GPUs, for jobs of 128 GPUs and more: "Unlock exascale performance on NVIDIA GB200
+    NVL72 with Slurm topology-aware job scheduling", NVIDIA technical blog)."""
+    node = cluster.node
+    if node.nvlink_segment == node.nvlink_domain or job is None:
+        return node.nvlink_domain
+    return np.where(np.asarray(job) <= node.nvlink_domain, node.nvlink_domain, node.nvlink_segment)
+
+
 def _placement(cluster: ClusterSpec, size, stride, job=None):
     """(inside one NVLink domain, members per domain, domains spanned) of a group; `job`: the GPUs
     of the whole job (a job that fits one domain keeps every group inside it)."""
-    domain = cluster.node.nvlink_domain
+    domain = job_domain(cluster, job)
     size, stride = np.asarray(size), np.asarray(stride)
     span = size * stride
     # A group fits one domain only if groups tile domains exactly (tp 6 on 8-GPU nodes straddles two)
     # or the whole job does (64 GPUs of an NVL72 rack); a straddling or spanning group is bounded by
     # its fewest members in one domain.
-    inside = (span <= domain) & ((domain % span == 0) | (np.asarray(job if job is not None else np.inf) <= domain))
+    inside = (span <= domain) & ((domain % span == 0) | (np.asarray(job if job is not None else np.inf) <= cluster.node.nvlink_domain))
     per_domain = np.clip(np.gcd(span, domain) // np.maximum(stride, 1), 1, size)
     domains = np.where(inside, 1, np.maximum(size // per_domain, 1))
     return inside, per_domain, domains
@@ -191,7 +202,7 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     pp, pp_stride = process_group(layouts, "pp")
     nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / (tp * layouts.cp)
     # Some stage boundary leaves the NVLink domain whenever the pipeline spans more than one domain.
-    crosses = pp * pp_stride > cluster.node.nvlink_domain
+    crosses = pp * pp_stride > job_domain(cluster, layouts.gpus)
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
     gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
     lat = np.where(crosses, group_latency(cluster, 2, pp_stride, layouts.gpus)[1], eff.latency_s)

@@ -153,8 +153,10 @@ def _recipe_settings(case_id: str, precision: str) -> tuple[dict, dict]:
 # The GPU preset of a printed GPU name, and its node: (GPUs per node, NVLink GB/s, network GB/s per
 # GPU, NVLink domain), from the shipped cluster presets (DGX B300: 8 x 800 Gb/s per node = 100 GB/s).
 _GPUS = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H100", "h100-sxm-80gb"))
-_NODES = {"h100-sxm-80gb": (8, 450, 50, None), "b200": (8, 900, 50, None), "b300": (8, 900, 100, None),
-          "gb200": (4, 900, 50, 72), "gb300": (4, 900, 100, 72)}
+# (GPUs per node, NVLink and network GB/s per GPU, NVLink domain, GPUs of it a large job fills: Slurm
+# --segment 16 trays on NVL72, configs/clusters/dgx-gb200-nvl72-1152.yaml)
+_NODES = {"h100-sxm-80gb": (8, 450, 50, None, None), "b200": (8, 900, 50, None, None), "b300": (8, 900, 100, None, None),
+          "gb200": (4, 900, 50, 72, 64), "gb300": (4, 900, 100, 72, 64)}
 _NEMOTRON = dict(heads=48, kv_heads=8, position_embedding="rope", tied_embeddings=False)
 
 
@@ -242,10 +244,11 @@ def _model(raw: dict, src: Source) -> ModelSpec:
 
 def _cluster(gpu: str, gpus: int, src: Source) -> ClusterSpec:
     if gpu in _NODES and src.key in ("megatronbridge", "nemo2025"):
-        per_node, nvlink, network, domain = _NODES[gpu]
+        per_node, nvlink, network, domain, segment = _NODES[gpu]
         return ClusterSpec.model_validate(dict(
             name=f"{src.key}-{gpus}", gpu=load_gpu_data(gpu), nodes=max(1, -(-gpus // per_node)),
-            node=dict(gpus=min(per_node, gpus), nvlink_gbps=nvlink, network_gbps=network, nvlink_domain_gpus=domain)))
+            node=dict(gpus=min(per_node, gpus), nvlink_gbps=nvlink, network_gbps=network, nvlink_domain_gpus=domain,
+                      nvlink_segment_gpus=segment)))
     per_node = 8
     return ClusterSpec.model_validate(dict(
         name=f"{src.key}-{gpus}", gpu=load_gpu_data(gpu), nodes=max(1, -(-gpus // per_node)),

@@ -131,10 +131,17 @@ class NodeSpec(Spec):
     nvlink_gbps: float = Field(ge=MIN_GBPS, le=1e5, description="GB/s per GPU per direction inside the node")
     network_gbps: float = Field(ge=MIN_GBPS, le=1e5, description="GB/s per GPU per direction between nodes")
     nvlink_domain_gpus: int | None = Field(default=None, gt=0, le=1_000_000, description="GPUs reachable over NVLink (default: the node)")
+    nvlink_segment_gpus: int | None = Field(default=None, gt=0, le=1_000_000, description=(
+        "GPUs of an NVLink domain a job's consecutive ranks fill before the next domain, when the job "
+        "spans several (Slurm --segment x GPUs per node; default: the whole domain)"))
 
     @property
     def nvlink_domain(self) -> int:
         return self.nvlink_domain_gpus or self.gpus
+
+    @property
+    def nvlink_segment(self) -> int:
+        return min(self.nvlink_segment_gpus or self.nvlink_domain, self.nvlink_domain)
 
 
 class NetworkSpec(Spec):
