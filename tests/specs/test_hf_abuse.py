@@ -14,25 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-import typer
 import yaml
 from typer.testing import CliRunner
 
-from planner.cli import hf_import as cli_import
+from .test_hf import _app
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 PLAN = [sys.executable, "-c", "from planner.cli.main import app; app()"]
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    cli_import.register(app)
-
-    @app.command()
-    def other() -> None:  # a second command keeps `import` a subcommand
-        pass
-
-    return app
 
 
 def _config(tmp_path: Path, fixture: str, name: str = "config.json", text: dict | None = None, **keys) -> Path:
