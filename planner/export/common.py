@@ -101,8 +101,17 @@ def _ordinal(n: int) -> str:
 
 
 def architecture_extras(model: ModelSpec) -> list[str]:
-    """The model's clamped SwiGLU, linear biases and YaRN factor in words, for the exports' notes."""
+    """The model's norm, RoPE base and scaling, q/k norm, clamped SwiGLU, linear biases and YaRN factor
+    in words, for the exports' notes."""
     out = []
+    if model.normalization is not None:
+        out.append({"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[model.normalization] + " (normalization)")
+    if model.rope_theta is not None:
+        out.append(f"RoPE base {model.rope_theta:g} (rope_theta)")
+    if model.rope_scaling_factor is not None:
+        out.append(f"Llama 3.1 RoPE scaling x{model.rope_scaling_factor:g} (rope_scaling_factor)")
+    if model.qk_norm:
+        out.append("a norm on queries and keys (qk_norm)")
     if model.swiglu_limit is not None:
         out.append(f"SwiGLU clamped at {model.swiglu_limit:g} (swiglu_limit)")
     if model.linear_bias:

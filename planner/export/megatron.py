@@ -101,6 +101,14 @@ def model_args(model: ModelSpec) -> Flags:
     f += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
     if model.position_embedding == "rope":
         f.append(("--position-embedding-type", "rope"))
+        if model.rope_theta is not None:
+            f.append(("--rotary-base", int(model.rope_theta)))  # an int in arguments.py
+        if model.rope_scaling_factor is not None:
+            f += [("--use-rope-scaling", None), ("--rope-scaling-factor", model.rope_scaling_factor)]
+    if model.normalization is not None:
+        f.append(("--normalization", {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[model.normalization]))
+    if model.qk_norm:
+        f.append(("--qk-layernorm", None))
     if model.sliding_window is not None:
         # Megatron-Core's window (left, right) spans keys i - left .. i + right: w keys is (w - 1, 0)
         f.append(("--window-size", f"{model.sliding_window - 1},0"))

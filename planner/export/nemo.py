@@ -110,6 +110,15 @@ def nemo_architecture(model: ModelSpec) -> tuple[Overrides, list[str]]:
     on: TransformerConfig's default, which the recipes of bias-free models set off themselves. YaRN is a note:
     NeMo v2.4.0's GPTConfig takes position_embedding_type learned_absolute or rope (vendored)."""
     c, o, notes = "model.config.", [], []
+    if model.normalization is not None:
+        o.append((c + "normalization", {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[model.normalization]))
+    if model.rope_theta is not None and model.position_embedding == "rope":
+        o.append((c + "rotary_base", int(model.rope_theta)))
+    if model.qk_norm:
+        o.append((c + "qk_layernorm", True))
+    if model.rope_scaling_factor is not None:
+        notes.append(f"Llama 3.1 RoPE scaling x{model.rope_scaling_factor:g}: NeMo's GPTConfig has no field for it; "
+                     "the llama31 recipes' Llama31Config applies it (scale_factor)")
     if model.swiglu_limit is not None:
         o.append((c + "activation_func_clamp_value", model.swiglu_limit))
         # Megatron-Bridge's GPT-OSS: activation_func quick_gelu, glu_linear_offset 1.0 (gpt_oss_bridge.py, 067f987df0)

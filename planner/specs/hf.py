@@ -199,7 +199,8 @@ CONFIG_CLASSES = {
                           _GEMMA_SHAPE | {"vocab_size": 256000, "max_position_embeddings": 8192, "sliding_window": 4096}),
     "gemma3_text": ConfigClass("Gemma3TextConfig", _TF.format("gemma3"),
                                _GEMMA_SHAPE | {"vocab_size": 262208, "max_position_embeddings": 131072,
-                                               "sliding_window": 4096, "sliding_window_pattern": 6}),
+                                               "sliding_window": 4096, "sliding_window_pattern": 6,
+                                               "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6}),
     # the wrapper: text_config None -> Gemma3TextConfig(); tie_word_embeddings from PretrainedConfig's **kwargs
     "gemma3": ConfigClass("Gemma3Config", _TF.format("gemma3") + " and src/transformers/configuration_utils.py",
                           {"tie_word_embeddings": True}, text="gemma3_text"),
@@ -549,6 +550,36 @@ def _rope(r: _Reader, spec: dict, sources: dict, notes: list[str]) -> None:
                  "rule), the factor on RoPE's cos and sin; its frequency interpolation changes no cost")
 
 
+# model_types whose attention normalises each head's queries and keys (transformers' Qwen3Attention
+# q_norm/k_norm, Olmo2Attention q_norm/k_norm): no config key says it
+QK_NORM_TYPES = ("qwen3", "qwen3_moe", "olmo2")
+
+
+def _norm_and_rope_base(r: _Reader, family: Family, spec: dict, sources: dict) -> None:
+    """normalization (rms_norm_eps: RMSNorm; layer_norm_eps/epsilon: LayerNorm), rope_theta and Llama
+    3.1's RoPE scaling factor, and qk_norm by model type: what the exports need to build this model."""
+    eps, path = r.get(("rms_norm_eps",), float, required=False)
+    if eps is not None:
+        spec["normalization"], sources[("normalization",)] = "rmsnorm", path
+    else:
+        eps, path = r.get(("layer_norm_eps", "layer_norm_epsilon"), float, required=False)
+        if eps is not None:
+            spec["normalization"], sources[("normalization",)] = "layernorm", path
+    if family.position_embedding == "rope":
+        theta, path = r.get(("rope_theta",), float, required=False)
+        if theta is not None:
+            if not 0 < theta <= 1e12:
+                raise SpecError(f"got {clip(theta)}", path=".".join(path), expected="a RoPE base from 0 to 1e12")
+            spec["rope_theta"], sources[("rope_theta",)] = int(theta) if theta == int(theta) else theta, path
+        scaling, path = r.get(("rope_scaling",), dict, required=False)
+        factor = (scaling or {}).get("factor")
+        if (scaling or {}).get("rope_type", (scaling or {}).get("type")) == "llama3" and isinstance(factor, (int, float)) \
+                and not isinstance(factor, bool) and 1 < factor <= 1e6:
+            spec["rope_scaling_factor"], sources[("rope_scaling_factor",)] = float(factor), path + ("factor",)
+    if family.name in QK_NORM_TYPES:
+        spec["qk_norm"] = True
+
+
 def _bias_and_clamp(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]) -> None:
     """linear_bias and swiglu_limit, for the families whose config says them (GPT-OSS)."""
     if family.swiglu_limit is not None:
@@ -611,7 +642,8 @@ def _training(spec: dict, max_positions: int | None, given: dict, overlay: Mappi
 
 
 _ORDER = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_act", "swiglu_limit", "vocab",
-          "seq_len", "tied_embeddings", "linear_bias", "position_embedding", "rope_mscale", "sliding_window",
+          "seq_len", "tied_embeddings", "linear_bias", "normalization", "qk_norm", "position_embedding", "rope_theta",
+          "rope_scaling_factor", "rope_mscale", "sliding_window",
           "full_attention_every", "mla", "moe", "training")
 
 
@@ -636,6 +668,7 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
     if family.position_embedding == "rope":
         _rope(r, spec, sources, notes)
     _bias_and_clamp(r, family, spec, sources, notes)
+    _norm_and_rope_base(r, family, spec, sources)
     given = {"seq_len": seq_len, "global_batch": global_batch, "precision": precision}
     spec, used = _training(spec, max_positions, given, overlay)
     ordered = {k: spec[k] for k in _ORDER if k in spec} | {k: v for k, v in spec.items() if k not in _ORDER}

@@ -171,6 +171,18 @@ class ModelSpec(Spec):
         "biases on every linear layer, the experts' too (Megatron's default add_bias_linear; GPT-OSS: "
         "true); false: none (Megatron --disable-bias-linear); null: not stated, as the parameter count "
         "has them (QKV and output biases, GeLU MLPs with biases, SwiGLU MLPs and experts without)"))
+    normalization: Literal["layernorm", "rmsnorm"] | None = Field(default=None, description=(
+        "the layers' norm (Megatron --normalization; Llama-style models: rmsnorm); null: not stated, "
+        "Megatron's default LayerNorm. The parameter count keeps LayerNorm's 4h per layer either way "
+        "(RMSNorm's 2h: under 0.01 % of a layer)"))
+    rope_theta: float | None = Field(default=None, gt=0, le=1e12, description=(
+        "RoPE base (HF rope_theta, Megatron --rotary-base); null: 10,000 (Megatron's default); only names "
+        "the model for the exports, the cost models do not read it"))
+    rope_scaling_factor: float | None = Field(default=None, gt=1, le=1e6, description=(
+        "Llama 3.1's RoPE frequency scaling (HF rope_scaling rope_type llama3, Megatron --use-rope-scaling "
+        "--rope-scaling-factor): 8; null: none"))
+    qk_norm: bool = Field(default=False, description=(
+        "a norm on each head's queries and keys (Qwen3, OLMo 2; Megatron --qk-layernorm)"))
     rope_mscale: float = Field(default=1.0, gt=0, le=100, description=(
         "factor YaRN puts on RoPE's cos and sin (GPT-OSS: 0.1 ln 32 + 1 = 1.347; DeepSeek-V3: 1, its "
         "mscale and mscale_all_dim cancel); Megatron's fused RoPE takes only 1"))

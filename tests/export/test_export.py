@@ -637,7 +637,8 @@ def test_nemo_overrides_of_gpt_oss_fields_graphs_and_op_fuser():
 
 def test_torchtitan_and_deepspeed_say_they_have_no_such_settings():
     model = _oss(cuda_graph_impl="full_iteration", te_op_fuser=True)
-    extras = ("SwiGLU clamped at 7 (swiglu_limit), biases on every linear layer (linear_bias), "
+    extras = ("RMSNorm (normalization), RoPE base 150000 (rope_theta), "  # configs/models/gpt-oss-120b.yaml
+              "SwiGLU clamped at 7 (swiglu_limit), biases on every linear layer (linear_bias), "
               "YaRN RoPE, cos and sin x 1.347 (rope_mscale)")
     titan = _export("torchtitan", model)
     assert f"{extras}: torchtitan has no job_config setting for them; the model's own code and flavor " \
@@ -666,3 +667,22 @@ def test_megatron_capacity_factor_pads_as_the_planner_prices_it():
     assert "--disable-bias-linear" in lines
     nemo = _export("nemo", model, tp=1, pp=1, micro_batch=1, ep=8).text
     assert "model.config.moe_expert_capacity_factor=1.0" in nemo and "model.config.moe_pad_expert_input_to_capacity=True" in nemo
+
+
+def test_the_export_builds_the_model_the_spec_names():
+    """Issue 30: pasted, the Megatron line must not fall back to LayerNorm and a RoPE base of 10,000.
+    Llama 3.1 70B's config.json: rms_norm_eps (RMSNorm), rope_theta 500000, rope_scaling llama3 x8;
+    Qwen3's attention normalises q and k (transformers Qwen3Attention q_norm/k_norm)."""
+    llama = CliRunner().invoke(app, ["search", "llama3.1-70b", "dgx-h100-1024", "--gpus", "256", "--tp", "8",
+                                     "--export", "megatron"]).stdout
+    for flag in ("--normalization RMSNorm", "--rotary-base 500000", "--use-rope-scaling", "--rope-scaling-factor 8.0"):
+        assert flag in llama, flag
+    qwen = CliRunner().invoke(app, ["search", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--export", "nemo"]).stdout
+    for override in ("model.config.normalization=RMSNorm", "model.config.rotary_base=1000000",
+                     "model.config.qk_layernorm=True"):
+        assert override in qwen, override
+    titan = CliRunner().invoke(app, ["search", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--export",
+                                     "torchtitan"]).stdout
+    assert "RMSNorm (normalization), RoPE base 1e+06 (rope_theta), a norm on queries and keys (qk_norm)" in titan
+    gpt3 = CliRunner().invoke(app, ["search", "gpt3-175b", "dgx-a100-1024", "--export", "megatron"]).stdout
+    assert "--normalization" not in gpt3 and "--rotary-base" not in gpt3  # LayerNorm and learned positions: the defaults

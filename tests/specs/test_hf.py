@@ -289,6 +289,7 @@ def test_config_class_defaults_cover_every_family_and_only_keys_the_mapping_read
     read |= {k for keys in [*_MLA_KEYS.values(), *(v for m in _MOE_KEYS.values() for v in m.values())]
              if not isinstance(keys, int) for k in keys} | set(_WINDOW_KEYS)
     read |= {"rope_scaling"} | {f.bias_key for f in FAMILIES if f.bias_key}  # rope_mscale, linear_bias
+    read |= {"rope_theta", "rms_norm_eps"}  # rope_theta, normalization (planner/specs/hf.py _norm_and_rope_base)
     for fam in FAMILIES:
         for model_type in fam.model_types:
             cls = CONFIG_CLASSES[model_type]
