@@ -30,7 +30,7 @@ class ErrorBand:
     basis: str
 
 
-def _nearest_rms(cases: np.ndarray, gpus: np.ndarray, params_b: float) -> np.ndarray:
+def band_of_cases(cases: np.ndarray, gpus: np.ndarray, params_b: float) -> np.ndarray:
     """RMS |error| of the NEAREST cases to each GPU count (cases: (n, 3) of gpus, params_b, pct);
     computed once per distinct GPU count (a search has one or a few)."""
     counts, back = np.unique(gpus, return_inverse=True)
@@ -58,12 +58,12 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     own = stack.gpus.get(gpu_name)
     if own is not None and own.error_cases:
         cases = np.array(own.error_cases, dtype=float)
-        pct, note = _widen_beyond(_nearest_rms(cases, gpus, params_b), cases, gpus)
+        pct, note = _widen_beyond(band_of_cases(cases, gpus, params_b), cases, gpus)
         return ErrorBand(pct, f"{len(cases)} calibration runs of {stack.name} on {gpu_name}{note}")
     others = [(name, g) for name, g in stack.gpus.items() if g.error_cases]
     if others:
         cases = np.concatenate([np.array(g.error_cases, dtype=float) for _, g in others])
-        pct, note = _widen_beyond(OTHER_GPU_FACTOR * _nearest_rms(cases, gpus, params_b), cases, gpus)
+        pct, note = _widen_beyond(OTHER_GPU_FACTOR * band_of_cases(cases, gpus, params_b), cases, gpus)
         names = ", ".join(sorted(name for name, _ in others))
         return ErrorBand(pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}{note}")
     return ErrorBand(np.full(gpus.shape, stack.carried_over_error_pct),
