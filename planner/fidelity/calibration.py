@@ -411,7 +411,7 @@ def summary(rows) -> dict:
 # the peaks, which follow the clocks of each product's power budget, stay per preset): GB200's
 # GPUs are B200 dies and GB300's B300 dies (NVIDIA's Blackwell datasheets). Fitted apart, GB200's
 # FP8 GEMM efficiency went to 0.96 of the peak on two runs.
-FAMILIES = {"a100": ("a100-sxm-80gb", "a100-sxm-40gb"), "h100": ("h100-sxm-80gb", "h200-sxm-141gb"),
+FAMILIES = {"a100": ("a100-sxm-80gb", "a100-sxm-40gb"), "h100": ("h100-sxm-80gb", "h200-sxm-141gb", "h100-sxm-96gb"),
             "b200": ("b200", "gb200"), "b300": ("b300", "gb300")}
 # GPU types with a handful of runs each (the Blackwell ones): only their GEMM and attention
 # efficiencies are fitted; the rest of their hardware constants and their stack constants are the
