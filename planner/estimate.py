@@ -46,6 +46,7 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     implied = given_gpus({a.name: given.get(a.name, a.default) for a in AXES if a.role == "degree"})
     total = gpus or implied or cluster.total_gpus
     lay = layout_of(model, total, given, gpus_said=gpus_said or f"--gpus is {total}", in_file=in_file)
+    _check_expert_groups(lay, in_file)
     structural = [Violation(name, message) for name, message in rule_violations(lay, _context(model, total))]
     p, v = int(lay.pp[0]), int(lay.vpp[0])
     ranks = None
@@ -56,6 +57,16 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     masks = evaluate(model, cluster, scores, limits)
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
     return scored_layout(scores, 0, tuple(violations), stage_layers or default_split(model, p, v))
+
+
+def _check_expert_groups(lay, in_file: bool) -> None:
+    """An expert group (ep*etp GPUs) lies within a stage's tp*cp*dp GPUs; a larger one leaves no
+    expert data-parallel replica (edp 0: every expert figure a division by zero). Bad input."""
+    tp, cp, dp, ep, etp = (int(getattr(lay, name)[0]) for name in ("tp", "cp", "dp", "ep", "etp"))
+    if ep * etp > tp * cp * dp:
+        raise SpecError(f"ep*etp = {ep}*{etp} = {ep * etp} GPUs per expert group is more than the tp*cp*dp = "
+                        f"{tp}*{cp}*{dp} = {tp * cp * dp} GPUs of a pipeline stage",
+                        path="ep/etp" if in_file else "--ep/--etp", expected="ep*etp dividing tp*cp*dp")
 
 
 def check_split(model: ModelSpec, pp: int, vpp: int, stage_layers: list[int]) -> None:

@@ -2,6 +2,7 @@
 functions of these in planner/report.py; `plan estimate`, `plan check` and `plan sweep` read them."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from planner.costs.energy import Energy
 from planner.costs.memory import MemoryBreakdown
 from planner.costs.pipeline import TimeBreakdown
 from planner.costs.reliability import Reliability, TrainingTotals
+from planner.errors import SpecError
 from planner.fidelity.error_bands import ErrorBand
 
 
@@ -109,3 +111,37 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_
         cost_usd_per_step=None if scores.cost_usd_per_step is None else float(scores.cost_usd_per_step[i]),
         co2e_g_per_step=None if scores.co2e_g_per_step is None else float(scores.co2e_g_per_step[i]),
     )
+
+
+# --- non-finite figures ------------------------------------------------------------------------
+
+def _non_finite(data: Any, path: str) -> tuple[str, float, Any] | None:
+    """(JSON path, value, the mapping holding it) of the first NaN or infinity in `data`."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, (list, tuple)) else ()
+    for key, value in items:
+        where = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            return where, value, data
+        found = _non_finite(value, where) if isinstance(value, (dict, list, tuple)) else None
+        if found is not None:
+            return found
+    return None
+
+
+def non_finite_error(data: Any) -> SpecError | None:
+    """The error (exit 2) for JSON-ready `data` holding NaN or an infinity, naming the field, or None.
+    Goodput 0 (ETTR 0: failures outpace checkpoints and restarts) is the usual cause: it names the
+    cluster's reliability fields."""
+    found = _non_finite(data, "")
+    if found is None:
+        return None
+    path, value, holder = found
+    value = "infinite" if math.isinf(value) else "not a number"
+    if isinstance(holder, dict) and holder.get("ettr") == 0 and "mtti_h" in holder:
+        s = lambda x: f"{x:,.0f}" if x >= 10 else f"{x:.3g}"  # noqa: E731
+        return SpecError(f"{path} is {value}: the job never progresses (ETTR 0: a failure every "
+                         f"{s(holder['mtti_h'] * 3600)} s, a checkpoint write of {s(holder['checkpoint_write_s'])} s, "
+                         f"a restart of {s(holder['restart_s'])} s)", path="reliability",
+                         expected="reliability figures under which a job makes progress: gpu_mtbf_h, restart_s, "
+                                  "storage_write_gbps of the cluster")
+    return SpecError(f"{path} is {value}", expected="inputs within the planner's range")

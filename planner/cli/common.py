@@ -8,6 +8,7 @@ import inspect
 import os
 import sys
 import typing
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from planner.cli import edge
 from planner.layout.axes import AXES, Axis, fixable
 from planner.constraints.base import Option
 from planner.errors import InfeasibleError, PlannerError, SpecError, SpecErrors
@@ -41,7 +43,8 @@ DEFAULT_CLUSTER = "dgx-a100-1024"
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    """Turn planner errors into one red line on stderr and the documented exit status."""
+    """Turn planner errors, and failures of the environment (planner/cli/edge.py), into one red line
+    on stderr and the documented exit status."""
     try:
         return fn()
     except SpecErrors as exc:
@@ -66,9 +69,23 @@ def run(fn: Callable[[], Any]) -> Any:
             raise typer.Exit(130)
         if os.environ.get("PLANNER_DEBUG"):
             raise
+        if isinstance(exc, edge.ENVIRONMENT_ERRORS):  # the world failed (a full disk, no memory), not plan
+            raise typer.Exit(edge.report(exc))
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3)
+
+
+def numbers_checked(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn` without numpy's RuntimeWarnings on stderr (a division by zero on the way to an infinity),
+    for commands whose outputs refuse a non-finite figure by name (planner/results.py, non_finite_error):
+    that one line says it. Sweep workers are forked inside, so they inherit the filter."""
+    def quiet() -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"planner(\.|$)")
+            return fn()
+
+    return quiet
 
 
 def _caused_by_interrupt(exc: BaseException) -> bool:

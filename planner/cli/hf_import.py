@@ -2,6 +2,7 @@
 planner/specs/hf.py does the mapping."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -104,7 +105,7 @@ def register(app: typer.Typer) -> None:
             text, summary = import_config(config, name=name, seq_len=seq_len, global_batch=global_batch,
                                           precision=precision, overlay=overlay)
             if output is None:
-                typer.echo(text, nl=False)
+                sys.stdout.write(text)  # the guarded stdout (planner/cli/edge.py): closed or full is exit 2
                 err.print(f"{escape(clip_file(str(config)))}: {summary}", highlight=False, soft_wrap=True)
                 return
             write_atomic(output, text, "--output", inputs)

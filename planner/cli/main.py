@@ -17,13 +17,14 @@ from planner.cli import check as cli_check
 from planner.cli import sweep as cli_sweep
 from planner.cli import allocate as cli_allocate
 from planner.cli import hf_import as cli_import
-from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, option_params, out, read_axes,
-                         read_limits, read_options, run, setting, with_params)
+from planner.cli.edge import PlanApp
+from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, numbers_checked, option_params, out,
+                         read_axes, read_limits, read_options, run, setting, with_params)
 from planner.errors import SpecError
 from planner.options import (CRITICAL_BATCH, GLOBAL_BATCH, GPUS, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT, TOP, check_option,
                       shown_number)
 
-app = typer.Typer(add_completion=False, no_args_is_help=False, help="Plan the parallel layout of a large-model training run.",
+app = PlanApp(add_completion=False, no_args_is_help=False, help="Plan the parallel layout of a large-model training run.",
                   pretty_exceptions_enable=False)
 
 ModelArg = Annotated[str, typer.Argument(help="model spec: a path or a shipped name")]
@@ -53,8 +54,18 @@ def _main(version: Annotated[bool, typer.Option("--version", is_eager=True, call
 
 
 def _print_json(data: dict) -> None:
-    """Strict JSON: a NaN or an infinity is a bug (exit 3), never `NaN` in the output."""
+    """Strict JSON: a NaN or an infinity is refused naming its field (exit 2), never `NaN` in the output."""
+    _require_finite(data)
     print(json.dumps(data, indent=2, allow_nan=False))
+
+
+def _require_finite(data) -> None:
+    """Tables and JSON show the same figures: neither prints inf or nan (planner/results.py)."""
+    from planner.results import non_finite_error
+
+    problem = non_finite_error(data)
+    if problem is not None:
+        raise problem
 
 
 def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None):
@@ -134,6 +145,7 @@ def search(
         m, c = _load(model, cluster, global_batch, gpus, stack)
         if span is not None:
             counts = search_gpu_counts(m, c, *span, **common)
+            _require_finite(report.gpus_range_json(counts))
             if json_out:
                 _print_json(report.gpus_range_json(counts))
             else:
@@ -150,13 +162,14 @@ def search(
                            **common)
         _show_search(result, figure, export, json_out)
 
-    run(go)
+    run(numbers_checked(go))
 
 
 def _show_search(result, figure, export: str | None, json_out: bool) -> None:
     """The frontier picture, then settings, JSON or tables on stdout; exit 1 when nothing is feasible."""
     from planner import report
 
+    _require_finite(report.search_json(result))
     if figure is not None and result.chosen.size:
         from planner.plots.frontier import plot_frontier
 
@@ -195,6 +208,7 @@ def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
     from planner.mixed_pools import search_pools
 
     pools = search_pools(m, c, gpus=gpus, top_k=top, **kwargs)
+    _require_finite(report.pool_search_json(pools))
     if json_out:
         _print_json(report.pool_search_json(pools))
     else:
@@ -287,6 +301,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         split = parse_split(stage_layers)
         m, c = _load(model, cluster, global_batch, None, stack)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
+        _require_finite(report.scored_json(result))
         if export is not None:
             print_export(export, result, m, c)
             for v in result.violations:  # settings of an infeasible layout: say why on stderr, exit 1
@@ -303,7 +318,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         if not result.feasible:
             raise typer.Exit(1)
 
-    run(go)
+    run(numbers_checked(go))
 
 
 @app.command()

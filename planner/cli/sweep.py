@@ -16,6 +16,7 @@ from rich.text import Text
 Items = Optional[list[str]]
 SHOWN_REASONS = 10  # reasons printed under the table; all are in the output file
 MAX_WORKERS = 256  # processes of --workers (each holds ~110 MiB)
+PLAIN_PROGRESS_S = 30.0  # a progress line this often when stderr is a log, not a terminal
 
 
 class RateColumn(ProgressColumn):
@@ -135,7 +136,7 @@ def _make_folder(folder: Path, flag: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
-    from planner.cli.common import axis_params, option_params, run, with_params
+    from planner.cli.common import axis_params, numbers_checked, option_params, run, with_params
 
     GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
 
@@ -162,8 +163,8 @@ def register(app: typer.Typer) -> None:
         """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
         flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective)
-        run(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot, workers=workers,
-                                force=force, quiet=quiet))
+        run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
+                                                workers=workers, force=force, quiet=quiet)))
 
 
 def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: str | None,
@@ -172,11 +173,9 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     from planner.cli.common import err, out
     from planner.errors import SpecError
     from planner.sweep import SweepSpec, expand, load_sweep, output_format, with_overrides
+    from planner.sweep.points import check_size
 
-    n = (os.cpu_count() or 1) if workers is None else workers
-    if not 1 <= n <= MAX_WORKERS:
-        raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
-                        expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
+    n = worker_count(workers, err)
     given = overrides_of(flags, options)
     if sweep_file is not None:
         spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
@@ -189,6 +188,8 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
         raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
     if plot is not None:
         _require_matplotlib(err)
+    if not quiet:  # first words before the models are generated and the first search ends
+        err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
     points = expand(spec, base_dir)
     result = _run_points(points, out_file, n, force, quiet, err)
     title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
@@ -199,13 +200,39 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
         from planner.plots.sweep import write_plots
 
         paths = write_plots(result.rows, plot)
+    _summary(result, len(points), out_file, plot, paths, quiet, err)
+
+
+def worker_count(workers: int | None, err: Console) -> int:
+    """--workers checked, and capped by the cores this process may run on (256 workers on 2 cores
+    made no progress in 60 s): a note says so."""
+    from planner.errors import SpecError
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = cores if workers is None else workers
+    if not 1 <= n <= MAX_WORKERS:
+        raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
+                        expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
+    if n > cores:
+        err.print(f"note: --workers {n} capped to the {cores} core{'s' if cores > 1 else ''} available", highlight=False)
+    return min(n, cores)
+
+
+def _summary(result, total: int, out_file: Path | None, plot: str | None, paths: list, quiet: bool, err: Console) -> None:
+    """The closing line on stderr; a sweep whose every point failed (status error) says so and exits 1."""
+    errors = sum(r["status"] == "error" for r in result.rows)
+    infeasible = sum(r["status"] == "infeasible" for r in result.rows)
     if not quiet:
-        bad = sum(r["status"] != "ok" for r in result.rows)
-        text = f"{len(points)} points: {result.computed} computed, {result.skipped} already in the output"
-        text += f", {bad} without a feasible layout" if bad else ""
+        text = f"{total} points: {result.computed} computed, {result.skipped} already in the output"
+        text += f", {infeasible} without a feasible layout" if infeasible else ""
+        text += f", {errors} failed (status error)" if errors else ""
         text += f"; rows in {out_file}" if out_file else ""
         text += f"; {len(paths)} plots in {plot}" if plot is not None else ""
-        err.print(text, highlight=False, soft_wrap=True)
+        err.print(escape(text), highlight=False, soft_wrap=True)
+    if result.rows and errors == len(result.rows):
+        err.print(f"[red]error:[/red] every one of the {errors} points failed (status error); the reasons are in "
+                  f"{'the table and ' + escape(str(out_file)) if out_file else 'the table'}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _require_matplotlib(err: Console) -> None:
@@ -221,6 +248,22 @@ def _require_matplotlib(err: Console) -> None:
         raise typer.Exit(2)
 
 
+class _PlainProgress:
+    """Progress for a log (stderr not a terminal, so no bar): a line every PLAIN_PROGRESS_S."""
+
+    def __init__(self, err: Console, total: int) -> None:
+        import time
+
+        self.err, self.total, self.done, self.clock = err, total, 0, time.monotonic
+        self.shown = self.clock()
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.clock() - self.shown >= PLAIN_PROGRESS_S and self.done < self.total:
+            self.shown = self.clock()
+            self.err.print(f"sweep: {self.done:,} of {self.total:,} points done", highlight=False)
+
+
 def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console):
     """Run the points with a progress bar. Ctrl-C (SIGINT) or SIGTERM keeps the finished rows and
     exits 128 + the signal's number: 130 or 143."""
@@ -230,13 +273,22 @@ def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet:
 
     with progress_bar(err, quiet) as bar:
         task = bar.add_task("sweep", total=len(points))
+        plain = _PlainProgress(err, len(points)) if not quiet and bar.disable else None
+
+        def on_row(row: dict) -> None:
+            bar.advance(task)
+            if plain is not None:
+                plain.advance()
+
         try:
-            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=lambda row: bar.advance(task))
+            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=on_row)
         except KeyboardInterrupt as exc:  # SweepInterrupted; or a bare one before the sweep's handlers were set
             bar.stop()
             signum = getattr(exc, "signum", signal.SIGINT)
             done = len(exc.run.rows) if isinstance(exc, SweepInterrupted) else 0
             where = f"; {done} rows kept in {out_file}, rerun to resume" if out_file else ""
+            if out_file and not isinstance(exc, SweepInterrupted):  # stopped before the output was read: untouched
+                where = f"; {out_file} left as it was, rerun to resume"
             what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
             err.print(f"[red]{what}[/red]: {done} of {len(points)} points done{where}", highlight=False)
             raise typer.Exit(128 + signum)

@@ -157,8 +157,10 @@ def batch_token_factor(batch_tokens, critical_batch_tokens):
 
 
 def time_to_train_s(tokens: float, tokens_per_s, token_factor=1.0) -> np.ndarray:
-    """Wall time to train on `tokens` (x the statistical-efficiency factor) at a rate [s]."""
-    return tokens * np.asarray(token_factor) / tokens_per_s
+    """Wall time to train on `tokens` (x the statistical-efficiency factor) at a rate [s]; infinite at
+    goodput 0 (ranked last; the outputs refuse it, naming the reliability fields: planner/results.py)."""
+    with np.errstate(divide="ignore"):
+        return tokens * np.asarray(token_factor) / np.asarray(tokens_per_s, dtype=float)
 
 
 def training_totals(cluster: ClusterSpec, tokens: float, goodput_tokens_per_s, gpus, avg_power_kw,

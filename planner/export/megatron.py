@@ -85,6 +85,23 @@ def moe_layer_pattern(model: ModelSpec) -> str | None:
     return "(" + "+".join(terms) + ")"
 
 
+def position_and_norm_args(model: ModelSpec) -> Flags:
+    """RoPE (its base and Llama 3.1's scaling) and the norms, where the spec states them: Megatron's
+    defaults are learned positions, a RoPE base of 10,000 and LayerNorm."""
+    f: Flags = []
+    if model.position_embedding == "rope":
+        f.append(("--position-embedding-type", "rope"))
+        if model.rope_theta is not None:
+            f.append(("--rotary-base", int(model.rope_theta)))  # an int in arguments.py
+        if model.rope_scaling_factor is not None:
+            f += [("--use-rope-scaling", None), ("--rope-scaling-factor", model.rope_scaling_factor)]
+    if model.normalization is not None:
+        f.append(("--normalization", {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[model.normalization]))
+    if model.qk_norm:
+        f.append(("--qk-layernorm", None))
+    return f
+
+
 def model_args(model: ModelSpec) -> Flags:
     """The model's shape, so the line builds the model the planner scored."""
     f: Flags = [("--num-layers", model.layers), ("--hidden-size", model.hidden), ("--ffn-hidden-size", model.ffn),
@@ -99,16 +116,7 @@ def model_args(model: ModelSpec) -> Flags:
     if model.head_dim is not None and model.mla is None:
         f.append(("--kv-channels", model.head_dim))
     f += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
-    if model.position_embedding == "rope":
-        f.append(("--position-embedding-type", "rope"))
-        if model.rope_theta is not None:
-            f.append(("--rotary-base", int(model.rope_theta)))  # an int in arguments.py
-        if model.rope_scaling_factor is not None:
-            f += [("--use-rope-scaling", None), ("--rope-scaling-factor", model.rope_scaling_factor)]
-    if model.normalization is not None:
-        f.append(("--normalization", {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[model.normalization]))
-    if model.qk_norm:
-        f.append(("--qk-layernorm", None))
+    f += position_and_norm_args(model)
     if model.sliding_window is not None:
         # Megatron-Core's window (left, right) spans keys i - left .. i + right: w keys is (w - 1, 0)
         f.append(("--window-size", f"{model.sliding_window - 1},0"))

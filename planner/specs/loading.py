@@ -7,6 +7,7 @@ reported together (`SpecErrors`). Loading only reads: no input file is ever writ
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from planner.errors import MAX_ERRORS, SpecError, SpecErrors, shown
 from planner.specs.hf import Imported, is_hf_config, name_for, parse_config, spec_from_hf
 from planner.specs.shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec, is_plain_name
-from planner.specs.yamlio import LoadedYaml, load_yaml_file, read_bounded
+from planner.specs.yamlio import MAX_DEPTH, MAX_KEYS, MAX_NODES, LoadedYaml, load_yaml_file, read_bounded
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -50,6 +51,18 @@ def _exists(path: Path) -> bool:
         return False
 
 
+def _shipped(path: Path) -> bool:
+    """Whether a shipped spec of that name is there. One that is there but no regular readable file (a
+    FIFO, a device, a symlink loop, an unreadable folder) counts: reading it then says what it is."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return False
+    except OSError:  # EACCES on the folder, a name too long: the reader names it
+        return True
+    return True
+
+
 def resolve(arg: str | os.PathLike, kind: str, base: Path | None = None) -> Path:
     """A path as given (relative to `base` when given), or the shipped spec of that (plain) name."""
     path = Path(arg)
@@ -58,9 +71,9 @@ def resolve(arg: str | os.PathLike, kind: str, base: Path | None = None) -> Path
     if _exists(path) or path.suffix in (".yaml", ".yml") or os.sep in str(arg) or "/" in str(arg):
         return path
     shipped = config_dir() / KINDS[kind] / f"{arg}.yaml"
-    if is_plain_name(str(arg)) and shipped.is_file():
+    if is_plain_name(str(arg)) and _shipped(shipped):
         return shipped
-    if kind == "model" and path.suffix == ".json" and (config_dir() / "hf" / path.name).is_file():
+    if kind == "model" and path.suffix == ".json" and _shipped(config_dir() / "hf" / path.name):
         return config_dir() / "hf" / path.name  # a shipped Hugging Face config.json (configs/hf/)
     raise _unknown_name(f"no {kind} file or shipped {kind} named", str(arg), shipped_names(kind), str(arg),
                         "a path to a YAML file or")
@@ -305,13 +318,39 @@ def load_spec_file(path: str | os.PathLike) -> LoadedYaml:
     file = os.fsdecode(path)
     raw = read_bounded(path)  # a regular file of at most MAX_FILE_BYTES
     try:
-        loaded = parse_config(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"), file)
+        text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"not valid UTF-8 at offset {exc.start}", file=file, expected="a UTF-8 JSON file") from None
+    try:  # the bounds first, on C-parsed data: the line pass of parse_config takes 10 s for 100,000 values
+        check_bounds(LoadedYaml(data=json.loads(text), file=file, lines={(): 1}))
+    except (ValueError, RecursionError):  # malformed: parse_config says where
+        pass
+    loaded = parse_config(text, file)
+    check_bounds(loaded)
     if not is_hf_config(loaded.data) and detect_kind(loaded.data) is None:
         raise SpecError("neither a Hugging Face config.json (no model_type or architectures key) nor a spec",
                         file=file, line=1, expected="a Hugging Face config.json or a model spec")
     return loaded
+
+
+def check_bounds(loaded: LoadedYaml) -> None:
+    """A JSON file gets the bounds the YAML reader applies (planner/specs/yamlio.py): values, nesting
+    and keys of one mapping, so a `.json` input is no way around them."""
+    seen, todo = 0, [(loaded.data, ())]
+    while todo:
+        value, path = todo.pop()
+        seen += 1
+        where = dict(file=loaded.file, line=loaded.line_of(path), path=".".join(map(str, path[:8])) or None)
+        if seen > MAX_NODES:
+            raise SpecError(f"document too large: more than {MAX_NODES} values", file=loaded.file,
+                            expected="a small spec or config.json")
+        if len(path) >= MAX_DEPTH:
+            raise SpecError(f"nesting deeper than {MAX_DEPTH} levels", **where, expected="a spec's few levels")
+        if isinstance(value, dict) and len(value) > MAX_KEYS:
+            raise SpecError(f"a mapping with more than {MAX_KEYS} keys", **where,
+                            expected="a spec's few keys (is this file a spec?)")
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        todo.extend((v, path + (k,)) for k, v in items)
 
 
 def stack_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> StackSpec:
@@ -365,7 +404,7 @@ def load_gpu_data(name: str) -> dict:
                         "characters, not a path)",
                         expected=f"a mapping with the GPU's fields, or one of: {', '.join(shipped_names('gpu'))}")
     shipped = config_dir() / "gpus" / f"{name}.yaml"
-    if not shipped.is_file():
+    if not _shipped(shipped):
         raise _unknown_name("unknown GPU preset", name, shipped_names("gpu"), None, "a mapping or")
     loaded = load_yaml_file(shipped)
     gpu_from_loaded(loaded)  # a broken preset is reported against its own file

@@ -1,9 +1,11 @@
 """The stable row columns, and one row from a point's search: ok, infeasible (with the reason) or error."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from planner.layout.axes import AXES, layout_cell
 from planner.errors import InfeasibleError, PlannerError
-from planner.results import ScoredLayout
+from planner.results import ScoredLayout, non_finite_error
 from planner.sweep.points import Point
 
 # --- rows --------------------------------------------------------------------------------------
@@ -117,4 +119,8 @@ def run_point(p: Point) -> dict:
         return {**row, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
     if not r.chosen.size:
         return {**row, "status": "infeasible", "reason": infeasible_reason(r)}
-    return {**row, "status": "ok", "reason": None, **layout_columns(r.best)}
+    found = layout_columns(r.best)
+    problem = non_finite_error({**found, **asdict(r.best.reliability)})  # never Infinity in a row
+    if problem is not None:
+        return {**row, "status": "error", "reason": str(problem)}
+    return {**row, "status": "ok", "reason": None, **found}

@@ -2,6 +2,7 @@
 the flags of `plan sweep` on top of a file's keys."""
 from __future__ import annotations
 
+import math
 import os
 from typing import Literal
 
@@ -71,13 +72,14 @@ def parse_params(text: str, where: str = "--params") -> list[float]:
             lo, hi, steps = float(lo), float(hi), int(n)
             if not (0 < lo <= hi < 1e16 and 1 <= steps <= 1000):
                 raise ValueError
-            return [float(v) for v in np.geomspace(lo, hi, steps)]
-        values = [float(v) for v in text.split(",") if v.strip()]
+            values = [float(v) for v in np.geomspace(lo, hi, steps)]
+        else:
+            values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise SpecError(f"cannot read '{text}'", path=where, expected=expected) from None
     if not values or not all(0 < v < 1e16 for v in values):
         raise SpecError(f"cannot read '{text}'", path=where, expected=expected)
-    return values
+    return list(dict.fromkeys(values))  # 1e9:1e9:1000 is one count, not 1,000 identical points
 
 
 MAX_SWEEP_GPUS = 10_000_000  # as plan search's --gpus (planner/options.py)
@@ -103,14 +105,59 @@ def parse_gpus(values: list[str] | str, where: str = "--gpus") -> list[int]:
     return list(dict.fromkeys(out))
 
 
+MAX_POINTS = 100_000  # points of one sweep, checked before any is made (a 266 KB file held 160 million)
+MAX_PARAMS = 1000  # parameter counts of a generated family
+
+
+def _grid(spec: SweepSpec) -> dict[str, int]:
+    """Sizes of the grid's axes by the keys that set them, from the spec alone (nothing loaded)."""
+    counts = spec.scale_model.params if spec.scale_model is not None else []
+    counts = parse_params(counts, "scale_model.params") if isinstance(counts, str) else counts
+    if len(counts) > MAX_PARAMS:  # each is a model to generate (~25 ms)
+        raise SpecError(f"{len(counts):,} parameter counts", path="scale_model.params",
+                        expected=f"at most {MAX_PARAMS:,}, as LO:HI:N allows")
+    gpus = spec.gpus if not isinstance(spec.gpus, str) else parse_gpus(spec.gpus, "gpus")
+    names = [spec.cluster] if isinstance(spec.cluster, str) else spec.cluster
+    objectives = [spec.objective] if isinstance(spec.objective, str) else spec.objective
+    return {"models/scale_model.params": len(dict.fromkeys(spec.models)) + len(dict.fromkeys(counts)),
+            "cluster": len(dict.fromkeys(names)), "gpus": len(dict.fromkeys(gpus or [None])),
+            "objective": len(dict.fromkeys(objectives))}
+
+
+def check_size(spec: SweepSpec) -> int:
+    """The number of points of `spec`; more than MAX_POINTS is bad input naming the keys."""
+    grid = _grid(spec)
+    total = math.prod(grid.values())
+    if total > MAX_POINTS:
+        sizes = " x ".join(f"{n:,} ({key})" for key, n in grid.items())
+        raise SpecError(f"{total:,} points: {sizes}", path=", ".join(k for k, n in grid.items() if n > 1),
+                        expected=f"at most {MAX_POINTS:,} points: fewer values, or several sweeps")
+    return total
+
+
+def _largest_axis_line(spec: SweepSpec, loaded) -> int:
+    try:
+        axes = sorted(_grid(spec).items(), key=lambda kv: -kv[1])
+    except SpecError:  # too many parameter counts
+        axes = [("models/scale_model.params", 0)]
+    scaled = "scale_model" in loaded.data
+    keys = [("scale_model", "params") if k.startswith("models") and scaled else (k.split("/")[0],) for k, _ in axes]
+    return next((loaded.line_of(k) for k in keys if k[0] in loaded.data), 1)
+
+
 def load_sweep(path: str | os.PathLike, overrides: dict | None = None) -> SweepSpec:
     """The sweep file, validated with file locations, then with the flags' `overrides` on top."""
     from planner.specs.loading import validate
     from planner.specs.yamlio import load_yaml_file
 
     loaded = load_yaml_file(path)
-    spec = validate(SweepSpec, loaded.data, loaded)
-    return with_overrides(spec, overrides or {})
+    spec = with_overrides(validate(SweepSpec, loaded.data, loaded), overrides or {})
+    try:
+        check_size(spec)
+    except SpecError as exc:  # at the line of the file's largest axis (a flag may have set it: then line 1)
+        raise SpecError(exc.message, file=loaded.file, line=_largest_axis_line(spec, loaded), path=exc.path,
+                        expected=exc.expected) from None
+    return spec
 
 
 def with_overrides(spec: SweepSpec, overrides: dict) -> SweepSpec:

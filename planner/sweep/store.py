@@ -55,7 +55,8 @@ def _coerce(raw: dict) -> dict | None:
 def _lines(path: Path) -> list[str]:
     """The lines of a text output, without a last line that lacks its newline: a row is appended with
     its newline in one write, so such a line is one cut short (by a kill, a full disk)."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:  # no newline translation: a lone \r is torn
+    # utf-8-sig: a BOM (a spreadsheet's save) is no part of the header; no newline translation: a lone \r is torn
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         text = f.read()
     pieces = text.split("\n")  # not splitlines: a cell may hold U+2028 and the like, which CSV leaves unquoted
     return [piece + "\n" for piece in pieces[:-1]]  # the last piece: "" after a final newline, else torn
