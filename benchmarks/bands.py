@@ -36,10 +36,8 @@ def load() -> list[dict]:
 
 
 def rms_rule(cases: np.ndarray, gpus: float, params_b: float) -> float:
-    """RMS of the NEAREST cases' |errors| (about one standard deviation), as error_bands.py computes it."""
-    d = np.abs(np.log2(cases[:, 0] / gpus)) + np.abs(np.log2(cases[:, 1] / params_b))
-    idx = np.argsort(d, kind="stable")[:min(NEAREST, len(cases))]
-    return float(np.sqrt(np.mean(cases[idx, 2] ** 2)))
+    """The planner's rule (planner/fidelity/error_bands.py band_of_cases) for one run."""
+    return float(band_of_cases(cases, np.array([gpus]), params_b)[0])
 
 
 def out_of_sample_band(row: dict, rows: list[dict], rule) -> float:
@@ -66,7 +64,7 @@ def coverage(rows: list[dict], rule) -> tuple[float, float, dict]:
 
 def main() -> None:
     rows = load()
-    rules = {"RMS of the 8 nearest (planner/fidelity/error_bands.py)": lambda c, g, p: float(band_of_cases(c, np.array([g]), p)[0]),
+    rules = {f"RMS of the {NEAREST} nearest (planner/fidelity/error_bands.py)": rms_rule,
              "the same x 1.5": lambda c, g, p: 1.5 * rms_rule(c, g, p)}
     results = {name: coverage(rows, rule) for name, rule in rules.items()}
     sources = sorted({r["source"] for r in rows})

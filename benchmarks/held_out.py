@@ -174,25 +174,13 @@ def markdown(rows, failed, skipped, gs) -> None:
                   f"{share(s['band'])} | {s['memory']} |")
     s = stats(rows)
     print(f"| all | {s['n']} | {pct(s['mean'])} | {pct(s['median'])} | {signed(s['bias'])} | {share(s['band'])} | {s['memory']} |")
-    print()
-    print("| stack as published | rows | mean abs error | median abs error | bias | inside the stated band |")
-    print("|---|---:|---:|---:|---:|---:|")
-    by = defaultdict(list)
+    by_stack, by_nodes = defaultdict(list), defaultdict(list)
     for r in rows:
-        by[r.run.stack_printed].append(r)
-    for name, mine in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        s = stats(mine)
-        print(f"| {name} | {s['n']} | {pct(s['mean'])} | {pct(s['median'])} | {signed(s['bias'])} | {share(s['band'])} |")
-    print()
-    print("| Playbook rows by nodes of 8 GPUs | rows | mean abs error | median abs error | bias | inside the stated band |")
-    print("|---|---:|---:|---:|---:|---:|")
-    nodes = defaultdict(list)
-    for r in rows:
+        by_stack[r.run.stack_printed].append(r)
         if r.run.source == "playbook":
-            nodes[r.run.gpus // 8].append(r)
-    for n, mine in sorted(nodes.items()):
-        s = stats(mine)
-        print(f"| {n} | {s['n']} | {pct(s['mean'])} | {pct(s['median'])} | {signed(s['bias'])} | {share(s['band'])} |")
+            by_nodes[r.run.gpus // 8].append(r)
+    _error_table("stack as published", sorted(by_stack.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+    _error_table("Playbook rows by nodes of 8 GPUs", sorted(by_nodes.items()))
     print()
     print("| ranking groups (>= 3 layouts) | groups | layouts | median Spearman rho | median regret | mean regret | regret <= 3 % |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -206,6 +194,16 @@ def markdown(rows, failed, skipped, gs) -> None:
         print(f"| {g['key']} | {g['n']} | {'yes' if g['one_job'] else 'no'} | {g['rho']:+.2f} | {pct(g['regret'])} |")
     if failed or skipped:
         print(f"\nNot predicted: {len(skipped) + len(failed)} rows.")
+
+
+def _error_table(title: str, groups) -> None:
+    """One markdown table of error statistics, a row per (label, rows) group."""
+    print()
+    print(f"| {title} | rows | mean abs error | median abs error | bias | inside the stated band |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, mine in groups:
+        s = stats(mine)
+        print(f"| {name} | {s['n']} | {pct(s['mean'])} | {pct(s['median'])} | {signed(s['bias'])} | {share(s['band'])} |")
 
 
 def ranking_rows(gs: list[dict]) -> list[dict]:
