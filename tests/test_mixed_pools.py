@@ -45,9 +45,12 @@ def test_search_json_on_a_mixed_cluster():
     result = CliRunner().invoke(app, ["search", "gpt3-175b", "mixed-h100-a100", "--json", "--top", "2"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    best = data["best"]["layout"]
-    assert best["stage_pools"] == [best["stage_pools"][0]] * best["pp"]  # one pool, every rank
+    single = data["results"][0]["layout"]  # the best single pool's search
+    assert single["stage_pools"] == [single["stage_pools"][0]] * single["pp"]  # one pool, every rank
     assert set(data["pools"]) == {"h100", "a100"}
+    # `best` is the faster of the two plans: here the 1,024 GPUs across pools beat either pool's 512
+    assert data["fastest"] == "mixed" and data["best"] == data["mixed"]
+    assert data["best"]["step_time_s"] < data["results"][0]["step_time_s"]
     mixed = data["mixed"]["layout"]
     assert len(mixed["stage_pools"]) == len(mixed["stage_layers"]) == mixed["pp"]
     assert set(mixed["stage_pools"]) == {"h100", "a100"} and sum(mixed["stage_layers"]) == 96
@@ -65,3 +68,13 @@ def test_a_placement_inside_one_pool_is_not_reported_as_mixed():
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["mixed"] is None and data["fastest"] == "h100"
+
+
+def test_best_is_the_overall_best_plan_pools_included():
+    # 768 GPUs: more than either pool's 512, so only a pipeline across pools runs; `best` was null
+    result = CliRunner().invoke(app, ["search", "gpt3-175b", "mixed-h100-a100", "--gpus", "768", "--json", "--top", "1"])
+    assert result.exit_code == 0, result.output[-800:]
+    data = json.loads(result.stdout)
+    assert data["pools"] == {"h100": None, "a100": None} and data["fastest"] == "mixed"
+    assert data["best"] == data["mixed"] and data["best"]["gpus"] == 768
+    assert set(data["best"]["layout"]["stage_pools"]) == {"h100", "a100"}

@@ -42,7 +42,7 @@ COMMANDS = readme_commands()
 def test_the_readme_shows_commands():
     assert "plan search" in COMMANDS and any(c.startswith("plan sweep") for c in COMMANDS)
     readme = commands_of((ROOT / "README.md").read_text())
-    for command in ("search", "estimate", "validate", "check", "schema", "sweep", "allocate", "import"):
+    for command in ("search", "estimate", "list", "validate", "check", "schema", "sweep", "allocate", "import"):
         assert any(c.startswith(f"plan {command}") for c in readme), command  # one example per command
     assert any("--export" in c for c in readme)
 
@@ -60,3 +60,42 @@ def test_readme_command_runs(command, tmp_path, monkeypatch):
     result = CliRunner().invoke(app, args)
     assert "Traceback" not in result.output
     assert result.exit_code == 0, (command, result.output[-2000:])
+
+
+# --- shown outputs: what the docs print is what the code prints ------------------------------------
+
+def _normal(text: str) -> list[str]:
+    """Lines without trailing blanks; wall-clock times (`113 ms`) as `N ms`: they differ run to run."""
+    return [re.sub(r"\b\d+ ms\b", "N ms", line.rstrip()) for line in text.strip().splitlines() if line.strip()]
+
+
+def shown_outputs(text: str) -> list[tuple[str, str]]:
+    """(command, output) pairs: a ```sh block holding one `plan ...` line and a plain ``` block after
+    it, with at most one paragraph between them (the README's `plan search` example)."""
+    pairs = re.findall(r"```(?:sh|bash|console)\n(plan [^\n]*?)\s*(?:#[^\n]*)?\n```\n\n(?:(?:(?!```).)*?\n\n)?```\n(.*?)```",
+                       text, flags=re.S)
+    return [(command.strip(), output) for command, output in pairs]
+
+
+SHOWN = [(path.name, command, output) for path in (ROOT / "README.md", ROOT / "docs" / "commands.md")
+         for command, output in shown_outputs(path.read_text())]
+
+
+def test_the_readme_shows_an_output():
+    assert ("README.md", "plan search") in {(name, command) for name, command, _ in SHOWN}
+
+
+@pytest.mark.parametrize("name,command,output", SHOWN, ids=[f"{n}: {c}" for n, c, _ in SHOWN])
+def test_shown_output_is_what_the_command_prints(name, command, output, monkeypatch):
+    # stdout and stderr as a terminal shows them (the tables, then the summary lines)
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, shlex.split(command)[1:], terminal_width=150)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert _normal(result.output) == _normal(output), f"{name}: regenerate the output shown for `{command}`"
+
+
+def test_version_comment_is_the_version():
+    from planner import DISTRIBUTION, version
+
+    shown = re.search(r"plan --version\s+# (.*)", (ROOT / "docs" / "commands.md").read_text()).group(1).strip()
+    assert shown == f"plan {version()} ({DISTRIBUTION})"

@@ -128,6 +128,8 @@ def axis_params(mode: str, axes: tuple[Axis, ...] = AXES) -> list[inspect.Parame
             kind, default, help_ = Optional[a.kind], None, a.help
         elif a.given is None:
             continue
+        elif a.estimate_default is not None:  # None: not given, its default follows the degrees
+            kind, default, help_ = Optional[a.kind], None, a.give_help
         else:
             kind = a.kind if a.given != "optional" else Optional[a.kind]
             default = inspect.Parameter.empty if a.given == "required" else a.default
@@ -187,6 +189,60 @@ def setting(values: dict, option: Option) -> Any:
         return option.default
     check_option(option, v)
     return v
+
+
+# --- the run stated on the command line: spec fields overridden as if the spec said so ----------
+
+RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision"}  # spec path -> flag
+
+
+def with_run(model, *, seq_len: int | None = None, precision: str | None = None):
+    """`model` as if its spec said `seq_len` and `training.precision`: validated by the spec's own
+    rules (bounds, choices, cross-field checks), a problem said naming the flag (exit 2)."""
+    from planner.specs import ModelSpec
+    from planner.specs.loading import validate
+    from planner.specs.yamlio import LoadedYaml
+
+    given = {path: flag for path, flag in RUN_FLAGS.items()
+             if (seq_len if path == "seq_len" else precision) is not None}
+    if not given:
+        return model
+    # Only the fields the spec set (exclude_unset): `--stack` keeps telling a stated setting from a
+    # stack default, as planner/search.py with_stack does.
+    data = model.model_dump(exclude_unset=True)
+    if seq_len is not None:
+        data["seq_len"] = seq_len
+    if precision is not None:
+        data["training"] = {**data.get("training", {}), "precision": precision}
+    try:
+        return validate(ModelSpec, data, LoadedYaml(data=data, file=None, lines={}))
+    except SpecErrors as exc:
+        raise SpecErrors([_flag_named(e, given) for e in exc.errors]) from None
+    except SpecError as exc:
+        raise _flag_named(exc, given) from None
+
+
+def _flag_named(exc: SpecError, given: dict[str, str]) -> SpecError:
+    """The spec's error about an overridden field under the flag that set it; a cross-field one
+    (fp8_param_gather with --precision bf16) under the flags given."""
+    flag = given.get(exc.path or "") or "/".join(given.values())
+    message = exc.message if exc.path in given or not exc.path else f"{exc.path}: {exc.message}"
+    return SpecError(message, path=flag, expected=exc.expected)
+
+
+def check_nvlink_segment(cluster, gpus: int | None, flag: str = "--nvlink-domain-gpus"):
+    """The cluster with node.nvlink_segment_gpus = `gpus` (GPUs of an NVLink domain the job's
+    consecutive ranks fill), within the cluster's NVLink domain."""
+    if gpus is None:
+        return cluster
+    if cluster.pools:
+        raise SpecError(f"{cluster.name} has {len(cluster.pool_names)} pools", path=flag,
+                        expected="a cluster of one pool (each pool states its own NVLink domain)")
+    domain = cluster.node.nvlink_domain
+    if not 1 <= gpus <= domain:
+        raise SpecError(f"got {gpus}, and an NVLink domain of {cluster.name} has {domain} GPUs", path=flag,
+                        expected=f"GPUs from 1 to {domain}")
+    return cluster.model_copy(update={"node": cluster.node.model_copy(update={"nvlink_segment_gpus": gpus})})
 
 
 def write_output(path: Path, text: str, flag: str) -> None:

@@ -19,13 +19,86 @@ from planner.cli import allocate as cli_allocate
 from planner.cli import hf_import as cli_import
 from planner.cli.edge import PlanApp
 from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, numbers_checked, option_params, out,
-                         read_axes, read_limits, read_options, run, setting, with_params)
+                         read_axes, read_limits, read_options, run, setting, with_params, with_run, check_nvlink_segment)
 from planner.errors import SpecError
+from planner.specs.precision import PRECISIONS
 from planner.options import (CRITICAL_BATCH, GLOBAL_BATCH, GPUS, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT, TOP, check_option,
                       shown_number)
 
-app = PlanApp(add_completion=False, no_args_is_help=False, help="Plan the parallel layout of a large-model training run.",
-                  pretty_exceptions_enable=False)
+# One example per command, shown at the end of its --help (the README runs each: tests/test_readme.py).
+EXAMPLES = {
+    "search": "plan search llama3-70b dgx-h100-1024 --top 3",
+    "estimate": ("plan estimate gpt3-175b dgx-a100-1024 --gpus 64 --global-batch 64 --tp 8 --pp 8 --micro-batch 1 "
+                 "--vpp 3 --recompute selective"),
+    "validate": "plan validate",
+    "list": "plan list models",
+    "check": "plan check configs/",
+    "schema": "plan schema cluster > cluster.schema.json",
+    "sweep": ("plan sweep --scale-model gpt3-1.3b --params 1e9:1e10:2 --gpus 8,64 --batch-tokens 1048576 "
+              "--tokens 3e11 --out rows.csv"),
+    "allocate": "plan allocate configs/jobs/three-jobs.yaml dgx-h100-1024",
+    "import": "plan import configs/hf/qwen3-30b-a3b.json -o qwen3-30b-a3b.yaml",
+}
+
+
+def _plain_help(command) -> None:
+    """Help that reads as the docs write it: no `<bool>`/`<str>`/`<int>` tags. A switch shows
+    none, a value a word for what it takes; an argument its name in capitals (`[MODEL]`)."""
+    from typer.core import TyperArgument
+
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            param.metavar = param.metavar or param.name.upper()
+            param.display_type_rich = lambda ctx: None  # the name says it; the help says what it is
+        elif param.metavar is None:
+            param.metavar = "" if getattr(param, "is_flag", False) else _METAVARS.get(_bare_type(param), "VALUE")
+    if not getattr(command, "_plain_help_option", False):  # --help is made on demand: untag it then
+        made = command.get_help_option
+
+        def help_option(ctx, made=made):
+            option = made(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+        command.get_help_option, command._plain_help_option = help_option, True
+    if command.name in EXAMPLES and "Example:" not in (command.help or ""):
+        command.help = f"{command.help or ''}\n\nExample: {EXAMPLES[command.name]}"
+
+
+_METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH", "list[str]": "TEXT"}
+
+
+def _bare_type(param) -> str:
+    try:
+        return param.bare_type()
+    except Exception:  # a type typer cannot name: the generic word
+        return ""
+
+
+class _Group(typer.core.TyperGroup):
+    """`plan` alone prints the help and exits 0; every command's help without type tags and with
+    its example."""
+
+    def parse_args(self, ctx, args):
+        if not args and not ctx.resilient_parsing:
+            typer.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_help(command)
+        return command
+
+    def format_help(self, ctx, formatter):
+        _plain_help(self)
+        return super().format_help(ctx, formatter)
+
+
+app = PlanApp(add_completion=False, no_args_is_help=True, help="Plan the parallel layout of a large-model training run.",
+              pretty_exceptions_enable=False, cls=_Group)
 
 ModelArg = Annotated[str, typer.Argument(help="model spec: a path or a shipped name")]
 ClusterArg = Annotated[str, typer.Argument(help="cluster spec: a path or a shipped name")]
@@ -37,6 +110,12 @@ Stack = Annotated[Optional[str], typer.Option("--stack", help=(
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 Export = Annotated[Optional[str], typer.Option("--export", help=(
     "print launch settings of the layout instead of the table: megatron | nemo | torchtitan | deepspeed"))]
+SeqLen = Annotated[Optional[int], typer.Option("--seq-len", help="tokens per sequence (overrides the model spec's seq_len)")]
+Precision = Annotated[Optional[str], typer.Option("--precision", help=(
+    f"{' | '.join(PRECISIONS)} (overrides the model spec's training.precision)"))]
+NvlinkSegment = Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
+    "GPUs of an NVLink domain (an NVL72 rack) the job's consecutive ranks fill, e.g. 64 of 72 "
+    "(overrides the cluster's node.nvlink_segment_gpus)"))]
 
 
 def _version(value: bool) -> None:
@@ -68,16 +147,23 @@ def _require_finite(data) -> None:
         raise problem
 
 
-def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None):
+def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None, *,
+          seq_len: int | None = None, precision: str | None = None, nvlink_segment: int | None = None):
     from planner.specs.loading import load_cluster, load_model, precision_line
     from planner.search import check_precision, with_global_batch, with_stack
 
     check_option(GPUS, gpus)
     check_option(GLOBAL_BATCH, global_batch)
     _check_stack_name(stack)
-    m = with_stack(with_global_batch(load_model(model), global_batch), stack)
-    c = load_cluster(cluster)
-    check_precision(m, c, *precision_line(model))
+    m = with_run(load_model(model), seq_len=seq_len, precision=precision)
+    m = with_stack(with_global_batch(m, global_batch), stack)
+    c = check_nvlink_segment(load_cluster(cluster), nvlink_segment)
+    try:
+        check_precision(m, c, *precision_line(model))
+    except SpecError as exc:
+        if precision is None:
+            raise
+        raise SpecError(exc.message, path="--precision", expected=exc.expected) from None
     total = sum(c.pool_cluster(n).total_gpus for n in c.pool_names)  # every pool's (planner/mixed_pools.py)
     if gpus is not None and gpus > total:
         raise SpecError(f"--gpus {gpus} is more than the {total} GPUs of {c.name}", path="--gpus",
@@ -112,7 +198,8 @@ def _check_degree_product(given: dict) -> None:
 @with_params(axis_params("fix"), option_params("search"))
 def search(
     model: ModelArg = DEFAULT_MODEL, cluster: ClusterArg = DEFAULT_CLUSTER, gpus: Gpus = None,
-    global_batch: GlobalBatch = None, stack: Stack = None,
+    global_batch: GlobalBatch = None, seq_len: SeqLen = None, precision: Precision = None,
+    nvlink_domain_gpus: NvlinkSegment = None, stack: Stack = None,
     objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
     top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
     export: Export = None,
@@ -142,7 +229,8 @@ def search(
                       time_limit_s=setting(options, TIME_LIMIT), power_caps=power_caps,
                       critical_batch_tokens=read_options(options, "search").get(CRITICAL_BATCH.key))
         span = None if gpus_range is None else parse_range(gpus_range)
-        m, c = _load(model, cluster, global_batch, gpus, stack)
+        m, c = _load(model, cluster, global_batch, gpus, stack, seq_len=seq_len, precision=precision,
+                     nvlink_segment=nvlink_domain_gpus)
         if span is not None:
             counts = search_gpu_counts(m, c, *span, **common)
             _require_finite(report.gpus_range_json(counts))
@@ -208,11 +296,24 @@ def _search_pools(m, c, gpus, top, json_out, **kwargs) -> None:
     from planner.mixed_pools import search_pools
 
     pools = search_pools(m, c, gpus=gpus, top_k=top, **kwargs)
-    _require_finite(report.pool_search_json(pools))
+    data = pool_search_json(pools)
+    _require_finite(data)
     if json_out:
-        _print_json(report.pool_search_json(pools))
+        _print_json(data)
     else:
         report.render_pool_search(pools, out)
+
+
+def pool_search_json(pools) -> dict:
+    """`search --json` on a cluster with pools, `best` the overall best plan: the pipeline across
+    pools (the fields of `mixed`) when it is the fastest, else the best single pool's layout. It
+    is null only when nothing is feasible."""
+    from planner import report
+
+    data = report.pool_search_json(pools)
+    if pools.mixed is not None and pools.fastest == "mixed":
+        data["best"] = report.mixed_json(pools.mixed)
+    return data
 
 
 def _figure(path: str | None, flag: str):
@@ -279,6 +380,7 @@ def parse_range(text: str) -> tuple[int, int]:
 @app.command()
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
+             seq_len: SeqLen = None, precision: Precision = None, nvlink_domain_gpus: NvlinkSegment = None,
              stack: Stack = None, json_out: AsJson = False, export: Export = None,
              timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
                  "draw the pipeline schedule and memory per rank to FILE (.png or .svg; needs matplotlib)"))] = None,
@@ -299,8 +401,11 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         _check_degree_product(read_axes(given))  # each axis in its domain, then their product
         limits = read_limits(options, "estimate", fix=False)
         split = parse_split(stage_layers)
-        m, c = _load(model, cluster, global_batch, None, stack)
+        m, c = _load(model, cluster, global_batch, None, stack, seq_len=seq_len, precision=precision,
+                     nvlink_segment=nvlink_domain_gpus)
+        given = _estimate_defaults(given, gpus, c)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
+        result = _with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)
         _require_finite(report.scored_json(result))
         if export is not None:
             print_export(export, result, m, c)
@@ -309,7 +414,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         elif json_out:
             _print_json(report.scored_json(result))
         else:
-            report.render_estimate(result, out, c.gpu.memory_gib)
+            report.render_estimate(result, _OneLayout(out), c.gpu.memory_gib)
         if figure is not None:  # drawn for an infeasible layout too (the picture shows why), after the numbers
             from planner.plots.timeline import plot_timeline
 
@@ -319,6 +424,105 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
             raise typer.Exit(1)
 
     run(numbers_checked(go))
+
+
+def _estimate_defaults(given: dict, gpus: int | None, cluster) -> dict:
+    """The axes not given that default as search picks (Axis.estimate_default: sequence parallelism
+    when tp > 1, ZeRO 1 when dp*cp > 1), from the degrees given and the GPU count."""
+    from planner.layout.axes import AXES, given_gpus
+
+    unset = [a for a in AXES if a.estimate_default is not None and given.get(a.name) is None]
+    if not unset:
+        return given
+    degrees = {a.name: given.get(a.name) if given.get(a.name) is not None else a.default
+               for a in AXES if a.role == "degree"}
+    if degrees["dp"] is None:  # as estimate_layout derives it; a mismatch is reported there
+        total = gpus or given_gpus(degrees) or cluster.total_gpus
+        others = math.prod(v for k, v in degrees.items() if k != "dp")
+        degrees["dp"] = total // others if total % others == 0 else 1
+    return {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
+
+
+HINT_CHANGES = 3  # settings changed together at most in the memory hint
+
+
+def _with_memory_hint(result, model, cluster, *, gpus, limits, given):
+    """The memory violation's hint replaced by a change of settings that fits, found by scoring
+    each (one setting changed, then two, then three; the fastest that fits), or said to be none."""
+    from dataclasses import replace
+
+    memory = next((v for v in result.violations if v.constraint == "memory"), None)
+    if memory is None or ": try " not in memory.message:  # fits, or below the floor of the states alone
+        return result
+    head = memory.message.split(": try ")[0]
+    found = memory_fix(result, model, cluster, gpus=gpus, limits=limits, given=given)
+    if found is None:
+        tail = (f"no change of up to {HINT_CHANGES} of --cp, --pp, --tp, --recompute, --zero, "
+                f"--sequence-parallel, --micro-batch{', --ep' if model.moe else ''} fits")
+    else:
+        options, fit = found
+        tail = (f"fits with {' '.join(options)} ({fit.memory_gib.total:.1f} GiB, step "
+                f"{fit.step_time_s:.3f} s, scored)")
+    violations = tuple(replace(v, message=f"{head}: {tail}") if v is memory else v for v in result.violations)
+    return replace(result, violations=violations)
+
+
+def memory_fix(result, model, cluster, *, gpus, limits, given):
+    """([options], its scored layout) of the fastest change of at most HINT_CHANGES settings that
+    makes the layout fit in memory without breaking anything else; None when none does."""
+    from itertools import combinations, product
+
+    from planner.estimate import estimate_layout
+    from planner.layout.axes import axis
+
+    lay = result.layout
+    total = int(lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"])
+    others = {v.constraint for v in result.violations} - {"memory"}
+    choices = {  # axis -> values to try, from the layout scored (the degrees keep the GPU count)
+        "cp": [lay["cp"] * 2, lay["cp"] * 4],
+        "pp": [lay["pp"] * 2],
+        "tp": [lay["tp"] * 2],
+        "recompute": {"none": ["selective", "full"], "selective": ["full"], "full": []}[lay["recompute"]],
+        "zero": list(range(lay["zero"] + 1, 4)),
+        "sequence_parallel": [True] if not lay["sequence_parallel"] else [],
+        "micro_batch": sorted({1, lay["micro_batch"] // 2} - {0}) if lay["micro_batch"] > 1 else [],
+        "ep": [lay["ep"] * 2] if model.moe else [],
+    }
+    choices = {k: v for k, v in choices.items() if v}
+    base = {k: lay[k] for k in given if k in lay}
+    for n in range(1, HINT_CHANGES + 1):
+        fits = []
+        for names in combinations(choices, n):
+            for values in product(*(choices[k] for k in names)):
+                change = dict(zip(names, values))
+                trial = {**base, **change}
+                if {"cp", "pp", "tp"} & set(change):
+                    trial["dp"] = None  # the other degrees keep the GPU count
+                try:
+                    scored = estimate_layout(model, cluster, gpus=gpus or total, limits=limits, **trial)
+                except SpecError:  # a degree that does not divide the GPUs, an expert group too large
+                    continue
+                if {v.constraint for v in scored.violations} <= others:
+                    fits.append((scored.step_time_s, [axis(k).as_option(v) for k, v in change.items()], scored))
+        if fits:
+            _, options, scored = min(fits, key=lambda f: f[0])
+            return options, scored
+    return None
+
+
+class _OneLayout:
+    """`plan estimate` scores one layout: its breakdown is titled as that, not as a search's best."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+
+    def print(self, *objects, **kwargs) -> None:
+        from rich.table import Table
+
+        for o in objects:
+            if isinstance(o, Table) and isinstance(o.title, str) and o.title.startswith("best layout: "):
+                o.title = "this layout: " + o.title.removeprefix("best layout: ")
+        self.console.print(*objects, **kwargs)
 
 
 @app.command()
@@ -342,6 +546,73 @@ def validate(json_out: AsJson = False) -> None:
         out.print(t)
         s = summary(rows)
         out.print(f"{s['n']} figures: mean |error| {s['mean_abs']:.2%}, max {s['max_abs']:.2%}")
+
+    run(go)
+
+
+LIST_KINDS = {"models": "model", "clusters": "cluster", "gpus": "gpu", "stacks": "stack"}
+
+
+def shipped_rows(kinds: str) -> list[dict]:
+    """[{name, description}] of the shipped specs of a kind (planner/specs/shipped.py), sorted by
+    name; a file that does not load is listed with its error, not dropped."""
+    from planner.specs.loading import load_cluster, load_gpu, load_model, load_stack
+    from planner.specs.shipped import config_dir, shipped_names
+
+    kind = LIST_KINDS[kinds]
+    load = {"model": load_model, "cluster": load_cluster, "gpu": load_gpu, "stack": load_stack}[kind]
+    rows = []
+    for name in shipped_names(kind):
+        try:
+            text = _described(kind, load(config_dir() / kinds / f"{name}.yaml"))
+        except SpecError as exc:
+            text = f"does not load: {exc}"
+        rows.append({"name": name, "description": text})
+    return rows
+
+
+def _described(kind: str, spec) -> str:
+    """One line: what sets one shipped spec apart (parameters, GPUs, memory, what a stack is)."""
+    if kind == "model":
+        size = f"{spec.total_params() / 1e9:,.1f}B parameters"
+        size += f" ({spec.active_params() / 1e9:,.1f}B active, {spec.moe.experts} experts)" if spec.moe else ""
+        return f"{size}, {spec.layers} layers, seq_len {spec.seq_len:,}, {spec.training.precision}"
+    if kind == "cluster":
+        pools = [spec.pool_cluster(n) for n in spec.pool_names]
+        gpus = " + ".join(f"{p.total_gpus:,} x {p.gpu.name}" for p in pools)
+        domain = spec.node.nvlink_domain
+        return f"{gpus} GPUs, {spec.node.gpus} per node, NVLink domain {domain} GPUs" + (
+            f", {len(pools)} pools" if len(pools) > 1 else "")
+    if kind == "gpu":
+        peaks = spec.peak_tflops
+        fp8 = f", FP8 {peaks.fp8:,.0f}" if peaks.fp8 else ""
+        return f"{spec.memory_gib:g} GiB, BF16 {peaks.bf16:,.0f}{fp8} TFLOP/s dense, TDP {spec.tdp_w:,.0f} W"
+    return spec.description or spec.name
+
+
+@app.command("list")
+def list_shipped(
+    kind: Annotated[str, typer.Argument(help="models | clusters | gpus | stacks")],
+    json_out: AsJson = False,
+) -> None:
+    """List the shipped specs of a kind, the names MODEL, CLUSTER, a GPU preset and --stack take."""
+
+    def go():
+        if kind not in LIST_KINDS:
+            raise SpecError(f"unknown kind '{kind[:40]}'", path="KIND", expected=" | ".join(LIST_KINDS))
+        rows = shipped_rows(kind)
+        if json_out:
+            _print_json({"kind": kind, "items": rows})
+            return
+        from rich import box
+        from rich.table import Table
+
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 2, 0, 0))
+        t.add_column("name", no_wrap=True)
+        t.add_column("description")
+        for r in rows:
+            t.add_row(escape(r["name"]), escape(r["description"]))
+        out.print(t)
 
     run(go)
 

@@ -137,6 +137,7 @@ def _make_folder(folder: Path, flag: str) -> None:
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
     from planner.cli.common import axis_params, numbers_checked, option_params, run, with_params
+    from planner.specs.precision import PRECISIONS
 
     GlobalBatch = Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (overrides the model spec)")]
 
@@ -158,17 +159,22 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
         force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,
+        seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="tokens per sequence of every model (overrides their seq_len; --batch-tokens divides by it)")] = None,
+        precision: Annotated[Optional[str], typer.Option("--precision", help=f"{' | '.join(PRECISIONS)} (overrides every model's training.precision)")] = None,
+        nvlink_domain_gpus: Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
+            "GPUs of an NVLink domain (an NVL72 rack) a job's consecutive ranks fill (overrides node.nvlink_segment_gpus)"))] = None,
         **options,
     ) -> None:
         """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
         flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective)
+        stated = dict(seq_len=seq_len, precision=precision, nvlink_segment=nvlink_domain_gpus)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
-                                                workers=workers, force=force, quiet=quiet)))
+                                                workers=workers, force=force, quiet=quiet, stated=stated)))
 
 
 def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: str | None,
-                workers: int | None, force: bool, quiet: bool) -> None:
+                workers: int | None, force: bool, quiet: bool, stated: dict | None = None) -> None:
     """`plan sweep`: the spec from the file and flags, the points run, the table, file and plots."""
     from planner.cli.common import err, out
     from planner.errors import SpecError
@@ -190,7 +196,7 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
         _require_matplotlib(err)
     if not quiet:  # first words before the models are generated and the first search ends
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
-    points = expand(spec, base_dir)
+    points = with_stated(expand(spec, base_dir), spec, **(stated or {}))
     result = _run_points(points, out_file, n, force, quiet, err)
     title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
     # Piped: 170 columns, the sweep table's width with days, MWh and $/Mtok (search tables fit 150).
@@ -201,6 +207,42 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
 
         paths = write_plots(result.rows, plot)
     _summary(result, len(points), out_file, plot, paths, quiet, err)
+
+
+def with_stated(points: list, spec, *, seq_len: int | None = None, precision: str | None = None,
+                nvlink_segment: int | None = None) -> list:
+    """The points with --seq-len, --precision and --nvlink-domain-gpus applied as if each model and
+    cluster spec said so (planner/cli/common.py with_run); a --batch-tokens batch is recomputed for
+    the new sequence length. Points that become identical run once."""
+    from dataclasses import replace
+
+    from planner.cli.common import check_nvlink_segment, with_run
+    from planner.errors import SpecError
+    from planner.search import check_precision
+    from planner.sweep.family import batch_from_tokens
+
+    if seq_len is None and precision is None and nvlink_segment is None:
+        return points
+    models: dict[int, tuple] = {}  # id -> (the original, kept so the id stays its own; the new one)
+    clusters: dict[int, tuple] = {}
+    unique: dict[str, object] = {}
+    for p in points:
+        if id(p.model) not in models:
+            m = with_run(p.model, seq_len=seq_len, precision=precision)
+            if seq_len is not None and spec.global_batch is None and spec.batch_tokens is not None:
+                batch = batch_from_tokens(spec.batch_tokens, m.seq_len)
+                m = m.model_copy(update={"training": m.training.model_copy(update={"global_batch": batch})})
+            models[id(p.model)] = (p.model, m)
+        if id(p.cluster) not in clusters:
+            clusters[id(p.cluster)] = (p.cluster, check_nvlink_segment(p.cluster, nvlink_segment))
+        q = replace(p, model=models[id(p.model)][1], cluster=clusters[id(p.cluster)][1])
+        if precision is not None:
+            try:
+                check_precision(q.model, q.cluster)
+            except SpecError as exc:  # every point of this cluster would fail alike: bad input
+                raise SpecError(exc.message, path="--precision", expected=exc.expected) from None
+        unique.setdefault(q.key, q)
+    return list(unique.values())
 
 
 def worker_count(workers: int | None, err: Console) -> int:

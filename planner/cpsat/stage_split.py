@@ -18,8 +18,9 @@ Schema -> variables -> constraints -> solve -> validate (shared CP-SAT notes):
             + sum_j (w_dense + c_{k,j} a_dense) dense_{jp+r} + (w_moe + c_{k,j} a_moe) moe_{jp+r},
   with w the states of a held layer and a its stored activations (planner/costs/memory.py, probed
   so that both models agree). The embedding and the logits are these constants: the pseudo-layers.
-- variables: n_s >= 0 layers per virtual stage (an empty stage holds only the embedding or the
-  loss, as in Megatron's layout "E|t...|L"); with MoE, the MoE layers of stage s follow from the
+- variables: n_s >= 1 layers per virtual stage (n_s >= 0 only when there are fewer layers than
+  stages; an empty stage, holding only the embedding or the loss as in Megatron's layout "E|t...|L",
+  is the user's to ask for with --stage-layers); with MoE, the MoE layers of stage s follow from the
   cumulative count: moe_before(x) = max(x - dense_layers, 0) // layer_every.
 - constraints: sum n_s = L, M_r,k <= usable memory, T_max >= T_r.
 - objective, lexicographic (two solves): T_max (integers: the lightest layer's time / 1000, one
@@ -175,7 +176,10 @@ def build_model(inst: SplitInstance, peaks: list[np.ndarray] | None = None) -> _
     c = integer_coefficients(inst)
     L, p, v, S = inst.layers, inst.pp, inst.vpp, inst.stages
     model = cp_model.CpModel()
-    n = [model.new_int_var(0, L, f"layers_stage_{s}") for s in range(S)]
+    # Every virtual stage holds a layer when there are enough (an empty stage, Megatron's "E|" or
+    # "|L", only by the user's own --stage-layers): an idle rank is a bubble, not a saving.
+    least = 1 if L >= S else 0
+    n = [model.new_int_var(least, L, f"layers_stage_{s}") for s in range(S)]
     model.add(sum(n) == L)
     if inst.layer_every:
         moe, cum, previous, prev_after = [], 0, 0, None

@@ -78,6 +78,9 @@ class Axis:
     cell: Callable[[Any], str] = str  # a table cell from the shown value
     shown: Callable[[Any], Any] | None = None  # the value a table shows, from a scored layout (default: its layout value)
     justify: str = "right"  # of its table column
+    # `plan estimate`'s value when not given, from the degrees (None: `default`): what `plan search`
+    # picks where the layout allows it, so that search's best row pasted into estimate scores alike.
+    estimate_default: Callable[[Mapping[str, int]], Any] | None = None
     json: bool = True  # part of the JSON `layout` object
     csv: bool = True  # a column of `plan sweep --out`
 
@@ -204,11 +207,15 @@ AXES: tuple[Axis, ...] = (
          give_help="none | selective | full", invalid="unknown mode '{value}'", expected="none | selective | full",
          candidates=lambda ctx, chosen: [0, 1, 2], tiebreak=4, show="column", column="recompute", justify="left"),
     Axis("sequence_parallel", "sequence parallelism on", "option", kind=bool, default=False, given="default",
-         flag="--sequence-parallel", help="fix sequence parallelism", give_help="sequence parallelism (needs tp > 1)",
+         flag="--sequence-parallel", help="fix sequence parallelism",
+         give_help="sequence parallelism (default: on when tp > 1, as search picks)",
+         estimate_default=lambda v: v["tp"] > 1,
          candidates=lambda ctx, chosen: [0, 1] if chosen["tp"] > 1 else [0], tiebreak=5, short="sp",
          show="column", column="sp", cell=lambda on: "y" if on else "-", justify="center"),
     Axis("zero", "ZeRO stage", "option", choices=(0, 1, 2, 3), default=0, given="default",
-         bounds=dict(description="ZeRO stage"), flag="--zero", help="fix the ZeRO stage (0-3)", give_help="ZeRO stage 0-3",
+         bounds=dict(description="ZeRO stage"), flag="--zero", help="fix the ZeRO stage (0-3)",
+         give_help="ZeRO stage 0-3 (default: 1, the distributed optimizer, when dp*cp > 1, as search picks)",
+         estimate_default=lambda v: 1 if v["dp"] * v["cp"] > 1 else 0,
          invalid="ZeRO stage {value} does not exist", expected="0, 1, 2 or 3",
          candidates=lambda ctx, chosen: [0, 1, 2, 3] if chosen["dp"] * chosen.get("cp", 1) > 1 else [0], tiebreak=6,
          show="column", column="zero"),

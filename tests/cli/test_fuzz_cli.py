@@ -47,6 +47,7 @@ BASE: dict[str, tuple[dict, list[str]]] = {
     "validate": ({}, []),
     "check": ({"paths": str(CONFIGS / "models" / "gpt3-1.3b.yaml")}, []),
     "schema": ({"kind": "model"}, []),
+    "list": ({"kind": "models"}, []),
     "sweep": ({}, ["--models", "gpt3-1.3b", "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet", "--workers", "1"]),
     "allocate": ({"jobs_file": str(CONFIGS / "jobs" / "three-jobs.yaml"), "cluster": "dgx-a100-1024"}, []),
     "import": ({"config": str(CONFIGS / "hf" / "qwen3-30b-a3b.json")}, []),

@@ -63,8 +63,9 @@ def _compositions(L, S):
 
 def _brute(inst: SplitInstance):
     best = None
+    least = 1 if inst.layers >= inst.stages else 0  # no empty stage when every stage can hold a layer
     for split in _compositions(inst.layers, inst.stages):
-        if not balanced_chunks(inst, split) or not fits_integer(inst, split):
+        if min(split) < least or not balanced_chunks(inst, split) or not fits_integer(inst, split):
             continue
         key = (int(integer_times(inst, split).max()), integer_peak_kib(inst, split))
         best = key if best is None or key < best else best
@@ -105,6 +106,28 @@ def test_time_balance_by_hand():
     # logits of 35 ms: (4, 1) gives max(40, 45) = 45, (3, 2) gives max(30, 55) = 55: one layer moves
     inst = SplitInstance(**{**inst.__dict__, "t_logits_s": 0.035})
     assert solve(inst).stage_layers == (4, 1) and solve(inst).t_max_s == pytest.approx(0.045)
+
+
+def test_no_empty_stage_by_hand():
+    # 3 ranks, 4 layers of 10 ms, logits 100 ms on the last rank, memory never binds. An empty last
+    # stage, (2, 2, 0), would give the slowest rank max(20, 20, 0 + 100) = 100 ms; every stage holding
+    # a layer, the last rank runs at least 10 + 100 = 110 ms, reached by (2, 1, 1) or (1, 2, 1).
+    inst = SplitInstance(4, 3, 1, 0.010, 0.0, 0.100, (1.0, 0.0), (1.0, 0.0), 0.0, 0.0, 0.0, 1e12,
+                         (np.array([[3]]), np.array([[2]]), np.array([[1]])))
+    result = solve(inst)
+    assert min(result.stage_layers) == 1 and sum(result.stage_layers) == 4
+    assert result.stage_layers[-1] == 1 and result.t_max_s == pytest.approx(0.110)
+
+
+def test_search_proposes_no_empty_stage():
+    # llama3.1-70b on 200 GPUs proposed pp 25 with two empty stages ([3 4x7 0 4x4 3x11 0]); 80
+    # layers over 25 stages: every stage can hold one, so none may be empty
+    from planner.search import search
+
+    result = search(load_model("llama3.1-70b"), load_cluster("dgx-h100-1024"), gpus=200, top_k=3)
+    for i in result.chosen:
+        assert min(result.stage_layers(i)) >= 1, result.stage_layers(i)
+    assert any(int(result.scores.layouts.pp[i]) == 25 for i in result.chosen)  # the case that had them
 
 
 def test_llama3_405b_split_is_the_published_one():
