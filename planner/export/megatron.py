@@ -97,8 +97,49 @@ def position_and_norm_args(model: ModelSpec) -> Flags:
             f += [("--use-rope-scaling", None), ("--rope-scaling-factor", model.rope_scaling_factor)]
     if model.normalization is not None:
         f.append(("--normalization", {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[model.normalization]))
-    if model.qk_norm:
+    if model.qk_norm or model.mla is not None:
+        # MLA's latent norms (DeepSeek's q_a_layernorm, kv_a_layernorm) are Megatron's qk_layernorm, as
+        # Megatron-Bridge's deepseek_v3_bridge.py and kimi_bridge.py (v0.6.0) set it
         f.append(("--qk-layernorm", None))
+    return f
+
+
+def yarn_args(model: ModelSpec) -> tuple[Flags, list[str]]:
+    """MLA's RoPE type and YaRN (core_v0.15.0 arguments.py _add_mla_args, --rope-type): MLATransformerConfig
+    defaults to rope_type yarn with factor 40, so a MLA model without YaRN says --rope-type rope. YaRN's
+    original context and betas have no flag there: MLATransformerConfig's defaults (4096, 32, 1) apply, said
+    in a note when the spec's differ. A non-MLA YaRN (GPT-OSS) has no core_v0.15.0 flag at all."""
+    y, notes = model.yarn, []
+    if model.mla is None:
+        if y is not None:
+            notes.append(f"YaRN (factor {y.factor:g}, original context {y.original_max_position_embeddings}, beta_fast "
+                         f"{y.beta_fast:g}, beta_slow {y.beta_slow:g}) outside MLA has no core_v0.15.0 flag; later "
+                         "Megatron-LM (d98e8a64dd) has --position-embedding-type yarn --rotary-scaling-factor "
+                         "--yarn-original-max-position-embeddings --yarn-beta-fast --yarn-beta-slow")
+        return [], notes
+    if y is None:
+        return [("--rope-type", "rope")], notes
+    f: Flags = [("--rope-type", "yarn"), ("--rotary-scaling-factor", y.factor),
+                ("--mscale", 1.0 if y.mscale is None else y.mscale),
+                ("--mscale-all-dim", 0.0 if y.mscale_all_dim is None else y.mscale_all_dim)]
+    fixed = {"original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1}  # MLATransformerConfig
+    off = [f"{k} {getattr(y, k):g} (Megatron: {v})" for k, v in fixed.items() if getattr(y, k) != v]
+    if off:
+        notes.append(f"YaRN {', '.join(off)}: no core_v0.15.0 flag; set MLATransformerConfig's fields in the model provider")
+    return f, notes
+
+
+def router_args(model: ModelSpec) -> Flags:
+    """The router as the spec states it (Megatron's defaults: softmax scores, no expert bias, no groups)."""
+    moe, f = model.moe, []
+    if moe.router_score != "softmax":
+        f.append(("--moe-router-score-function", moe.router_score))
+    if moe.expert_bias:
+        f.append(("--moe-router-enable-expert-bias", None))  # transformer_config.py: sigmoid only
+    if moe.router_groups is not None:
+        f += [("--moe-router-num-groups", moe.router_groups), ("--moe-router-group-topk", moe.router_group_top_k)]
+    if moe.top_k_scaling is not None:
+        f.append(("--moe-router-topk-scaling-factor", moe.top_k_scaling))
     return f
 
 
@@ -117,6 +158,9 @@ def model_args(model: ModelSpec) -> Flags:
         f.append(("--kv-channels", model.head_dim))
     f += [("--seq-length", model.seq_len), ("--max-position-embeddings", model.seq_len)]
     f += position_and_norm_args(model)
+    f += yarn_args(model)[0]
+    if model.mtp_layers:
+        f.append(("--mtp-num-layers", model.mtp_layers))
     if model.sliding_window is not None:
         # Megatron-Core's window (left, right) spans keys i - left .. i + right: w keys is (w - 1, 0)
         f.append(("--window-size", f"{model.sliding_window - 1},0"))
@@ -139,6 +183,7 @@ def model_args(model: ModelSpec) -> Flags:
     if model.moe is not None:
         moe = model.moe
         f += [("--num-experts", moe.experts), ("--moe-router-topk", moe.top_k), ("--moe-ffn-hidden-size", moe.expert_ffn_hidden)]
+        f += router_args(model)
         # what the ep cost model prices (planner/costs/comm.py): all-to-all or flex dispatch, grouped expert
         # GEMMs; Megatron's defaults are the allgather dispatcher and one GEMM per expert
         f += [("--moe-token-dispatcher-type", model.training.moe_dispatcher), ("--moe-grouped-gemm", None)]
@@ -281,12 +326,24 @@ def precision_args(model: ModelSpec) -> Flags:
     return f
 
 
+def vocab_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
+    """The spec's vocabulary as the model's: --padded-vocab-size, which training/tokenizer/tokenizer.py keeps
+    as given (else it pads the tokenizer's size to a multiple of 128 x tp); the vocab-parallel embedding
+    splits it over tp (tensor_parallel/utils.py VocabUtility divides it)."""
+    if model.vocab % lay.tp:
+        return [], [f"vocab {model.vocab} does not divide by tp {lay.tp}: Megatron pads the tokenizer's vocabulary to a "
+                    f"multiple of --make-vocab-size-divisible-by x tp (128 x {lay.tp} by default)"]
+    return [("--padded-vocab-size", model.vocab)], []
+
+
 def megatron_settings(lay: Launch, model: ModelSpec) -> Export:
     mem, notes = memory_args(lay, model)
+    vocab, vocab_notes = vocab_args(lay, model)
+    notes += vocab_notes + yarn_args(model)[1]
     overlap, overlap_notes = moe_overlap_args(lay, model)
     graphs, graph_notes = graph_args(model)
     notes += overlap_notes + graph_notes + model_notes(model)
-    flags = (model_args(model) + parallel_args(lay, model) + overlap + mem + graphs
+    flags = (model_args(model) + vocab + parallel_args(lay, model) + overlap + mem + graphs
              + [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", lay.global_batch)] + precision_args(model))
     # a tuple is a list-valued flag (nargs='*', e.g. --recompute-modules): one shell word per item
     lines = [flag if value is None else f"{flag} {' '.join(map(shell, value))}" if isinstance(value, tuple)

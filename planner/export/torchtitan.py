@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from planner.errors import SpecError
 from planner.export.common import Export, Launch, architecture_extras, comments, window_pattern
 from planner.specs import ModelSpec
 
@@ -76,10 +77,26 @@ def titan_data_parallel(lay: Launch) -> tuple[Overrides, list[str]]:
     if lay.cp > 1 and lay.zero < 3:
         notes.append(f"torchtitan shards weights, gradients and optimizer state over the {lay.cp} cp ranks "
                      f"(FSDP over dp_shard x cp), not ZeRO-{lay.zero}")
-    if lay.ep > 1 and (shard * lay.cp * lay.tp) % (lay.ep * lay.etp):
-        notes.append(f"ep*etp = {lay.ep * lay.etp} must divide dp_shard*cp*tp = {shard * lay.cp * lay.tp} in "
-                     "torchtitan (its experts do not fold into data_parallel_replicate_degree)")
+    refuse_unrunnable(lay, shard)
     return o, notes
+
+
+def refuse_unrunnable(lay: Launch, shard: int) -> None:
+    """A layout torchtitan v0.2.2 refuses is no export (torchtitan/distributed/parallel_dims.py): `assert etp == tp
+    or etp == 1` (line 59), and the expert mesh efsdp = dp_shard * cp * tp // (etp * ep) (line 138) must cover the
+    dense ranks (line 207's size assert): ep * etp divides dp_shard * cp * tp, experts never folding into
+    data_parallel_replicate_degree."""
+    if lay.ep * lay.etp == 1:
+        return
+    if lay.etp not in (1, lay.tp):
+        raise SpecError(f"etp {lay.etp} with tp {lay.tp}: torchtitan runs only etp = tp or etp = 1 "
+                        "(torchtitan/distributed/parallel_dims.py, v0.2.2)", path="--export torchtitan",
+                        expected="a layout with etp 1 or etp = tp")
+    if (shard * lay.cp * lay.tp) % (lay.ep * lay.etp):
+        raise SpecError(f"ep*etp = {lay.ep * lay.etp} does not divide dp_shard*cp*tp = {shard * lay.cp * lay.tp} "
+                        f"(dp_shard {shard}: {'FSDP' if shard > 1 else 'DDP'} for ZeRO-{lay.zero}): torchtitan's expert "
+                        "mesh cannot be built (torchtitan/distributed/parallel_dims.py, v0.2.2)", path="--export torchtitan",
+                        expected="a layout torchtitan runs, e.g. ZeRO-2/3 (FSDP over dp) or ep*etp dividing cp*tp")
 
 
 def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool) -> tuple[Overrides, list[str]]:

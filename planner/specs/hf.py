@@ -580,6 +580,21 @@ def _norm_and_rope_base(r: _Reader, family: Family, spec: dict, sources: dict) -
         spec["qk_norm"] = True
 
 
+def _yarn_and_mtp(r: _Reader, spec: dict, sources: dict) -> None:
+    """yarn (a YaRN rope_scaling's factor, original context and betas, mscales) and mtp_layers
+    (num_nextn_predict_layers): for the exports only, the cost models read neither."""
+    scaling, path = r.get(("rope_scaling",), dict, required=False)
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "yarn":
+        keys = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+        yarn = {k: scaling[k] for k in keys if isinstance(scaling.get(k), (int, float)) and not isinstance(scaling[k], bool)
+                and 0 <= scaling[k] <= 1e6 and (k.startswith("mscale") or scaling[k] > 0)}  # YarnSpec's bounds
+        if "factor" in yarn and isinstance(yarn.get("original_max_position_embeddings"), int):
+            spec["yarn"], sources[("yarn",)] = yarn, path
+    mtp, path = r.get(("num_nextn_predict_layers",), int, required=False)
+    if mtp and 0 < mtp <= 100:  # ModelSpec.mtp_layers bounds
+        spec["mtp_layers"], sources[("mtp_layers",)] = mtp, path
+
+
 def _bias_and_clamp(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]) -> None:
     """linear_bias and swiglu_limit, for the families whose config says them (GPT-OSS)."""
     if family.swiglu_limit is not None:
@@ -667,6 +682,7 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
         _window(r, family, spec, sources, notes)
     if family.position_embedding == "rope":
         _rope(r, spec, sources, notes)
+        _yarn_and_mtp(r, spec, sources)
     _bias_and_clamp(r, family, spec, sources, notes)
     _norm_and_rope_base(r, family, spec, sources)
     given = {"seq_len": seq_len, "global_batch": global_batch, "precision": precision}

@@ -121,16 +121,49 @@ class MoeSpec(Spec):
         "tokens an expert takes, relative to an even share (null: dropless)"))
     load_imbalance: float = Field(default=1.0, ge=1, le=1000, description=(
         "busiest expert rank's tokens / the mean (1.0: force-balanced benchmarks; real routing is above)"))
+    # Routing (Megatron --moe-router-*; HF scoring_func, topk_method noaux_tc, n_group, topk_group,
+    # routed_scaling_factor). Named for the exports only: the cost models do not read them.
+    router_score: Literal["softmax", "sigmoid"] = Field(default="softmax", description=(
+        "the router's score function (Megatron --moe-router-score-function; DeepSeek-V3, Kimi K2 and "
+        "Llama 4: sigmoid); softmax: Megatron's default"))
+    expert_bias: bool = Field(default=False, description=(
+        "a per-expert bias added to the scores for choosing experts, updated to balance the load "
+        "(DeepSeek-V3's aux-loss-free balancing, HF topk_method noaux_tc; Megatron --moe-router-enable-expert-bias)"))
+    router_groups: int | None = Field(default=None, gt=0, le=1_000_000, description=(
+        "experts split into this many groups for group-limited routing (HF n_group; Megatron "
+        "--moe-router-num-groups); null: none"))
+    router_group_top_k: int | None = Field(default=None, gt=0, le=1_000_000, description=(
+        "groups each token may route to (HF topk_group; Megatron --moe-router-group-topk)"))
+    top_k_scaling: float | None = Field(default=None, gt=0, le=1e6, description=(
+        "factor on the routed experts' weights (HF routed_scaling_factor; Megatron "
+        "--moe-router-topk-scaling-factor); null: 1"))
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoeSpec":
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) must be at most experts ({self.experts})")
+        if (self.router_groups is None) != (self.router_group_top_k is None):
+            raise ValueError("router_groups and router_group_top_k go together (group-limited routing)")
+        if self.router_groups is not None and (self.experts % self.router_groups or self.router_group_top_k > self.router_groups):
+            raise ValueError(f"router_groups ({self.router_groups}) must divide experts ({self.experts}) and be at least "
+                             f"router_group_top_k ({self.router_group_top_k})")
         return self
 
     @property
     def shared_ffn(self) -> int:
         return self.shared_expert_ffn_hidden or self.expert_ffn_hidden
+
+
+class YarnSpec(Spec):
+    """YaRN RoPE scaling as the model's config.json states it (HF rope_scaling type yarn; Peng et al. 2023).
+    Named for the exports only: the cost models read rope_mscale, the factor it puts on cos and sin."""
+
+    factor: float = Field(gt=0, le=1e6, description="context extension factor (HF factor)")
+    original_max_position_embeddings: int = Field(gt=0, le=100_000_000, description="the pretraining context")
+    beta_fast: float = Field(default=32, gt=0, le=1e6)
+    beta_slow: float = Field(default=1, gt=0, le=1e6)
+    mscale: float | None = Field(default=None, ge=0, le=1e6, description="HF mscale (DeepSeek-V3: 1.0)")
+    mscale_all_dim: float | None = Field(default=None, ge=0, le=1e6, description="HF mscale_all_dim (DeepSeek-V3: 1.0)")
 
 
 class MlaSpec(Spec):
@@ -186,6 +219,11 @@ class ModelSpec(Spec):
     rope_mscale: float = Field(default=1.0, gt=0, le=100, description=(
         "factor YaRN puts on RoPE's cos and sin (GPT-OSS: 0.1 ln 32 + 1 = 1.347; DeepSeek-V3: 1, its "
         "mscale and mscale_all_dim cancel); Megatron's fused RoPE takes only 1"))
+    yarn: YarnSpec | None = Field(default=None, description=(
+        "YaRN RoPE scaling (HF rope_scaling type yarn), for the exports; null: none"))
+    mtp_layers: int = Field(default=0, ge=0, le=100, description=(
+        "multi-token-prediction modules after the last layer (HF num_nextn_predict_layers, Megatron "
+        "--mtp-num-layers; DeepSeek-V3: 1); named for the exports, not priced"))
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     training: TrainingSpec

@@ -69,6 +69,7 @@ from pathlib import Path
 
 import pytest
 
+from planner.errors import SpecError
 from planner.estimate import estimate_layout
 from planner.export import EXPORTS, export_settings
 from planner.export.megatron import moe_layer_pattern
@@ -190,9 +191,16 @@ CASES = {
 }
 
 
+# MoE cases whose ZeRO-1 layout torchtitan cannot run (ep does not divide dp_shard*cp*tp with DDP: SpecError, see
+# test_torchtitan_refuses_what_it_cannot_run): their torchtitan export is taken at ZeRO-3, FSDP over dp.
+TITAN_ZERO3 = ("deepseek-moe-mla", "qwen3-flex-overlap-bf16grad", "gpt-oss-window-cp", "gpt-oss-graph-fuser")
+
+
 @cache
 def exported(case: str, kind: str):
     model, cluster, training, given = CASES[case]
+    if kind == "torchtitan" and case in TITAN_ZERO3:
+        given = given | {"zero": 3}
     m, c = _model(model, **training), load_cluster(cluster)
     return export_settings(kind, estimate_layout(m, c, **given), m, c), m
 
@@ -416,9 +424,10 @@ def test_cli_export_bad_requests_exit_2(args, fragment):
 
 
 def test_cli_export_of_an_infeasible_layout_says_why_on_stderr_and_exits_1():
-    # tp 8 x pp 8 without recomputation or sequence parallelism does not fit (README's estimate example)
+    # tp 8 x pp 8 without recomputation or sequence parallelism does not fit (README's estimate example;
+    # estimate turns sequence parallelism on with tp > 1 unless told not to)
     args = [a for a in ESTIMATE if a not in ("--recompute", "selective", "--sequence-parallel")]
-    r = CliRunner().invoke(app, args + ["--recompute", "none", "--export", "torchtitan"])
+    r = CliRunner().invoke(app, args + ["--recompute", "none", "--no-sequence-parallel", "--export", "torchtitan"])
     assert r.exit_code == 1
     assert "--parallelism.tensor_parallel_degree=8" in r.stdout and "infeasible:" in r.stderr
 
@@ -640,7 +649,7 @@ def test_torchtitan_and_deepspeed_say_they_have_no_such_settings():
     extras = ("RMSNorm (normalization), RoPE base 150000 (rope_theta), "  # configs/models/gpt-oss-120b.yaml
               "SwiGLU clamped at 7 (swiglu_limit), biases on every linear layer (linear_bias), "
               "YaRN RoPE, cos and sin x 1.347 (rope_mscale)")
-    titan = _export("torchtitan", model)
+    titan = _export("torchtitan", model, tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=3)
     assert f"{extras}: torchtitan has no job_config setting for them; the model's own code and flavor " \
            "(--model.name / --model.flavor) must set them" in titan.notes
     assert "cuda_graph_impl full_iteration (Megatron's CUDA graphs) has no torchtitan equivalent: job_config.py has " \
@@ -681,8 +690,37 @@ def test_the_export_builds_the_model_the_spec_names():
     for override in ("model.config.normalization=RMSNorm", "model.config.rotary_base=1000000",
                      "model.config.qk_layernorm=True"):
         assert override in qwen, override
-    titan = CliRunner().invoke(app, ["search", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--export",
-                                     "torchtitan"]).stdout
+    # search's best layout (ZeRO-1, ep 8 > cp * tp) is none torchtitan runs: an error, exit 2, no settings
+    refused = CliRunner().invoke(app, ["search", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--export", "torchtitan"])
+    assert refused.exit_code == 2 and "does not divide dp_shard*cp*tp" in refused.output and "--parallelism" not in refused.stdout
+    m, c = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100-1024")
+    titan = export_settings("torchtitan", estimate_layout(m, c, gpus=16, tp=1, pp=1, ep=8, micro_batch=1, zero=3), m, c).text
     assert "RMSNorm (normalization), RoPE base 1e+06 (rope_theta), a norm on queries and keys (qk_norm)" in titan
     gpt3 = CliRunner().invoke(app, ["search", "gpt3-175b", "dgx-a100-1024", "--export", "megatron"]).stdout
     assert "--normalization" not in gpt3 and "--rotary-base" not in gpt3  # LayerNorm and learned positions: the defaults
+
+
+@pytest.mark.parametrize("case", TITAN_ZERO3)
+def test_torchtitan_refuses_what_it_cannot_run(case):
+    # torchtitan v0.2.2 parallel_dims.py: efsdp = dp_shard * cp * tp // (etp * ep) must be whole; with ZeRO-1
+    # (DDP, dp_shard 1) these cases have cp * tp < ep, e.g. deepseek: tp 2, cp 1, ep 64
+    model, cluster, training, given = CASES[case]
+    m, c = _model(model, **training), load_cluster(cluster)
+    scored = estimate_layout(m, c, **given)
+    lay = scored.layout
+    assert (lay["cp"] * lay["tp"]) % (lay["ep"] * lay["etp"]) and lay["zero"] < 2
+    with pytest.raises(SpecError, match=r"ep\*etp = \d+ does not divide dp_shard\*cp\*tp") as exc:
+        export_settings("torchtitan", scored, m, c)
+    assert exc.value.exit_code == 2
+    for kind in ("megatron", "nemo", "deepspeed"):  # the others fold ep into dp
+        export_settings(kind, scored, m, c)
+
+
+def test_torchtitan_runs_etp_tp_or_1_only():
+    # parallel_dims.py v0.2.2 line 59: assert etp == tp or etp == 1; maverick at tp 8 with etp 8 runs (ZeRO-2)
+    m, c = _model("llama4-maverick"), load_cluster("dgx-h100-16384")
+    ok = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=8, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
+    assert "--parallelism.expert_tensor_parallel_degree=8" in export_settings("torchtitan", ok, m, c).text.splitlines()
+    bad = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=2, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
+    with pytest.raises(SpecError, match="etp 2 with tp 8"):
+        export_settings("torchtitan", bad, m, c)

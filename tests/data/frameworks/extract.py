@@ -150,3 +150,32 @@ head = f"""# NeMo-Run's CLI value parsers, vendored to check which NeMo override
 """
 open("/work/main/tests/data/frameworks/nemo-run.txt", "w").write(
     head + "\n".join(l.strip() for l in lines_of(src, table.lineno, table.end_lineno)) + "\n")
+
+# ---- Megatron-LM's argument parser, rebuildable offline (tests/export/test_roundtrip.py)
+def argparse_calls(src):
+    """Every `*.add_argument(...)` call of a source, as one line of Python with its help= dropped."""
+    out = []
+    for node in sorted((n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr == "add_argument"), key=lambda n: n.lineno):
+        node.keywords = [k for k in node.keywords if k.arg != "help"]
+        node.func = ast.Attribute(value=ast.Name("group"), attr="add_argument")
+        out.append(ast.unparse(node))
+    return out
+
+src = show(MG, MGT, "megatron/training/arguments.py")
+tc = show(MG, MGT, "megatron/core/transformer/transformer_config.py")
+mla = dataclass_fields(tc, "MLATransformerConfig")
+head = f"""# Megatron-LM's command-line parser, vendored to parse the planner's --export megatron offline.
+# repo: https://github.com/NVIDIA/Megatron-LM  tag: {MGT}  commit: {commit(MG, MGT)}
+# licence: BSD-3-Clause (NVIDIA), see the repository's LICENSE
+# file: megatron/training/arguments.py: every `*.add_argument(...)` call (Python's ast, in source order), one per
+# line as ast.unparse writes it, its help= keyword dropped and its receiver renamed `group`; arguments.py builds
+# them on argparse.ArgumentParser(allow_abbrev=False). Then `## MLATransformerConfig fields`: the verbatim line of
+# each annotated field of megatron/core/transformer/transformer_config.py MLATransformerConfig (the YaRN
+# settings arguments.py has no flag for). Then `## type functions (verbatim)`: arguments.py's _eval_pattern, moe_freq_type and
+# tuple_type, the type= of --moe-layer-freq, --window-attn-skip-freq and --window-size.
+"""
+open("/work/main/tests/data/frameworks/megatron-lm-argparse.txt", "w").write(
+    head + "\n".join(argparse_calls(src)) + "\n## MLATransformerConfig fields\n" + "\n".join(mla)
+    + "\n## type functions (verbatim)\n" + "\n".join(ast.get_source_segment(src, n) for n in ast.parse(src).body
+                                                      if isinstance(n, ast.FunctionDef) and n.name in ("_eval_pattern", "moe_freq_type", "tuple_type")) + "\n")
