@@ -59,7 +59,8 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     if own is not None and own.error_cases:
         cases = np.array(own.error_cases, dtype=float)
         pct, note = _widen_beyond(band_of_cases(cases, gpus, params_b), cases, gpus)
-        return ErrorBand(pct, f"{len(cases)} calibration runs of {stack.name} on {gpu_name}{note}")
+        what = "calibration runs" if own.fitted_on else "measured jobs, never fitted (the profile's constants),"
+        return ErrorBand(pct, f"{len(cases)} {what} of {stack.name} on {gpu_name}{note}")
     others = [(name, g) for name, g in stack.gpus.items() if g.error_cases]
     if others:
         cases = np.concatenate([np.array(g.error_cases, dtype=float) for _, g in others])

@@ -364,3 +364,27 @@ def load_held_out(path=HELD_OUT_FILE) -> HeldOut:
         for i, piece in zip(members, np.split(together, np.cumsum([len(p) for p in parts])[:-1])):
             fits[i] = piece
     return HeldOut([_run(p, f) for p, f in zip(prepared, fits)], skipped)
+
+
+def fitting_cases(held: HeldOut) -> list[Case]:
+    """The runs as calibration Cases (benchmarks/calibrate.py): the rows of one model on one cluster
+    with one layout each become one multi-row Case (as vTrain's runs by model shape), since a fit
+    re-predicts every case hundreds of times and the Playbook's 1,117 rows are 14 jobs; rows with
+    alternatives for unstated knobs (NeMo's) stay one Case each."""
+    out, jobs = [], {}
+    for run in held.runs:
+        c = run.case
+        if c.alternatives > 1:
+            out.append(c)
+        else:
+            jobs.setdefault((run.source, id(c.model), id(c.cluster)), []).append(c)
+    for (source, _, _), members in jobs.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        first = members[0]
+        out.append(Case(f"{source}:{first.id}+{len(members) - 1}", source, "iteration", first.model, first.cluster,
+                        Layouts.concat([c.layouts for c in members]),
+                        {"iteration_s": np.array([c.measured["iteration_s"] for c in members], dtype=float)},
+                        1, np.concatenate([np.atleast_1d(c.fits) for c in members])))
+    return out

@@ -126,3 +126,21 @@ def test_stack_specific_settings_and_the_band_they_get(by_id):
     band = error_band(run.case.model, run.case.cluster.gpu.name, np.array([run.gpus]))
     assert band.pct[0] == load_stack("nanotron").carried_over_error_pct
     assert "no calibration runs of nanotron" in band.basis
+
+
+def test_rows_of_one_job_become_one_fitting_case_that_predicts_each_row_as_alone(held):
+    from planner.fidelity.calibration import predict
+    from planner.fidelity.held_out import fitting_cases
+
+    cases = fitting_cases(held)
+    # 14 Playbook jobs (1B and 3B on 1-64 nodes: 2 x 7), NeMo's 9 rows one case each (their unstated
+    # micro-batch and recomputation are alternatives), torchtitan's 18 rows as jobs of one model and GPU count.
+    assert sum(c.source == "playbook" for c in cases) == 14
+    assert sum(c.source == "nemo_longseq" for c in cases) == 9
+    assert sum(np.atleast_1d(c.measured["iteration_s"]).size for c in cases) == 1144
+    job = next(c for c in cases if c.source == "playbook" and c.id.startswith("playbook:usp_1b_n1_"))
+    alone = [r for r in held.runs if r.source == "playbook" and r.case.model is job.model and r.case.cluster is job.cluster]
+    assert len(alone) == np.atleast_1d(job.measured["iteration_s"]).size > 1
+    together = predict(job)["iteration_s"]
+    assert together == pytest.approx([predict(r.case)["iteration_s"] for r in alone], rel=1e-12)
+    assert np.atleast_1d(job.measured["iteration_s"]) == pytest.approx([r.measured_s for r in alone])
