@@ -8,6 +8,7 @@ guessed. The Megatron-LM split helpers live in export_megatron and are re-export
 """
 from __future__ import annotations
 
+from planner.export.bridge import bridge_settings
 from planner.export.common import Export, is_even, launch, runs
 from planner.export.deepspeed import deepspeed_settings
 from planner.export.megatron import megatron_first_last, megatron_layout, megatron_pipeline_args, megatron_settings
@@ -19,7 +20,9 @@ from planner.specs import ClusterSpec, ModelSpec
 __all__ = ["EXPORTS", "Export", "export_settings", "is_even", "megatron_first_last", "megatron_layout",
            "megatron_pipeline_args", "runs"]
 
-EXPORTS = ("megatron", "nemo", "torchtitan", "deepspeed")
+# torchtitan: main at b5bcd76 (2026-08-21); torchtitan@0.2: release v0.2.2's older names
+# megatron-bridge: Megatron-Bridge v0.6.0 run_recipe.py overrides
+EXPORTS = ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2", "megatron-bridge")
 
 
 def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: ClusterSpec) -> Export:
@@ -29,10 +32,12 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
     lay = launch(scored.layout, model)
     if kind == "megatron":
         settings = megatron_settings(lay, model)
+    elif kind == "megatron-bridge":
+        settings = bridge_settings(lay, model)
     elif kind == "nemo":
         settings = nemo_settings(lay, model, cluster)
-    elif kind == "torchtitan":
-        settings = torchtitan_settings(lay, model)
+    elif kind in ("torchtitan", "torchtitan@0.2"):
+        settings = torchtitan_settings(lay, model, rev="main" if kind == "torchtitan" else "0.2")
     else:
         settings = deepspeed_settings(lay, model)
     return _with_power_cap(settings, kind, scored)

@@ -1,6 +1,15 @@
-"""torchtitan command-line overrides of a layout (pytorch/torchtitan v0.2.2: torchtitan/config/job_config.py,
-vendored in tests/data/frameworks/torchtitan.txt; `--section.field=value`, booleans as tyro's
-`--section.field` / `--section.no_field`).
+"""torchtitan command-line overrides of a layout: `--export torchtitan` writes the names of pytorch/torchtitan
+main at commit b5bcd76 (2026-08-21; torchtitan/config/configs.py and trainer.py's Trainer.Config, vendored in
+tests/data/frameworks/torchtitan-main.txt), `--export torchtitan@0.2` those of release v0.2.2
+(torchtitan/config/job_config.py, vendored in tests/data/frameworks/torchtitan.txt). Both: `--section.field=value`,
+booleans as tyro's `--section.field` / `--section.no_field`.
+
+main replaced v0.2.2's batch fields by token counts (trainer.py): num_tokens_per_microbatch_per_dp_rank (one
+forward), num_pp_microbatches (one pipeline pass), num_tokens_per_train_step; gradient accumulation = tokens per
+step / (microbatch tokens x pp microbatches x dp). Activation checkpointing is a tyro subcommand
+(`activation-checkpoint:full|none|selective`, distributed/activation_checkpoint.py), written last; expert tensor
+parallelism is gone (ep takes its ranks from dp_shard x cp x tp); the model's converters (FP8) and token
+dispatcher are in the model config, off the CLI (Trainer.Config.model_spec is tyro.conf.Suppress).
 
 Data parallelism (distributed/parallel_dims.py, models/llama3/infra/parallelize.py): FSDP2 shards
 over data_parallel_shard_degree x context_parallel_degree, DDP replicates over
@@ -20,6 +29,8 @@ from planner.export.common import Export, Launch, architecture_extras, comments,
 from planner.specs import ModelSpec
 
 Overrides = list[tuple[str, object]]
+MAIN = "b5bcd76"  # pytorch/torchtitan main, 2026-08-21 (b5bcd76c66d0acb1a08b176d9639425bc55e0b2a)
+HEADER = f"# torchtitan main {MAIN} (2026-08-21) names; torchtitan v0.2.2's: --export torchtitan@0.2"
 
 
 def titan_counts(stages: int, layers: int, input_weight: int, output_weight: int) -> list[int] | None:
@@ -40,7 +51,7 @@ def titan_counts(stages: int, layers: int, input_weight: int, output_weight: int
     return out
 
 
-def titan_split(lay: Launch) -> tuple[Overrides, list[str]]:
+def titan_split(lay: Launch, main: bool = False) -> tuple[Overrides, list[str]]:
     """The schedule, and first/last weights (and layers per stage with vpp > 1) that reproduce the split."""
     p = "--parallelism."
     o: Overrides = [(p + "pipeline_parallel_schedule", "Interleaved1F1B" if lay.vpp > 1 else "1F1B")]
@@ -58,13 +69,13 @@ def titan_split(lay: Launch) -> tuple[Overrides, list[str]]:
     start = 0
     for s, k in enumerate(lay.stage_layers):
         names = [f"layers.{n}" for n in range(start, start + k)]
-        fqns.append((["tok_embeddings"] if s == 0 else []) + names + (["norm", "output"] if s == stages - 1 else []))
+        fqns.append((["tok_embeddings"] if s == 0 else []) + names + (["norm", "lm_head" if main else "output"] if s == stages - 1 else []))
         start += k
     return o, [f"the split {' '.join(map(str, lay.stage_layers))} has no first/last-weight form; in the TOML's "
                f"[parallelism] set module_fqns_per_model_part = {fqns}"]
 
 
-def titan_data_parallel(lay: Launch) -> tuple[Overrides, list[str]]:
+def titan_data_parallel(lay: Launch, model: ModelSpec, main: bool = False) -> tuple[Overrides, list[str]]:
     p = "--parallelism."
     shard = lay.dp if lay.zero >= 2 else 1
     o: Overrides = [(p + "data_parallel_replicate_degree", lay.dp // shard), (p + "data_parallel_shard_degree", shard)]
@@ -77,7 +88,10 @@ def titan_data_parallel(lay: Launch) -> tuple[Overrides, list[str]]:
     if lay.cp > 1 and lay.zero < 3:
         notes.append(f"torchtitan shards weights, gradients and optimizer state over the {lay.cp} cp ranks "
                      f"(FSDP over dp_shard x cp), not ZeRO-{lay.zero}")
-    refuse_unrunnable(lay, shard)
+    if main:
+        refuse_unrunnable_main(lay, shard, model)
+    else:
+        refuse_unrunnable(lay, shard)
     return o, notes
 
 
@@ -99,15 +113,49 @@ def refuse_unrunnable(lay: Launch, shard: int) -> None:
                         expected="a layout torchtitan runs, e.g. ZeRO-2/3 (FSDP over dp) or ep*etp dividing cp*tp")
 
 
-def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool) -> tuple[Overrides, list[str]]:
-    """Recompute, sequence parallelism and precision."""
-    t, notes = model.training, []
-    o: Overrides = [("--activation_checkpoint.mode", "full" if lay.recompute == "full" else "none")]
+def refuse_unrunnable_main(lay: Launch, shard: int, model: ModelSpec) -> None:
+    """A layout torchtitan main (b5bcd76) refuses is no export: ParallelismConfig has no expert tensor parallelism
+    (torchtitan/config/configs.py); parallel_dims.py _validate: `if sparse_region % ep != 0: raise`, sparse_region
+    = dp_shard * cp * tp; trainer.py: the microbatch tokens divisible by (tp if sequence parallel) x 2cp (cp > 1)."""
+    where = f"(torchtitan main {MAIN})"
+    if lay.ep > 1 and lay.etp != 1:
+        raise SpecError(f"etp {lay.etp}: torchtitan main has no expert tensor parallelism (experts take their ep ranks "
+                        f"from dp_shard*cp*tp; torchtitan/config/configs.py {where}); torchtitan v0.2.2 ran etp = tp",
+                        path="--export torchtitan", expected="a layout with etp 1, or --export torchtitan@0.2")
+    if (shard * lay.cp * lay.tp) % lay.ep:
+        raise SpecError(f"ep = {lay.ep} does not divide dp_shard*cp*tp = {shard * lay.cp * lay.tp} (dp_shard {shard}: "
+                        f"{'FSDP' if shard > 1 else 'DDP'} for ZeRO-{lay.zero}): torchtitan's expert mesh cannot be built "
+                        f"(torchtitan/distributed/parallel_dims.py {where})", path="--export torchtitan",
+                        expected="a layout torchtitan runs, e.g. ZeRO-2/3 (FSDP over dp) or ep dividing cp*tp")
+    divisor = (lay.tp if lay.sequence_parallel else 1) * (2 * lay.cp if lay.cp > 1 else 1)
+    if (lay.micro_batch * model.seq_len) % divisor:
+        raise SpecError(f"{lay.micro_batch * model.seq_len} tokens per microbatch do not divide by {divisor} "
+                        f"(sequence-parallel tp x 2cp; torchtitan/trainer.py {where})", path="--export torchtitan",
+                        expected="microbatch tokens divisible by tp x 2cp")
+
+
+def titan_checkpointing(lay: Launch, main: bool) -> tuple[Overrides, list[str]]:
+    """v0.2.2: --activation_checkpoint.mode; main: the tyro subcommand activation-checkpoint:full|none (its default
+    is op-level SelectiveAC), as torchtitan's own scripts write it (experiments/transformers_modeling_backend/tests/
+    run_moe_tests.sh)."""
+    notes = []
     if lay.recompute == "selective":
         notes.append("recompute=selective (Megatron's core-attention recompute) has no torchtitan equivalent: its "
                      "selective modes recompute every n-th layer or all but every second matmul; written as mode none, "
                      "which stores what selective stores when attention is fused (SDPA/flex)")
-    if lay.tp > 1 and not lay.sequence_parallel:
+    mode = "full" if lay.recompute == "full" else "none"
+    return [(f"activation-checkpoint:{mode}", None) if main else ("--activation_checkpoint.mode", mode)], notes
+
+
+def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool, main: bool = False) -> tuple[Overrides, list[str]]:
+    """Sequence parallelism and precision (with v0.2.2, recompute first)."""
+    t, notes = model.training, []
+    o: Overrides = []
+    if not main:
+        o, notes = titan_checkpointing(lay, main)
+    if main and lay.tp > 1:
+        o.append(("--parallelism.enable_sequence_parallel", lay.sequence_parallel))  # configs.py, default True
+    elif lay.tp > 1 and not lay.sequence_parallel:
         notes.append("torchtitan's tensor parallelism always shards the norms over the sequence (sequence parallel); "
                      "sp off has no equivalent")
     if t.precision == "fp16":
@@ -117,39 +165,65 @@ def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool) -> tuple[Overrides,
     if not fsdp and (lay.tp > 1 or lay.pp > 1):
         notes.append("without FSDP, torchtitan applies mixed_precision_param only to DDP alone: with tp or pp the "
                      "weights and activations stay float32")
-    if t.precision == "fp8":
+    if main and t.precision in ("fp8", "mxfp8"):
+        converter = "Float8LinearConverter" if t.precision == "fp8" else "MXFP8LinearConverter"
+        notes.append(f"{t.precision} GEMMs: torchtitan main converts the model in the config function, model_registry(..., "
+                     f"converters=[{converter}.Config(...)]) (components/quantization/), not on the CLI (model_spec is "
+                     "tyro.conf.Suppress)" + (f"; its Float8 recipes are rowwise, no tensorwise FP8 all-gather "
+                                              f"(fp8_param_gather)" if t.fp8_param_gather else ""))
+    elif t.precision == "fp8":
         o += [("--model.converters", "quantize.linear.float8"), ("--quantize.linear.float8.recipe_name", "tensorwise")]
         if t.fp8_param_gather and fsdp:
             o += [("--quantize.linear.float8.enable_fsdp_float8_all_gather", True),
                   ("--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", True)]
     elif t.precision == "mxfp8":
         o.append(("--model.converters", "quantize.linear.mx"))
-    if t.fp8_param_gather and t.precision in ("fp8", "mxfp8") and (t.precision == "mxfp8" or not fsdp):
+    if not main and t.fp8_param_gather and t.precision in ("fp8", "mxfp8") and (t.precision == "mxfp8" or not fsdp):
         notes.append("fp8_param_gather: torchtitan gathers FP8 weights only with FSDP and tensorwise FP8")
     if t.grad_reduce_dtype == "bf16":
         notes.append("grad_reduce_dtype bf16 has no torchtitan equivalent (training.mixed_precision_reduce: float32 only)")
     return o, notes
 
 
-def titan_moe(model: ModelSpec) -> tuple[Overrides, list[str]]:
+def titan_moe(model: ModelSpec, main: bool = False) -> tuple[Overrides, list[str]]:
     """The flex dispatcher is torchtitan's DeepEP backend; the combined-1F1B all-to-all overlap has none."""
     t = model.training
-    o: Overrides = [("--parallelism.expert_parallel_comm_backend", "deepep")] if t.moe_dispatcher == "flex" else []
+    o: Overrides = [("--parallelism.expert_parallel_comm_backend", "deepep")] if t.moe_dispatcher == "flex" and not main else []
     notes = []
+    if t.moe_dispatcher == "flex" and main:
+        notes.append("moe_dispatcher flex: torchtitan main's DeepEP is the model's token dispatcher, comm_backend=\"deepep\" "
+                     "(models/common/config_utils.py make_token_dispatcher_config), set in the config function, not on the CLI")
     if t.moe_a2a_overlap:
         notes.append("moe_a2a_overlap (Megatron's combined 1F1B) has no torchtitan equivalent: "
                      "parallelism.pipeline_parallel_expert_parallel_overlap belongs to its own pipeline schedules")
     return o, notes
 
 
-def titan_unmatched(model: ModelSpec) -> list[str]:
+def titan_graphs(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """torchtitan main captures forward+backward in a CUDA graph unless training.disable_cuda_graphs; trainer.py
+    _validate_cuda_graphs raises with pp > 1 and with ep > 1 on a host-syncing dispatcher (the standard one)."""
+    impl = model.training.cuda_graph_impl
+    if impl == "none":
+        return [("--training.disable_cuda_graphs", True)], []
+    if lay.pp > 1 or lay.ep > 1:
+        return [("--training.disable_cuda_graphs", True)], [
+            f"cuda_graph_impl {impl}: torchtitan main refuses CUDA graphs with "
+            f"{'pipeline parallelism' if lay.pp > 1 else 'its standard expert-parallel dispatcher'} (trainer.py "
+            "_validate_cuda_graphs): disabled"]
+    return [], [f"cuda_graph_impl {impl}: torchtitan main graphs the whole forward+backward step "
+                "(training.disable_cuda_graphs false, its default)"]
+
+
+def titan_unmatched(model: ModelSpec, main: bool = False) -> list[str]:
     """Architecture and kernels job_config.py has no field for (its [compile] has enable, components, backend)."""
     notes, t = [], model.training
     extras = architecture_extras(model)
     if extras:
         notes.append(f"{', '.join(extras)}: torchtitan has no job_config setting for them; the model's own code and "
-                     "flavor (--model.name / --model.flavor) must set them")
-    if t.cuda_graph_impl != "none":
+                     "flavor (--model.name / --model.flavor) must set them" if not main else
+                     f"{', '.join(extras)}: torchtitan has no CLI setting for them; the model config of the config "
+                     "function (--module / --config) must set them")
+    if t.cuda_graph_impl != "none" and not main:
         notes.append(f"cuda_graph_impl {t.cuda_graph_impl} (Megatron's CUDA graphs) has no torchtitan equivalent: "
                      "job_config.py has no CUDA-graph setting")
     if t.te_op_fuser:
@@ -159,19 +233,24 @@ def titan_unmatched(model: ModelSpec) -> list[str]:
 
 
 def _line(key: str, value: object) -> str:
+    if value is None:  # a tyro subcommand
+        return key
     if isinstance(value, bool):
         section, _, name = key.rpartition(".")
         return key if value else f"{section}.no_{name}"
     return f"{key}={value}"
 
 
-def torchtitan_settings(lay: Launch, model: ModelSpec) -> Export:
+def torchtitan_settings(lay: Launch, model: ModelSpec, rev: str = "main") -> Export:
+    """rev "main" (b5bcd76) or "0.2" (v0.2.2)."""
+    if rev == "main":
+        return torchtitan_main(lay, model)
     p = "--parallelism."
     o: Overrides = [(p + "tensor_parallel_degree", lay.tp), (p + "pipeline_parallel_degree", lay.pp),
                     (p + "context_parallel_degree", lay.cp)]
     if model.moe is not None:
         o += [(p + "expert_parallel_degree", lay.ep), (p + "expert_tensor_parallel_degree", lay.etp)]
-    dp, notes = titan_data_parallel(lay)
+    dp, notes = titan_data_parallel(lay, model)
     o += dp
     if model.moe is not None:
         moe, moe_notes = titan_moe(model)
@@ -194,3 +273,36 @@ def torchtitan_settings(lay: Launch, model: ModelSpec) -> Export:
                      "code and flavor (--model.name / --model.flavor) must set it")
     notes += titan_unmatched(model)
     return Export(text="\n".join(comments(notes) + [_line(k, v) for k, v in o]), notes=notes)
+
+
+def torchtitan_main(lay: Launch, model: ModelSpec) -> Export:
+    """torchtitan main (b5bcd76): token counts in place of batch sizes, no etp, AC a subcommand (written last)."""
+    p, t = "--parallelism.", "--training."
+    o: Overrides = [(p + "tensor_parallel_degree", lay.tp), (p + "pipeline_parallel_degree", lay.pp),
+                    (p + "context_parallel_degree", lay.cp)]
+    if model.moe is not None:
+        o.append((p + "expert_parallel_degree", lay.ep))
+    dp, notes = titan_data_parallel(lay, model, main=True)
+    o += dp
+    if model.moe is not None:
+        moe, moe_notes = titan_moe(model, main=True)
+        notes += moe_notes
+    if lay.pp > 1:
+        split, split_notes = titan_split(lay, main=True)
+        o += split + [(p + "num_pp_microbatches", lay.accumulation)]  # one pipeline pass: gradient accumulation 1
+        notes += split_notes
+    o += [(t + "num_tokens_per_microbatch_per_dp_rank", lay.micro_batch * model.seq_len),
+          (t + "num_tokens_per_train_step", lay.global_batch * model.seq_len), (t + "max_context_length", model.seq_len)]
+    compute, compute_notes = titan_compute(lay, model, fsdp=lay.zero >= 2 or lay.cp > 1, main=True)
+    o += compute
+    notes += compute_notes
+    graphs, graph_notes = titan_graphs(lay, model)
+    o += graphs
+    notes += graph_notes
+    if model.sliding_window is not None:
+        notes.append(f"{window_pattern(model)}: torchtitan has no CLI setting for it; the model config of the config "
+                     "function (--module / --config) must set it")
+    notes += titan_unmatched(model, main=True)
+    ac, ac_notes = titan_checkpointing(lay, main=True)
+    notes = ac_notes + notes
+    return Export(text="\n".join([HEADER] + comments(notes) + [_line(k, v) for k, v in o + ac]), notes=notes)

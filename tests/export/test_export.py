@@ -58,6 +58,8 @@ def test_layout_roundtrip_and_runs():
 #   nemo.txt         NVIDIA/NeMo v2.4.0 (2381f42f69) MegatronStrategy, MegatronMixedPrecision, MockDataModule,
 #                    GPTConfig, recipes/gpt3_175b.py; Megatron Core core_v0.15.0 dataclasses, Apache-2.0
 #   torchtitan.txt   pytorch/torchtitan v0.2.2 (73a0e6979d) torchtitan/config/job_config.py, BSD-3-Clause
+#   torchtitan-main.txt  pytorch/torchtitan main (b5bcd76c66, 2026-08-21) config/configs.py, trainer.py Trainer.Config,
+#                    distributed/activation_checkpoint.py, BSD-3-Clause
 #   deepspeed.txt    deepspeedai/DeepSpeed v0.19.5 (cf44300453) deepspeed/runtime/{constants,precision_config,
 #                    zero/config,activation_checkpointing/config}.py, Apache-2.0
 #   nemo-run.txt     NVIDIA/NeMo-Run v0.4.0 (33458c85ff) nemo_run/cli/cli_parser.py TypeParser's value parsers, Apache-2.0
@@ -127,19 +129,28 @@ def nemo_paths() -> dict[str, set[str]]:
     return paths
 
 
+TITAN_FILES = {"torchtitan": "torchtitan-main.txt", "torchtitan@0.2": "torchtitan.txt"}
+TITAN_ROOT = {"torchtitan": "Trainer.Config", "torchtitan@0.2": "JobConfig"}
+
+
 @cache
-def torchtitan_classes() -> dict[str, dict[str, str]]:
-    """job_config.py class -> field -> the field's vendored line."""
+def torchtitan_classes(kind: str = "torchtitan@0.2") -> dict[str, dict[str, str]]:
+    """config class -> field -> the field's vendored line (job_config.py at v0.2.2; configs.py and trainer.py at main)."""
     classes: dict[str, dict[str, str]] = {}
     current = None
-    for line in _lines("torchtitan.txt"):
+    for line in _lines(TITAN_FILES[kind]):
         if line.startswith("class "):
             current = classes.setdefault(line.removeprefix("class ").rstrip(":"), {})
         elif line.startswith("## "):
             current = None
-        elif current is not None and re.match(r"^    \w+:", line):
+        elif current is not None and re.match(r"^\s+\w+:", line):
             current[line.split(":")[0].strip()] = line
     return classes
+
+
+def titan_subcommands() -> set[str]:
+    """main's activation-checkpoint subcommand names (the vendored ActivationCheckpointingConfig union)."""
+    return set(re.findall(r'tyro\.conf\.subcommand\("([\w-]+)"\)', (FRAMEWORKS / "torchtitan-main.txt").read_text()))
 
 
 @cache
@@ -199,7 +210,7 @@ TITAN_ZERO3 = ("deepseek-moe-mla", "qwen3-flex-overlap-bf16grad", "gpt-oss-windo
 @cache
 def exported(case: str, kind: str):
     model, cluster, training, given = CASES[case]
-    if kind == "torchtitan" and case in TITAN_ZERO3:
+    if kind.startswith("torchtitan") and case in TITAN_ZERO3:
         given = given | {"zero": 3}
     m, c = _model(model, **training), load_cluster(cluster)
     return export_settings(kind, estimate_layout(m, c, **given), m, c), m
@@ -233,11 +244,11 @@ def test_nemo_overrides_are_nemo_attributes(case):
         assert name in paths.get(prefix, set()) | LATER_NEMO.get(prefix, set()), key
 
 
-def _torchtitan_line(key: str) -> tuple[str, str]:
+def _torchtitan_line(key: str, kind: str = "torchtitan@0.2") -> tuple[str, str]:
     """The vendored field line of an override key `--a.b.c` (booleans may be `--a.b.no_c`)."""
-    classes = torchtitan_classes()
+    classes = torchtitan_classes(kind)
     parts = key.removeprefix("--").split(".")
-    cls = "JobConfig"
+    cls = TITAN_ROOT[kind]
     for part in parts[:-1]:
         cls = re.match(r"\s*\w+: (\w+)", classes[cls][part]).group(1)  # `model: Model = field(...)`
     name = parts[-1]
@@ -247,15 +258,21 @@ def _torchtitan_line(key: str) -> tuple[str, str]:
     return name, classes[cls][name]
 
 
+@pytest.mark.parametrize("kind", TITAN_FILES)
 @pytest.mark.parametrize("case", CASES)
-def test_torchtitan_overrides_are_job_config_fields(case):
-    export, _ = exported(case, "torchtitan")
-    text = (FRAMEWORKS / "torchtitan.txt").read_text()
+def test_torchtitan_overrides_are_job_config_fields(case, kind):
+    if kind == "torchtitan" and case == "maverick-etp-zero2":
+        return  # etp 8: main has no expert tensor parallelism (test_torchtitan_runs_etp_tp_or_1_only)
+    export, _ = exported(case, kind)
+    text = (FRAMEWORKS / TITAN_FILES[kind]).read_text()
     for line in export.text.splitlines():
         if line.startswith("#"):
             continue
+        if kind == "torchtitan" and not line.startswith("--"):  # main's activation checkpointing, a tyro subcommand
+            assert line.removeprefix("activation-checkpoint:") in titan_subcommands(), line
+            continue
         key, _, value = line.partition("=")
-        name, source = _torchtitan_line(key)
+        name, source = _torchtitan_line(key, kind)
         literal = re.search(r"Literal\[([^\]]*)\]", source)
         if literal and value:
             assert value in ast.literal_eval(f"[{literal.group(1)}]"), (key, value)
@@ -277,10 +294,15 @@ def test_deepspeed_config_keys_are_deepspeeds(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("kind", ("megatron", "nemo", "torchtitan"))
+@pytest.mark.parametrize("kind", ("megatron", "nemo", "torchtitan", "torchtitan@0.2"))
 def test_notes_head_the_text_as_comments(case, kind):
+    if kind == "torchtitan" and case == "maverick-etp-zero2":
+        return
     export, _ = exported(case, kind)
-    assert export.text.splitlines()[:len(export.notes)] == [f"# {n}" for n in export.notes]
+    lines = export.text.splitlines()
+    if kind == "torchtitan":  # main's header names the commit whose names it writes
+        assert lines.pop(0) == "# torchtitan main b5bcd76 (2026-08-21) names; torchtitan v0.2.2's: --export torchtitan@0.2"
+    assert lines[:len(export.notes)] == [f"# {n}" for n in export.notes]
 
 
 def test_gpt3_best_layout_in_every_framework():
@@ -296,6 +318,12 @@ def test_gpt3_best_layout_in_every_framework():
     assert nemo["trainer.strategy.virtual_pipeline_model_parallel_size"] == "6"
     assert nemo["optim.config.use_distributed_optimizer"] == "True" and nemo["data.micro_batch_size"] == "3"
     titan = exported("gpt3-cp-interleaved", "torchtitan")[0]
+    lines = dict(line.split("=", 1) for line in titan.text.splitlines() if line.startswith("--") and "=" in line)
+    # main: 3 sequences of 2048 tokens per microbatch, the 32 micro-batches in one pipeline pass, 1536 * 2048 a step
+    assert lines["--training.num_tokens_per_microbatch_per_dp_rank"] == str(3 * 2048)
+    assert lines["--parallelism.num_pp_microbatches"] == "32" and lines["--training.num_tokens_per_train_step"] == str(1536 * 2048)
+    assert lines["--training.max_context_length"] == "2048" and "local_batch_size" not in titan.text
+    titan = exported("gpt3-cp-interleaved", "torchtitan@0.2")[0]
     lines = dict(line.split("=", 1) for line in titan.text.splitlines() if not line.startswith("#"))
     # one pipeline pass holds the 32 micro-batches: local batch 3 * 32 = 96, accumulation 1536 / (96 * 16) = 1
     assert lines["--training.local_batch_size"] == "96" and lines["--parallelism.pipeline_parallel_microbatch_size"] == "3"
@@ -323,8 +351,12 @@ def test_uneven_splits_per_framework():
     # 126 layers + embedding 1 + output 1 = 128 over 128 stages: one each, the first and last give theirs up
     assert "--parallelism.pipeline_parallel_first_stage_less_layers=1" in titan
     assert "--parallelism.pipeline_parallel_layers_per_stage=1" in titan
-    titan = exported("llama405-first-last-zero3", "torchtitan")[0].text.splitlines()
+    titan = exported("llama405-first-last-zero3", "torchtitan@0.2")[0].text.splitlines()
     assert "--parallelism.fsdp_reshard_after_forward=always" in titan and "--activation_checkpoint.mode=full" in titan
+    titan = exported("llama405-first-last-zero3", "torchtitan")[0].text.splitlines()
+    # main: activation checkpointing is a subcommand, last; CUDA graphs refuse pp > 1 (trainer.py _validate_cuda_graphs)
+    assert titan[-1] == "activation-checkpoint:full" and "--training.disable_cuda_graphs" in titan
+    assert "--parallelism.pipeline_parallel_first_stage_less_layers=1" in titan
 
 
 def test_titan_counts_follow_torchtitans_docstring_example():
@@ -351,8 +383,11 @@ def test_moe_precision_and_zero_per_framework():
     assert words["--fp8-format"] == ["hybrid"] and words["--fp8-recipe"] == ["delayed"] and "--fp8-param-gather" in words
     words = {w[0]: w[1:] for w in _megatron_words(exported("llama8-mxfp8", "megatron")[0].text)}
     assert words["--fp8-recipe"] == ["mxfp8"]
-    titan = exported("llama8-mxfp8", "torchtitan")[0].text.splitlines()
+    titan = exported("llama8-mxfp8", "torchtitan@0.2")[0].text.splitlines()
     assert "--model.converters=quantize.linear.mx" in titan and "--parallelism.fsdp_reshard_after_forward=never" in titan
+    titan = exported("llama8-mxfp8", "torchtitan")[0]  # main: converters are the model config's, off the CLI
+    assert "--parallelism.fsdp_reshard_after_forward=never" in titan.text.splitlines() and "converters" not in _flag_lines(titan.text)
+    assert any(n.startswith("mxfp8 GEMMs: torchtitan main") and "MXFP8LinearConverter" in n for n in titan.notes)
     fp16 = exported("gpt13-fp16-zero0", "megatron")[0].text
     assert "--fp16" in fp16 and "--use-distributed-optimizer" not in fp16
     assert any("fp16 has no torchtitan equivalent" in n for n in exported("gpt13-fp16-zero0", "torchtitan")[0].notes)
@@ -366,9 +401,9 @@ def test_moe_precision_and_zero_per_framework():
 
 def test_unknown_export_is_refused():
     m, c = load_model("gpt3-175b"), load_cluster("dgx-a100-1024")
-    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed"):
+    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed, torchtitan@0.2"):
         export_settings("colossalai", estimate_layout(m, c, tp=8, pp=8, micro_batch=1), m, c)
-    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed")
+    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2")
 
 
 def test_the_vendored_lists_catch_wrong_names():
@@ -479,9 +514,13 @@ def test_grad_reduce_dispatcher_and_a2a_overlap_per_framework():
     assert any("overlap_moe_expert_parallel_comm" in n for n in nemo.notes)
     default = dict(line.split("=", 1) for line in exported("deepseek-moe-mla", "nemo")[0].text.splitlines())
     assert default["trainer.plugins.grad_reduce_in_fp32"] == "True" and default["model.config.moe_token_dispatcher_type"] == "alltoall"
-    titan = exported("qwen3-flex-overlap-bf16grad", "torchtitan")[0]
+    titan = exported("qwen3-flex-overlap-bf16grad", "torchtitan@0.2")[0]
     assert "--parallelism.expert_parallel_comm_backend=deepep" in titan.text.splitlines()
     assert any("grad_reduce_dtype bf16" in n for n in titan.notes) and any("moe_a2a_overlap" in n for n in titan.notes)
+    titan = exported("qwen3-flex-overlap-bf16grad", "torchtitan")[0]  # main: the dispatcher is the model config's
+    assert "expert_parallel_comm_backend" not in torchtitan_classes("torchtitan")["ParallelismConfig"]
+    assert "comm_backend" not in titan.text.replace("#", "\n#").split("\n--", 1)[1]
+    assert any('comm_backend="deepep"' in n for n in titan.notes) and any("grad_reduce_dtype bf16" in n for n in titan.notes)
     ds = exported("qwen3-flex-overlap-bf16grad", "deepspeed")[0]
     assert json.loads(ds.text)["communication_data_type"] == "bf16"
     assert any("flex" in n for n in ds.notes) and any("moe_a2a_overlap" in n for n in ds.notes)
@@ -529,8 +568,11 @@ def test_sliding_window_in_nemo_torchtitan_and_deepspeed():
     assert "model.config.window_size" not in lines
     window = "sliding-window attention of 128 keys (the query's own included) on all but every 2nd layer (layers 2, 4, ... full attention)"
     assert any(n.startswith(window) and "model.config.window_size = (127, 0)" in n for n in nemo.notes)
-    titan = exported("gpt-oss-window-cp", "torchtitan")[0]
+    titan = exported("gpt-oss-window-cp", "torchtitan@0.2")[0]
     assert any(n.startswith(window) and "model's own" in n for n in titan.notes)
+    assert any(line.startswith(f"# {window}") for line in titan.text.splitlines())
+    titan = exported("gpt-oss-window-cp", "torchtitan")[0]
+    assert any(n.startswith(window) and "model config of the config function" in n for n in titan.notes)
     assert any(line.startswith(f"# {window}") for line in titan.text.splitlines())
     ds = exported("gpt-oss-window-cp", "deepspeed")[0]
     assert any(n.startswith(window) and "model's own code" in n for n in ds.notes)
@@ -649,7 +691,12 @@ def test_torchtitan_and_deepspeed_say_they_have_no_such_settings():
     extras = ("RMSNorm (normalization), RoPE base 150000 (rope_theta), "  # configs/models/gpt-oss-120b.yaml
               "SwiGLU clamped at 7 (swiglu_limit), biases on every linear layer (linear_bias), "
               "YaRN RoPE, cos and sin x 1.347 (rope_mscale)")
-    titan = _export("torchtitan", model, tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=3)
+    main = _export("torchtitan", model, tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=3)
+    assert f"{extras}: torchtitan has no CLI setting for them; the model config of the config function " \
+           "(--module / --config) must set them" in main.notes
+    # main graphs forward+backward (training.disable_cuda_graphs) but refuses it with the standard EP dispatcher
+    assert "--training.disable_cuda_graphs" in main.text.splitlines() and any("_validate_cuda_graphs" in n for n in main.notes)
+    titan = _export("torchtitan@0.2", model, tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=3)
     assert f"{extras}: torchtitan has no job_config setting for them; the model's own code and flavor " \
            "(--model.name / --model.flavor) must set them" in titan.notes
     assert "cuda_graph_impl full_iteration (Megatron's CUDA graphs) has no torchtitan equivalent: job_config.py has " \
@@ -700,8 +747,9 @@ def test_the_export_builds_the_model_the_spec_names():
     assert "--normalization" not in gpt3 and "--rotary-base" not in gpt3  # LayerNorm and learned positions: the defaults
 
 
+@pytest.mark.parametrize("kind", TITAN_FILES)
 @pytest.mark.parametrize("case", TITAN_ZERO3)
-def test_torchtitan_refuses_what_it_cannot_run(case):
+def test_torchtitan_refuses_what_it_cannot_run(case, kind):
     # torchtitan v0.2.2 parallel_dims.py: efsdp = dp_shard * cp * tp // (etp * ep) must be whole; with ZeRO-1
     # (DDP, dp_shard 1) these cases have cp * tp < ep, e.g. deepseek: tp 2, cp 1, ep 64
     model, cluster, training, given = CASES[case]
@@ -709,8 +757,8 @@ def test_torchtitan_refuses_what_it_cannot_run(case):
     scored = estimate_layout(m, c, **given)
     lay = scored.layout
     assert (lay["cp"] * lay["tp"]) % (lay["ep"] * lay["etp"]) and lay["zero"] < 2
-    with pytest.raises(SpecError, match=r"ep\*etp = \d+ does not divide dp_shard\*cp\*tp") as exc:
-        export_settings("torchtitan", scored, m, c)
+    with pytest.raises(SpecError, match=r"ep(\*etp)? = \d+ does not divide dp_shard\*cp\*tp") as exc:
+        export_settings(kind, scored, m, c)
     assert exc.value.exit_code == 2
     for kind in ("megatron", "nemo", "deepspeed"):  # the others fold ep into dp
         export_settings(kind, scored, m, c)
@@ -720,7 +768,13 @@ def test_torchtitan_runs_etp_tp_or_1_only():
     # parallel_dims.py v0.2.2 line 59: assert etp == tp or etp == 1; maverick at tp 8 with etp 8 runs (ZeRO-2)
     m, c = _model("llama4-maverick"), load_cluster("dgx-h100-16384")
     ok = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=8, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
-    assert "--parallelism.expert_tensor_parallel_degree=8" in export_settings("torchtitan", ok, m, c).text.splitlines()
+    assert "--parallelism.expert_tensor_parallel_degree=8" in export_settings("torchtitan@0.2", ok, m, c).text.splitlines()
     bad = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=2, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
     with pytest.raises(SpecError, match="etp 2 with tp 8"):
-        export_settings("torchtitan", bad, m, c)
+        export_settings("torchtitan@0.2", bad, m, c)
+    # main (b5bcd76): ParallelismConfig has no expert_tensor_parallel_degree; etp 1 runs, etp 8 is refused
+    assert "expert_tensor_parallel_degree" not in torchtitan_classes("torchtitan")["ParallelismConfig"]
+    with pytest.raises(SpecError, match="etp 8: torchtitan main has no expert tensor parallelism"):
+        export_settings("torchtitan", ok, m, c)
+    one = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=1, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
+    assert "--parallelism.expert_parallel_degree=16" in export_settings("torchtitan", one, m, c).text.splitlines()

@@ -6,7 +6,9 @@ add_argument call (help dropped), rebuilt here as an argparse parser without tor
 from __future__ import annotations
 
 import argparse
+import ast
 import enum
+import json
 import os
 import re
 import shlex
@@ -184,3 +186,275 @@ def test_vocab_not_divisible_by_tp_is_a_note():
     m = m.model_copy(update={"vocab": 50257})
     export = export_settings("megatron", estimate_layout(m, c, gpus=8, tp=8, pp=1, micro_batch=1), m, c)
     assert "--padded-vocab-size" not in export.text and any("vocab 50257" in n for n in export.notes)
+
+
+# --- torchtitan: the overrides read back through the config dataclasses' fields --------------------------------
+# torchtitan-main.txt: pytorch/torchtitan main b5bcd76 (2026-08-21) config/configs.py, trainer.py Trainer.Config and the
+# activation-checkpoint subcommands; torchtitan.txt: v0.2.2 (73a0e6979d) config/job_config.py. BSD-3-Clause.
+TITAN = {"torchtitan": ("torchtitan-main.txt", "Trainer.Config"), "torchtitan@0.2": ("torchtitan.txt", "JobConfig")}
+
+
+@cache
+def titan_fields(kind: str) -> dict[str, dict[str, tuple[str, str | None]]]:
+    """class -> field -> (annotation, default as written), from the vendored field lines."""
+    out: dict[str, dict[str, tuple[str, str | None]]] = {}
+    cls = None
+    for line in (FRAMEWORKS / TITAN[kind][0]).read_text().splitlines():
+        if line.startswith("class "):
+            cls = out.setdefault(line.removeprefix("class ").rstrip(":"), {})
+        elif line.startswith(("#", "## ")) or not line.startswith(" "):
+            cls = None
+        elif cls is not None and (found := re.match(r"^\s+(\w+): (.+?)(?: = (.*))?$", line)):
+            cls[found.group(1)] = (found.group(2), found.group(3))
+    return out
+
+
+def _titan_value(annotation: str, text: str | None):
+    """`text` read as tyro reads a field of that annotation (None: a bare boolean flag); anything else fails."""
+    if annotation == "bool" or text is None:
+        assert annotation == "bool" and text is None, (annotation, text)
+        return True
+    if annotation.startswith("Literal["):
+        choices = ast.literal_eval(f"[{annotation[8:-1]}]")
+        assert text in choices, (text, choices)
+        return text
+    base = annotation.removesuffix(" | None")
+    if base == "int":
+        assert re.fullmatch(r"-?\d+", text), (annotation, text)
+        return int(text)
+    if base in ("float", "float | int"):
+        return float(text)
+    if base == "str":
+        return text
+    if base == "list[str]":
+        return text.split(",")
+    raise AssertionError(f"no reader for {annotation}")
+
+
+def parse_titan(text: str, kind: str) -> tuple[dict[str, object], str | None]:
+    """'section.field' -> value for every override (defaults for the rest through `titan_get`), and main's
+    activation-checkpoint subcommand."""
+    fields, (_, root) = titan_fields(kind), TITAN[kind]
+    subcommands = set(re.findall(r'subcommand\("([\w-]+)"\)', (FRAMEWORKS / TITAN[kind][0]).read_text()))
+    out: dict[str, object] = {}
+    sub = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        if not line.startswith("--"):  # main: a tyro subcommand of Trainer.Config.activation_checkpoint
+            assert kind == "torchtitan" and line.startswith("activation-checkpoint:") and sub is None, line
+            sub = line.removeprefix("activation-checkpoint:")
+            assert sub in subcommands, sub
+            continue
+        key, eq, value = line.removeprefix("--").partition("=")
+        *path, name = key.split(".")
+        cls = root
+        for part in path:
+            cls = fields[cls][part][0]
+        flag = not eq
+        if flag and name not in fields[cls] and name.startswith("no_"):
+            name, on = name.removeprefix("no_"), False
+        else:
+            on = True
+        assert name in fields[cls], key
+        value = _titan_value(fields[cls][name][0], None if flag else value)
+        out[".".join([*path, name])] = on if flag else value
+    return out, sub
+
+
+def titan_get(cfg: dict, kind: str, key: str):
+    if key in cfg:
+        return cfg[key]
+    section, name = key.split(".")
+    fields = titan_fields(kind)
+    default = fields[fields[TITAN[kind][1]][section][0]][name][1]
+    return ast.literal_eval(default)
+
+
+def titan_run(text: str, kind: str, gpus: int) -> dict:
+    """What torchtitan builds from the overrides: main's parallel_dims.py _validate and trainer.py's token
+    arithmetic, or v0.2.2's train.py batch arithmetic (their asserts kept as asserts)."""
+    cfg, sub = parse_titan(text, kind)
+    g = lambda key: titan_get(cfg, kind, key)  # noqa: E731
+    tp, pp, cp = g("parallelism.tensor_parallel_degree"), g("parallelism.pipeline_parallel_degree"), g("parallelism.context_parallel_degree")
+    rep, shard, ep = g("parallelism.data_parallel_replicate_degree"), g("parallelism.data_parallel_shard_degree"), g("parallelism.expert_parallel_degree")
+    if shard < 0:
+        shard = gpus // (rep * cp * tp * pp)
+    assert rep * shard * cp * tp * pp == gpus
+    dp = rep * shard
+    out = dict(dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, reshard=g("parallelism.fsdp_reshard_after_forward"))
+    if kind == "torchtitan":
+        assert (shard * cp * tp) % ep == 0  # parallel_dims.py: sparse_region % ep
+        micro = g("training.num_tokens_per_microbatch_per_dp_rank")
+        npp = g("parallelism.num_pp_microbatches") if pp > 1 else 1
+        step = g("training.num_tokens_per_train_step")
+        step = micro * npp * dp if step < 0 else step
+        assert step % (micro * npp * dp) == 0
+        assert micro % ((tp if g("parallelism.enable_sequence_parallel") else 1) * (2 * cp if cp > 1 else 1)) == 0
+        assert g("training.disable_cuda_graphs") or pp == 1  # trainer.py _validate_cuda_graphs
+        return out | dict(micro_tokens=micro, pipeline_pass=npp, accumulation=step // (micro * npp * dp), step_tokens=step,
+                          context=g("training.max_context_length"), full_recompute=sub == "full", etp=1)
+    seq, local = g("training.seq_len"), g("training.local_batch_size")
+    mbs = g("parallelism.pipeline_parallel_microbatch_size") if pp > 1 else local
+    assert local % mbs == 0
+    glob = g("training.global_batch_size")
+    glob = local * dp if glob < 0 else glob
+    assert glob % (local * dp) == 0
+    return out | dict(micro_tokens=mbs * seq, pipeline_pass=local // mbs, accumulation=glob // (local * dp), step_tokens=glob * seq,
+                      context=seq, full_recompute=g("activation_checkpoint.mode") == "full",
+                      etp=g("parallelism.expert_tensor_parallel_degree") if ep > 1 else 1)
+
+
+def titan_layouts(m) -> list[dict]:
+    """FSDP with pp and full recompute; DDP over cp (ZeRO-1), ep within cp*tp for MoE."""
+    moe = m.moe is not None
+    return [dict(gpus=64, tp=2, pp=2, micro_batch=1, zero=3, recompute="full", sequence_parallel=True) | (dict(ep=4) if moe else {}),
+            dict(gpus=16, tp=2, cp=2, pp=1, micro_batch=2, zero=1, sequence_parallel=True) | (dict(ep=2) if moe else {})]
+
+
+@pytest.mark.parametrize("kind", TITAN)
+@pytest.mark.parametrize("name", MODELS)
+def test_torchtitan_export_reads_back_the_layout(name, kind):
+    m, c = load_model(name), load_cluster("dgx-h100-1024")
+    for given in titan_layouts(m):
+        scored = estimate_layout(m, c, **given)
+        lay = scored.layout
+        got = titan_run(export_settings(kind, scored, m, c).text, kind, lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"])
+        acc = m.training.global_batch // (lay["micro_batch"] * lay["dp"])
+        assert got == dict(dp=lay["dp"], dp_shard=lay["dp"] if lay["zero"] >= 2 else 1, tp=lay["tp"], pp=lay["pp"],
+                           cp=lay["cp"], ep=lay["ep"], etp=lay["etp"],
+                           reshard={3: "always", 2: "never"}.get(lay["zero"], "default"),
+                           # the planner's pipeline runs all micro-batches of a step in one pass (no accumulation)
+                           micro_tokens=lay["micro_batch"] * m.seq_len, pipeline_pass=acc if lay["pp"] > 1 else 1,
+                           accumulation=1 if lay["pp"] > 1 else acc,
+                           step_tokens=m.training.global_batch * m.seq_len, context=m.seq_len,
+                           full_recompute=lay["recompute"] == "full")
+
+
+def test_torchtitan_main_by_hand():
+    # llama3.1-8b (seq 8192, global batch 1024) on 64 GPUs, tp 2 pp 2: dp 16, micro-batches 1024 / 16 = 64 in one
+    # pipeline pass; 8192 tokens a microbatch, 1024 * 8192 = 8388608 a step
+    m, c = load_model("llama3.1-8b"), load_cluster("dgx-h100-1024")
+    assert (m.seq_len, m.training.global_batch) == (8192, 1024)
+    text = export_settings("torchtitan", estimate_layout(m, c, **titan_layouts(m)[0]), m, c).text
+    cfg, sub = parse_titan(text, "torchtitan")
+    assert cfg["training.num_tokens_per_microbatch_per_dp_rank"] == 8192 and cfg["parallelism.num_pp_microbatches"] == 64
+    assert cfg["training.num_tokens_per_train_step"] == 8388608 and cfg["parallelism.data_parallel_shard_degree"] == 16
+    assert sub == "full" and titan_run(text, "torchtitan", 64)["accumulation"] == 1
+
+
+def test_the_torchtitan_reader_refuses_old_names_on_main():
+    # what issue 30 saw: main dies on v0.2.2's batch names ("Unrecognized options"); and on a bad type or choice
+    for line in ("--training.local_batch_size=8", "--training.seq_len=8192", "--parallelism.pipeline_parallel_microbatch_size=1",
+                 "--parallelism.expert_tensor_parallel_degree=1", "--activation_checkpoint.mode=full"):
+        with pytest.raises((KeyError, AssertionError)):
+            parse_titan(line, "torchtitan")
+    with pytest.raises(AssertionError):
+        parse_titan("--training.max_context_length=8k", "torchtitan")
+    with pytest.raises(AssertionError):
+        parse_titan("--parallelism.fsdp_reshard_after_forward=sometimes", "torchtitan")
+    with pytest.raises(AssertionError):
+        parse_titan("activation-checkpoint:selective-op", "torchtitan")
+    assert parse_titan("--training.seq_len=8192", "torchtitan@0.2")[0] == {"training.seq_len": 8192}
+
+
+# --- DeepSpeed: the ds_config read back as DeepSpeedConfig reads it ---------------------------------------------
+# deepspeed.txt (constants, DeepSpeedZeroConfig fields, ZeroStageEnum) and deepspeed-config.txt (the top-level keys
+# config.py reads, DeepSpeedConfigModel's extra="forbid", the BF16/FP16 config fields, get_communication_data_type
+# and DeepSpeedConfig._batch_assertion verbatim): deepspeedai/DeepSpeed v0.19.5 (cf44300453), Apache-2.0.
+
+
+def _ds_fields(lines: list[str]) -> dict[str, str]:
+    """`name: type = default` lines -> name -> type."""
+    return {line.split(":")[0]: line.split(":", 1)[1].split("=")[0].strip() for line in lines if re.match(r"^\w+:", line)}
+
+
+@cache
+def deepspeed_config_reader() -> dict:
+    consts, ds = {}, _sections("deepspeed.txt")
+    for key, lines in ds.items():
+        if key.startswith("file: "):
+            consts |= {line.split(" = ")[0]: ast.literal_eval(line.split(" = ", 1)[1].split("#")[0].strip()) for line in lines}
+    sec = _sections("deepspeed-config.txt")
+    env = {"get_scalar_param": lambda d, name, default: d.get(name, default),  # config_utils.py get_scalar_param
+           "COMMUNICATION_DATA_TYPE": consts["COMMUNICATION_DATA_TYPE"], "COMMUNICATION_DATA_TYPE_DEFAULT": None,
+           "torch": argparse.Namespace(float32="fp32", float16="fp16", bfloat16="bf16")}
+    exec("\n".join(sec["functions (verbatim)"]), env)
+    # names defined outside deepspeed.txt's files (elasticity, autotuning, ...) have no string here: keys never written
+    return dict(top={consts[name] for name in sec["top-level keys read (constant names)"] if name in consts},
+                forbid='extra="forbid",' in "\n".join(sec["DeepSpeedConfigModel model_config"]),
+                bf16=_ds_fields(sec["DeepSpeedBF16Config fields"]), fp16=_ds_fields(sec["DeepSpeedFP16Config fields"]),
+                zero=_ds_fields(ds["DeepSpeedZeroConfig fields"]),
+                stages={int(line.split("=")[1]) for line in ds["ZeroStageEnum (the values of zero_optimization.stage)"]},
+                act={v for k, v in consts.items() if k.startswith("ACT_CHKPT_")},
+                act_types={"ACT_CHKPT_" + line.split("ACT_CHKPT_")[1].removesuffix("_DEFAULT = False").removesuffix("_DEFAULT = None"):
+                           "bool" if line.endswith("False") else "int" for line in sec["activation checkpointing defaults"]},
+                consts=consts, comm=env["get_communication_data_type"], batch=env["_batch_assertion"])
+
+
+def read_ds_config(cfg: dict, dp: int) -> dict:
+    """What DeepSpeedConfig takes from `cfg` on `dp` data-parallel ranks (its world_size with an mpu); fails where
+    it fails: a key it does not read or a model field it forbids, a wrong type, a batch that does not multiply."""
+    r = deepspeed_config_reader()
+    assert set(cfg) <= r["top"], set(cfg) - r["top"]
+    assert r["forbid"]  # DeepSpeedConfigModel: extra keys of bf16, fp16, zero_optimization are errors
+    types = {"bool": bool, "int": int, "float": (int, float), "ZeroStageEnum": int}
+    for section, fields in (("bf16", r["bf16"]), ("fp16", r["fp16"]), ("zero_optimization", r["zero"])):
+        for key, value in cfg.get(section, {}).items():
+            assert key in fields, (section, key)
+            assert isinstance(value, types[fields[key]]), (section, key, value)
+    act_names = {r["consts"][k]: t for k, t in r["act_types"].items()}
+    for key, value in cfg.get("activation_checkpointing", {}).items():
+        assert key in r["act"] and isinstance(value, types[act_names[key]]), key
+    stage = cfg.get("zero_optimization", {}).get("stage", 0)
+    assert stage in r["stages"]
+    bf16, fp16 = cfg.get("bf16", {}).get("enabled", False), cfg.get("fp16", {}).get("enabled", False)
+    assert not (bf16 and fp16)  # config.py: 'bfloat16 and fp16 modes cannot be simultaneously enabled'
+    batch = argparse.Namespace(train_batch_size=cfg["train_batch_size"], world_size=dp,
+                               train_micro_batch_size_per_gpu=cfg["train_micro_batch_size_per_gpu"],
+                               gradient_accumulation_steps=cfg["gradient_accumulation_steps"])
+    r["batch"](batch)
+    return dict(micro=batch.train_micro_batch_size_per_gpu, accumulation=batch.gradient_accumulation_steps,
+                global_batch=batch.train_batch_size, stage=stage, bf16=bf16, fp16=fp16, comm=r["comm"](cfg),
+                checkpointing="activation_checkpointing" in cfg)
+
+
+def _ds_layouts():
+    return [dict(gpus=64, tp=2, pp=2, micro_batch=1, zero=1, recompute="full", sequence_parallel=True),
+            dict(gpus=16, tp=1, pp=1, micro_batch=2, zero=3), dict(gpus=32, tp=4, pp=1, micro_batch=1, zero=2, recompute="selective")]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_deepspeed_config_reads_back_the_layout(name):
+    m, c = load_model(name), load_cluster("dgx-h100-1024")
+    for given in _ds_layouts():
+        scored = estimate_layout(m, c, **given)
+        lay = scored.layout
+        got = read_ds_config(json.loads(export_settings("deepspeed", scored, m, c).text), lay["dp"])
+        assert got == dict(micro=lay["micro_batch"], accumulation=m.training.global_batch // (lay["micro_batch"] * lay["dp"]),
+                           global_batch=m.training.global_batch, stage=lay["zero"], bf16=m.training.precision != "fp16",
+                           fp16=m.training.precision == "fp16", comm="bf16" if m.training.grad_reduce_dtype == "bf16" else None,
+                           checkpointing=lay["recompute"] != "none")
+
+
+def test_deepspeed_by_hand_fp16_and_bf16_reduction():
+    # gpt3-13b (global batch 1024) on 64 GPUs at tp 2 pp 2: dp 16, 1024 / (2 * 16) = 32 steps of accumulation
+    m, c = load_model("gpt3-13b"), load_cluster("dgx-a100-1024")
+    m = m.model_copy(update={"training": m.training.model_copy(update={"precision": "fp16", "grad_reduce_dtype": "bf16"})})
+    assert m.training.global_batch == 1024
+    cfg = json.loads(export_settings("deepspeed", estimate_layout(m, c, gpus=64, tp=2, pp=2, micro_batch=2, zero=1), m, c).text)
+    assert read_ds_config(cfg, 16) == dict(micro=2, accumulation=32, global_batch=1024, stage=1, bf16=False, fp16=True,
+                                           comm="bf16", checkpointing=False)
+
+
+def test_the_deepspeed_reader_refuses_what_deepspeed_refuses():
+    ok = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+          "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}
+    assert read_ds_config(ok, 8)["accumulation"] == 4
+    for bad, dp in ((ok, 4), (ok | {"batch_size": 64}, 8), (ok | {"zero_optimization": {"stage": 4}}, 8),
+                    (ok | {"zero_optimization": {"stage": 1, "offload": True}}, 8), (ok | {"fp16": {"enabled": True}}, 8),
+                    (ok | {"bf16": {"enabled": "yes"}}, 8), (ok | {"activation_checkpointing": {"partition": True}}, 8)):
+        with pytest.raises(AssertionError):
+            read_ds_config(bad, dp)
+    with pytest.raises(ValueError, match="Invalid communication_data_type"):
+        read_ds_config(ok | {"communication_data_type": "bfloat16"}, 8)

@@ -179,3 +179,112 @@ open("/work/main/tests/data/frameworks/megatron-lm-argparse.txt", "w").write(
     head + "\n".join(argparse_calls(src)) + "\n## MLATransformerConfig fields\n" + "\n".join(mla)
     + "\n## type functions (verbatim)\n" + "\n".join(ast.get_source_segment(src, n) for n in ast.parse(src).body
                                                       if isinstance(n, ast.FunctionDef) and n.name in ("_eval_pattern", "moe_freq_type", "tuple_type")) + "\n")
+
+# ---- torchtitan main (issue 30 item 3): the config dataclasses its CLI (tyro over Trainer.Config) reads
+TTM = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"  # main, 2026-08-21
+def class_fields(src, cls_path):
+    """Verbatim first line of each annotated field of a (nested) class, e.g. "Trainer.Config"."""
+    body = ast.parse(src).body
+    for name in cls_path.split("."):
+        node = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == name)
+        body = node.body
+    ls = src.splitlines()
+    return [ls[f.lineno - 1] for f in body if isinstance(f, ast.AnnAssign)]
+
+tr = show(TT, TTM, "torchtitan/trainer.py")
+cf = show(TT, TTM, "torchtitan/config/configs.py")
+ac = show(TT, TTM, "torchtitan/distributed/activation_checkpoint.py")
+out = ["class Trainer.Config:"] + class_fields(tr, "Trainer.Config")
+for cls in ("TrainingConfig", "ParallelismConfig", "CompileConfig", "CommConfig", "DebugConfig"):
+    out += [f"class {cls}:"] + class_fields(cf, cls)
+acn = next(n for n in ast.parse(ac).body if isinstance(n, ast.Assign) and n.targets[0].id == "ActivationCheckpointingConfig")
+head = f"""# torchtitan command-line overrides at main, vendored to check --export torchtitan offline.
+# repo: https://github.com/pytorch/torchtitan  rev: main  commit: {TTM} (2026-08-21)  licence: BSD-3-Clause
+# torchtitan/config/manager.py parses the CLI with tyro.cli(type(config)), config a Trainer.Config; a flag is
+# --<Trainer.Config field>.<field>. Kept: the verbatim first line of each annotated field of Trainer.Config
+# (torchtitan/trainer.py) and of TrainingConfig, ParallelismConfig, CompileConfig, CommConfig and DebugConfig
+# (torchtitan/config/configs.py), each after a `class` line (Python's ast); then the verbatim
+# ActivationCheckpointingConfig union of torchtitan/distributed/activation_checkpoint.py (its tyro subcommands);
+# then the configs.py lines that name the Interleaved1F1B schedule.
+"""
+open("/work/main/tests/data/frameworks/torchtitan-main.txt", "w").write(
+    head + "\n".join(out) + "\n## activation checkpoint subcommands\n"
+    + "\n".join(ac.splitlines()[acn.lineno - 1:acn.end_lineno]) + "\n## schedules\n"
+    + "\n".join(l for l in cf.splitlines() if "Interleaved1F1B" in l) + "\n")
+
+# ---- DeepSpeed config classes (issue 30 item 1: a ds_config read back as DeepSpeedConfig reads it)
+cfg_py = show(DS, DST, "deepspeed/runtime/config.py")
+prec = show(DS, DST, "deepspeed/runtime/precision_config.py")
+utils = show(DS, DST, "deepspeed/runtime/config_utils.py")
+act = show(DS, DST, "deepspeed/runtime/activation_checkpointing/config.py")
+tree = ast.parse(cfg_py)
+fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_communication_data_type")
+cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DeepSpeedConfig")
+batch = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_batch_assertion")
+model = next(n for n in ast.walk(ast.parse(utils)) if isinstance(n, ast.ClassDef) and n.name == "DeepSpeedConfigModel")
+mc = next(n for n in model.body if isinstance(n, ast.Assign) and n.targets[0].id == "model_config")
+zc = show(DS, DST, "deepspeed/runtime/zero/config.py")
+both = cfg_py + prec + act + zc
+reads = sorted(set(re.findall(r"get_scalar_param\(\s*param_dict,\s*([A-Z0-9_]+)", both))
+               | set(re.findall(r"param_dict\.get\(\s*([A-Z0-9_]+)", both)) | set(re.findall(r"param_dict\[([A-Z0-9_]+)\]", both))
+               | set(re.findall(r"([A-Z0-9_]+) in param_dict", both)) | set(re.findall(r"comm_type=([A-Z0-9_]+)", both)))
+head = f"""# DeepSpeed's config classes, vendored to read a ds_config back offline (tests/export/test_roundtrip.py).
+# repo: https://github.com/deepspeedai/DeepSpeed  tag: {DST}  commit: {commit(DS, DST)}  licence: Apache-2.0
+# Sections: the constant names deepspeed/runtime/config.py, precision_config.py, activation_checkpointing/config.py
+# and zero/config.py read from the top-level dict (regexes get_scalar_param(param_dict, NAME / param_dict.get(NAME /
+# param_dict[NAME] / NAME in param_dict / comm_type=NAME; their strings are in deepspeed.txt); config_utils.py DeepSpeedConfigModel's model_config (verbatim); the verbatim line of each annotated
+# field of precision_config.py DeepSpeedBF16Config and DeepSpeedFP16Config (Python's ast); the single-line
+# `ACT_CHKPT_*_DEFAULT = ` lines of activation_checkpointing/config.py; then config.py's get_communication_data_type
+# and DeepSpeedConfig._batch_assertion, verbatim (ast.get_source_segment, the method dedented).
+"""
+open("/work/main/tests/data/frameworks/deepspeed-config.txt", "w").write(
+    head + "## top-level keys read (constant names)\n" + "\n".join(reads)
+    + "\n## DeepSpeedConfigModel model_config\n" + ast.get_source_segment(utils, mc).strip()
+    + "\n## DeepSpeedBF16Config fields\n" + "\n".join(dataclass_fields(prec, "DeepSpeedBF16Config"))
+    + "\n## DeepSpeedFP16Config fields\n" + "\n".join(dataclass_fields(prec, "DeepSpeedFP16Config"))
+    + "\n## activation checkpointing defaults\n" + "\n".join(l for l in act.splitlines() if re.match(r"^ACT_CHKPT_\w+_DEFAULT = [^{]*$", l))
+    + "\n## functions (verbatim)\n" + ast.get_source_segment(cfg_py, fn) + "\n\n\n"
+    + "\n".join(l[4:] for l in ast.get_source_segment(cfg_py, batch, padded=True).splitlines()) + "\n")
+
+# ---- Megatron-Bridge (issue 30 item 3): ConfigContainer override paths, recipes, mixed-precision recipe names
+MB = "NVIDIA-NeMo+Megatron-Bridge"; MBT = "v0.6.0"
+MBC = subprocess.run(["git", "-C", f"/work/.mirror/{MB}/repo", "ls-tree", MBT, "3rdparty/Megatron-LM"],
+                     capture_output=True, text=True, check=True).stdout.split()[2]  # the Megatron-LM it builds on
+bcfg = show(MB, MBT, "src/megatron/bridge/training/config.py")
+sections = {
+    "ConfigContainer": [("bridge", "src/megatron/bridge/training/config.py", "ConfigContainer")],
+    "model": [("bridge", "src/megatron/bridge/models/gpt_provider.py", "GPTModelProvider"),
+              ("mcore", "megatron/core/transformer/transformer_config.py", "TransformerConfig"),
+              ("mcore", "megatron/core/model_parallel_config.py", "ModelParallelConfig")],
+    "train": [("bridge", "src/megatron/bridge/training/config.py", "TrainingConfig"),
+              ("mcore", "megatron/training/config/training_config.py", "TrainingConfig")],
+    "ddp": [("bridge", "src/megatron/bridge/training/config.py", "DistributedDataParallelConfig"),
+            ("mcore", "megatron/core/distributed/distributed_data_parallel_config.py", "DistributedDataParallelConfig")],
+    "optimizer": [("bridge", "src/megatron/bridge/training/config.py", "OptimizerConfig"),
+                  ("mcore", "megatron/core/optimizer/optimizer_config.py", "OptimizerConfig")],
+    "dataset": [("bridge", "src/megatron/bridge/training/config.py", "GPTDatasetConfig")],
+}
+out = []
+for prefix, sources in sections.items():
+    out.append(f"## section: {prefix}")
+    for where, path, cls in sources:
+        out.append(f"## from: {'NVIDIA-NeMo/Megatron-Bridge ' + MBT if where == 'bridge' else 'NVIDIA/Megatron-LM ' + MBC[:10]} {path}, {cls} fields")
+        out.extend(dataclass_fields(show(MB, MBT, path) if where == "bridge" else show(MG, MBC, path), cls))
+inits = subprocess.run(["git", "-C", f"/work/.mirror/{MB}/repo", "ls-tree", "-r", "--name-only", MBT, "src/megatron/bridge/recipes"],
+                       capture_output=True, text=True, check=True).stdout.split()
+recipes = sorted({name for p in inits if p.endswith("__init__.py")
+                  for name in re.findall(r"\b([a-z0-9_]+_pretrain_config)\b", show(MB, MBT, p))})
+mp = show(MB, MBT, "src/megatron/bridge/training/mixed_precision.py")
+mixed = re.findall(r"^@register\ndef (\w+)\(", mp, re.M)
+head = f"""# Megatron-Bridge ConfigContainer override paths, vendored to check --export megatron-bridge offline.
+# repo: https://github.com/NVIDIA-NeMo/Megatron-Bridge  tag: {MBT}  commit: {commit(MB, MBT)}  licence: Apache-2.0
+# Megatron Core and megatron.training dataclasses from its 3rdparty/Megatron-LM submodule: https://github.com/NVIDIA/Megatron-LM
+# commit {MBC} (BSD-3-Clause). scripts/training/run_recipe.py applies trailing KEY=VALUE overrides to the
+# ConfigContainer a recipe function returns (--recipe NAME). Each `## section: P` is an override prefix, then, per
+# `## from:` class, the verbatim line of each annotated field (Python's ast; a subclass's fields first, then its
+# base's). `## recipes`: the *_pretrain_config names src/megatron/bridge/recipes/*/__init__.py export. `## mixed
+# precision`: the @register'ed recipe names of src/megatron/bridge/training/mixed_precision.py (ConfigContainer
+# .mixed_precision takes one by name).
+"""
+open("/work/main/tests/data/frameworks/megatron-bridge.txt", "w").write(
+    head + "\n".join(out) + "\n## recipes\n" + "\n".join(recipes) + "\n## mixed precision\n" + "\n".join(mixed) + "\n")
