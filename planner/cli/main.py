@@ -109,7 +109,7 @@ Stack = Annotated[Optional[str], typer.Option("--stack", help=(
     "or a shipped profile in configs/stacks (overrides the model's training.stack)"))]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 Export = Annotated[Optional[str], typer.Option("--export", help=(
-    "print launch settings of the layout instead of the table: megatron | nemo | torchtitan | deepspeed"))]
+    "print launch settings of the layout instead of the table: megatron | megatron-bridge | nemo | torchtitan | torchtitan@0.2 | deepspeed"))]
 SeqLen = Annotated[Optional[int], typer.Option("--seq-len", help="tokens per sequence (overrides the model spec's seq_len)")]
 Precision = Annotated[Optional[str], typer.Option("--precision", help=(
     f"{' | '.join(PRECISIONS)} (overrides the model spec's training.precision)"))]

@@ -401,9 +401,9 @@ def test_moe_precision_and_zero_per_framework():
 
 def test_unknown_export_is_refused():
     m, c = load_model("gpt3-175b"), load_cluster("dgx-a100-1024")
-    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed, torchtitan@0.2"):
+    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed, torchtitan@0.2, megatron-bridge"):
         export_settings("colossalai", estimate_layout(m, c, tp=8, pp=8, micro_batch=1), m, c)
-    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2")
+    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2", "megatron-bridge")
 
 
 def test_the_vendored_lists_catch_wrong_names():

@@ -458,3 +458,129 @@ def test_the_deepspeed_reader_refuses_what_deepspeed_refuses():
             read_ds_config(bad, dp)
     with pytest.raises(ValueError, match="Invalid communication_data_type"):
         read_ds_config(ok | {"communication_data_type": "bfloat16"}, 8)
+
+
+# --- Megatron-Bridge: run_recipe.py overrides checked against ConfigContainer's fields ------------------------------
+# megatron-bridge.txt: NVIDIA-NeMo/Megatron-Bridge v0.6.0 (51885cf132) ConfigContainer, GPTModelProvider, TrainingConfig,
+# DDP/optimizer/dataset configs and their Megatron-LM (cd4afffa64) bases; recipe and mixed-precision names. Apache-2.0.
+
+
+@cache
+def bridge_fields() -> tuple[dict[str, dict[str, str]], set[str], set[str]]:
+    """(override prefix -> field -> annotation, recipe names, mixed-precision names)."""
+    sec = _sections("megatron-bridge.txt")
+    fields: dict[str, dict[str, str]] = {}
+    prefix = None
+    for line in (FRAMEWORKS / "megatron-bridge.txt").read_text().splitlines():
+        if line.startswith("## section: "):
+            prefix = line.removeprefix("## section: ")
+        elif line.startswith("## ") and not line.startswith("## from:"):
+            prefix = None
+        elif prefix and (found := re.match(r"^(\w+): (.+?)(?: = .*)?$", line)):
+            fields.setdefault(prefix, {}).setdefault(found.group(1), found.group(2))
+    return fields, set(sec["recipes"]), set(sec["mixed precision"])
+
+
+def _bridge_value(annotation: str, text: str):
+    """`text` as OmegaConf reads it, checked against the field's annotation; anything else fails."""
+    optional = annotation.startswith("Optional[") or "None" in annotation
+    if text == "null":
+        assert optional, annotation
+        return None
+    if text in ("true", "false"):
+        assert "bool" in annotation, annotation
+        return text == "true"
+    if text.startswith("["):
+        assert "List[int]" in annotation or "list[int]" in annotation or "List[str]" in annotation, annotation
+        return [int(x) if x.isdigit() else x for x in text[1:-1].split(",")]
+    if literal := re.search(r"Literal\[([^\]]*)\]", annotation):
+        assert text in ast.literal_eval(f"[{literal.group(1)}]"), (annotation, text)
+        return text
+    if re.fullmatch(r"-?\d+", text) and "int" in annotation:
+        return int(text)
+    if re.fullmatch(r"-?[\d.]+(e-?\d+)?", text) and "float" in annotation:
+        return float(text)
+    assert "str" in annotation, (annotation, text)
+    return text
+
+
+def parse_bridge(text: str) -> tuple[str, dict[str, object]]:
+    fields, recipes, mixed = bridge_fields()
+    lines = [line.removesuffix(" \\") for line in text.splitlines() if not line.startswith("#")]
+    head = shlex.split(lines[0])
+    assert head[:2] == ["python", "scripts/training/run_recipe.py"] and head[4:] == ["--mode", "pretrain"]
+    recipe = head[head.index("--recipe") + 1]
+    assert recipe in recipes, recipe
+    out: dict[str, object] = {}
+    for line in lines[1:]:
+        key, _, value = line.partition("=")
+        prefix, _, name = key.rpartition(".")
+        if not prefix:
+            assert name in fields["ConfigContainer"], key
+            assert name != "mixed_precision" or value in mixed, value
+            out[key] = value
+            continue
+        assert name in fields[prefix], key
+        out[key] = _bridge_value(fields[prefix][name], value)
+    return recipe, out
+
+
+def bridge_expected(m, lay) -> dict:
+    """The overrides a spec and a layout must give, by field, from the spec (Megatron's defaults as megatron_model)."""
+    moe, yarn = m.moe, m.yarn is not None or m.rope_mscale != 1.0
+    acc = m.training.global_batch
+    out = {"model.tensor_model_parallel_size": lay["tp"], "model.pipeline_model_parallel_size": lay["pp"],
+           "model.context_parallel_size": lay["cp"], "model.sequence_parallel": lay["sequence_parallel"],
+           "model.virtual_pipeline_model_parallel_size": lay["vpp"] if lay["vpp"] > 1 else None,
+           "train.global_batch_size": acc, "train.micro_batch_size": lay["micro_batch"], "dataset.seq_length": m.seq_len,
+           "model.seq_length": m.seq_len, "model.num_layers": m.layers, "model.hidden_size": m.hidden,
+           "model.ffn_hidden_size": m.ffn, "model.num_attention_heads": m.heads, "model.vocab_size": m.vocab,
+           "model.normalization": "RMSNorm" if m.normalization == "rmsnorm" else "LayerNorm",
+           "model.gated_linear_unit": m.ffn_act == "swiglu", "model.qk_layernorm": bool(m.qk_norm) or m.mla is not None,
+           "model.share_embeddings_and_output_weights": bool(m.tied_embeddings),
+           "model.add_bias_linear": m.linear_bias if m.linear_bias is not None else m.ffn_act != "swiglu",
+           "ddp.use_distributed_optimizer": lay["zero"] == 1,
+           "model.recompute_granularity": None if lay["recompute"] == "none" else lay["recompute"]}
+    if m.mla is None:
+        out["model.num_query_groups"] = m.num_kv_heads
+    if not yarn:
+        out["model.position_embedding_type"] = {"rope": "rope", "learned": "learned_absolute"}[m.position_embedding]
+    if moe is not None:
+        out |= {"model.expert_model_parallel_size": lay["ep"], "model.expert_tensor_parallel_size": lay["etp"],
+                "model.num_moe_experts": moe.experts, "model.moe_router_topk": moe.top_k,
+                "model.moe_ffn_hidden_size": moe.expert_ffn_hidden, "model.moe_router_score_function": moe.router_score,
+                "model.moe_router_topk_scaling_factor": moe.top_k_scaling}
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_megatron_bridge_overrides_are_config_container_fields(name):
+    m, c = load_model(name), load_cluster("dgx-h100-1024")
+    for given in (dict(gpus=64, tp=2, pp=2, micro_batch=1, zero=1, recompute="full", sequence_parallel=True),
+                  dict(gpus=16, tp=1, pp=1, cp=2, micro_batch=1, zero=3)):
+        scored = estimate_layout(m, c, **given)
+        recipe, got = parse_bridge(export_settings("megatron-bridge", scored, m, c).text)
+        want = bridge_expected(m, scored.layout)
+        assert {k: got.get(k) for k in want} == want
+        assert recipe.startswith(name.replace("-128k", "").replace(".", "").replace("-", "_")) or recipe == "vanilla_gpt_pretrain_config"
+
+
+def test_megatron_bridge_by_hand():
+    # llama3.1-70b: Bridge's llama31_70b recipe; 256 GPUs at tp 8 pp 4 vpp 5, mb 1; RMSNorm, rope base 500000, x8 scaling
+    m, c = load_model("llama3.1-70b"), load_cluster("dgx-h100-1024")
+    scored = estimate_layout(m, c, gpus=256, tp=8, pp=4, vpp=5, micro_batch=1, zero=1, sequence_parallel=True)
+    text = export_settings("megatron-bridge", scored, m, c).text
+    recipe, got = parse_bridge(text)
+    assert recipe == "llama31_70b_pretrain_config"
+    assert got["model.tensor_model_parallel_size"] == 8 and got["model.virtual_pipeline_model_parallel_size"] == 5
+    assert got["model.rotary_base"] == 500000 and got["model.rope_scaling"] is True and got["model.rope_scaling_factor"] == 8.0
+    assert got["model.num_query_groups"] == 8 and got["mixed_precision"] == "bf16_mixed"
+    assert text.splitlines()[-1] == "mixed_precision=bf16_mixed" and all(line.endswith(" \\") for line in
+                                                                          text.splitlines()[:-1] if not line.startswith("#"))
+    # an unknown field, a bad choice, a wrong type and an unknown recipe fail the reader
+    for bad in ("model.tensor_parallel_size=8", "model.recompute_method=every", "model.num_layers=eighty",
+                "model.sequence_parallel=1", "mixed_precision=bf16"):
+        with pytest.raises((AssertionError, KeyError)):
+            parse_bridge(text.replace("mixed_precision=bf16_mixed", bad))
+    with pytest.raises(AssertionError):
+        parse_bridge(text.replace("llama31_70b_pretrain_config", "llama31_70b_config"))
