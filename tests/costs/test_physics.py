@@ -12,6 +12,7 @@ networks (issue 29, "physics first").
   ZeRO-3 gathers the parameters for every micro-batch's forward and again for its backward and
   reduce-scatters its gradients (DeepSpeed stage 3, FSDP reshard_after_forward): 3 m (N - 1) / N.
 - No step is shorter than the micro-batches' activations each pipeline rank must send.
+- No MoE step is shorter than the routed tokens its all-to-alls must send off the node.
 - More network or NVLink bandwidth, or a faster GPU, never makes a step slower.
 - With the work per GPU fixed (dp doubled with the global batch, no ZeRO sharding), more GPUs never
   beat ideal scaling: the step never gets shorter.
@@ -146,3 +147,49 @@ def test_more_gpus_with_the_work_per_gpu_fixed_never_beat_ideal_scaling(job):
     assume(not rule_violations(lay2, _context(wider, 2 * gpus)))
     assert int(lay2.num_microbatches[0]) == int(lay.num_microbatches[0])  # the same work per GPU
     assert step_s(wider, cluster, lay2) >= step_s(model, cluster, lay) * (1 - 1e-9)
+
+
+MOE_MODELS = {name: load_model(name) for name in ("mixtral-8x7b", "qwen3-30b-a3b")}
+
+
+@st.composite
+def moe_jobs(draw):
+    """(model, cluster, layout, GPUs): an expert-parallel layout of a MoE model, the network 1, 1/10
+    or 1/100 of the shipped one, the ep group inside a node or spanning nodes."""
+    model = MOE_MODELS[draw(st.sampled_from(sorted(MOE_MODELS)))]
+    cluster = CLUSTERS[draw(st.sampled_from(["dgx-h100-1024", "dgx-b200-1024"]))]
+    slower = draw(st.sampled_from([1.0, 0.1, 0.01]))
+    cluster = _faster(cluster, network_gbps=cluster.node.network_gbps * slower)
+    ep = draw(st.sampled_from([2, 4, 8, 16, 32]))
+    assume(model.moe.experts % ep == 0)
+    tp, pp = draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2]))
+    dp = ep * draw(st.sampled_from([1, 2]))  # ep divides dp (etp 1, cp 1)
+    mb, m = 1, draw(st.sampled_from([1, 2, 4]))
+    gpus = dp * tp * pp
+    model = with_global_batch(model, dp * mb * m)
+    given = dict(tp=tp, pp=pp, dp=dp, ep=ep, micro_batch=mb, zero=1, recompute="none",
+                 sequence_parallel=tp > 1, vpp=1)
+    lay = layout_of(model, gpus, given, gpus_said="test")
+    assume(not rule_violations(lay, _context(model, gpus)))
+    return model, cluster, lay, gpus
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(moe_jobs())
+def test_no_step_beats_the_tokens_its_all_to_alls_send_off_the_node(job):
+    """Every micro-batch, each MoE layer sends each of the rank's s b / (tp cp) tokens to top_k
+    experts and back, forward (dispatch, combine) and again backward: 4 all-to-alls. Under uniform
+    routing a copy's expert is on another node with probability (ep - k) / ep, k of the ep ranks
+    sharing the node; whatever the dispatcher, a token with any expert off the node crosses the
+    network once per pass at least: P(some expert off-node) >= (ep - k) / ep for top_k >= 1. Each
+    GPU sends through its own NIC. The rank with the most MoE layers holds >= moe_layers / pp."""
+    model, cluster, lay, gpus = job
+    tp, pp, ep = (int(getattr(lay, a)[0]) for a in ("tp", "pp", "ep"))
+    m, mb = int(lay.num_microbatches[0]), int(lay.micro_batch[0])
+    k = min(ep, cluster.node.nvlink_domain // tp)  # ep ranks tp apart on one node
+    assume(ep > k)
+    tokens = model.seq_len * mb / tp
+    nbytes = tokens * model.hidden * BF16_BYTES * (ep - k) / ep
+    layers = -(-model.moe_layers // pp)  # ceil: some rank holds at least this many
+    floor = 4 * m * layers * nbytes / (cluster.node.network_gbps * GB)
+    assert step_s(model, cluster, lay) >= floor * SLACK
