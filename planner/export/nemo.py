@@ -50,6 +50,27 @@ def nemo_memory(lay: Launch, model: ModelSpec) -> Overrides:
     return o
 
 
+TP_OVERLAP_CALLBACK = "nemo.lightning.pytorch.callbacks.megatron_comm_overlap.MegatronCommOverlapCallback"
+
+
+def nemo_tp_overlap(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
+    """The Megatron export's --tp-comm-overlap. NeMo v2.4.0 turns it on only through MegatronCommOverlapCallback
+    (callbacks/megatron_comm_overlap.py): its setup writes its own tp_comm_overlap (default False) into model.config,
+    so a model.config.tp_comm_overlap override alone is overwritten or, with no callback, leaves Transformer Engine's
+    userbuffers uninitialised (_init_te_userbuffers). The override appends one to trainer.callbacks (NeMo-Run v0.4.0:
+    `+=` extends the recipe's list, a dotted `pkg.Class(k=v)` value is imported and built); the callback keeps it
+    only with tp > 1 and sequence parallelism, as Megatron-LM does. Appended last, its setup runs after a recipe's
+    own (performance_mode's, tp_comm_overlap False) and wins."""
+    if not (model.training.tp_comm_overlap and lay.tp > 1):
+        return [], []
+    if not lay.sequence_parallel:
+        return [], ["TP communication overlap was planned, but NeMo's MegatronCommOverlapCallback needs sequence parallelism"]
+    return [("trainer.callbacks+", f"[{TP_OVERLAP_CALLBACK}(tp_comm_overlap=True)]")], [
+        "TP overlap: the trainer.callbacks line appends MegatronCommOverlapCallback(tp_comm_overlap=True), built by "
+        "NeMo-Run from its dotted path; NeMo's docs add it in the recipe's Python, recipe.trainer.callbacks.append("
+        "run.Config(MegatronCommOverlapCallback, tp_comm_overlap=True)) (features/optimizations/communication_overlap.rst)"]
+
+
 def nemo_precision(model: ModelSpec) -> Overrides:
     """MegatronMixedPrecision's fields, as recipes/precision/mixed_precision.py sets them."""
     t = model.training
@@ -172,6 +193,9 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
         o += moe
         notes += moe_notes
     o += nemo_memory(lay, model)
+    overlap, overlap_notes = nemo_tp_overlap(lay, model)
+    o += overlap
+    notes += overlap_notes
     o += [("data.micro_batch_size", lay.micro_batch), ("data.global_batch_size", lay.global_batch),
           ("data.seq_length", model.seq_len), ("model.config.seq_length", model.seq_len)]
     o += nemo_precision(model)

@@ -288,3 +288,47 @@ head = f"""# Megatron-Bridge ConfigContainer override paths, vendored to check -
 """
 open("/work/main/tests/data/frameworks/megatron-bridge.txt", "w").write(
     head + "\n".join(out) + "\n## recipes\n" + "\n".join(recipes) + "\n## mixed precision\n" + "\n".join(mixed) + "\n")
+
+# ---- NeMo TP communication overlap (issue 30 item 3): NeMo 2 turns it on only through MegatronCommOverlapCallback
+# (it sets model.config.tp_comm_overlap and initialises Transformer Engine's userbuffers); the export appends one to
+# trainer.callbacks with NeMo-Run's `+=` and its dotted-import factory. Run after the nemo.txt and nemo-run.txt blocks.
+mco = "nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py"
+s = show(NM, NMT, mco)
+rec = show(NM, NMT, "nemo/collections/llm/recipes/gpt3_175b.py")
+add = [f"## section: trainer.callbacks+=nemo.lightning.pytorch.callbacks.megatron_comm_overlap.MegatronCommOverlapCallback",
+       f"## from: NVIDIA/NeMo {NMT} {mco}, MegatronCommOverlapCallback.__init__ parameters"] + init_params(s, "MegatronCommOverlapCallback")
+add += [f"## from: NVIDIA/NeMo {NMT} {mco}, _get_model_comm_overlap_cfgs: the conditions it keeps tp_comm_overlap under"]
+add += [l.strip() for l in s.splitlines() if re.match(r"\s+(if|elif) .*(tensor_model_parallel_size < 2|sequence_parallel|HAVE_TE):", l)]
+add += [f"## from: NVIDIA/NeMo {NMT} nemo/collections/llm/recipes/gpt3_175b.py, pretrain_recipe's trainer callbacks (a list `+=` extends)"]
+add += [l.strip() for l in rec.splitlines() if "callbacks=[run.Config(TimingCallback)]" in l]
+path = "/work/main/tests/data/frameworks/nemo.txt"
+ls = open(path).read().splitlines()
+k = next(i for i, l in enumerate(ls) if not l.startswith("# "))
+note = (f"# Added for the TP-communication overlap: `## section: trainer.callbacks+=<class>`, the verbatim {mco} lines of\n"
+        f"# MegatronCommOverlapCallback.__init__'s parameters and of the `if`/`elif` lines that keep tp_comm_overlap, and\n"
+        f"# gpt3_175b.py's trainer callbacks line (Python's ast / regexes; extract.py, the last block).")
+open(path, "w").write("\n".join(ls[:k] + [note] + ls[k:] + add) + "\n")
+src = show(NR, NRT, "nemo_run/cli/cli_parser.py")
+ops = [l.strip() for l in src.splitlines() if re.match(r'\s+(ASSIGN|ADD) = "', l)]
+dotted = [l.strip() for l in src.splitlines() if re.search(r'# Check if it\'s a dotted import|if "\." in factory_name:|importlib\.import_module\(module_name\)|return fdl\.build\(partial_factory\)\(\)', l)]
+open("/work/main/tests/data/frameworks/nemo-run.txt", "a").write(
+    f"## from: NVIDIA/NeMo-Run {NRT} nemo_run/cli/cli_parser.py, Operation (`key+=value` extends a list) and parse_factory's\n"
+    "## dotted-import branch (a `pkg.mod.Class(k=v)` value is imported and built), verbatim lines\n" + "\n".join(ops + dotted) + "\n")
+
+# ---- Framework restrictions (issue 30 item 2, planner/export/frameworks.py RESTRICTIONS): each source's quoted
+# condition, found as a whole stripped line of the file at its tag/commit, written with its line number
+import sys; sys.path.insert(0, "/work/main")
+from planner.export.frameworks import RESTRICTIONS
+MIRROR = {"NVIDIA/Megatron-LM": MG, "pytorch/torchtitan": TT, "deepspeedai/DeepSpeed": DS}
+out = []
+for src in dict.fromkeys(s for r in RESTRICTIONS for s in r.sources):
+    text = show(MIRROR[src.repo], src.rev, src.path).splitlines()
+    nums = [i + 1 for i, l in enumerate(text) if l.strip() == src.quote]
+    assert nums, src
+    out += [f"## {src.repo} {src.rev} {src.path}:{','.join(map(str, nums))}", src.quote]
+head = """# The conditions planner/export/frameworks.py mirrors, vendored to check its sources offline.
+# repos: https://github.com/NVIDIA/Megatron-LM (BSD-3-Clause), https://github.com/pytorch/torchtitan (BSD-3-Clause),
+# https://github.com/deepspeedai/DeepSpeed (Apache-2.0). Per source: `## repo rev path:line[,line]`, then the line,
+# verbatim with its indentation stripped (found as a whole line of `git show rev:path`).
+"""
+open("/work/main/tests/data/frameworks/restrictions.txt", "w").write(head + "\n".join(out) + "\n")

@@ -1,0 +1,132 @@
+"""What each training framework runs (issue 30 item 2, `--framework`): a mask over the layout space.
+
+Every restriction is declared once in RESTRICTIONS with the framework's own check it mirrors (repository, tag or
+commit, file and the condition's line, verbatim; tests/data/frameworks/restrictions.txt holds each line as found
+there, tests/data/frameworks/extract.py the steps). Only what the source refuses (or silently changes) is here;
+how the planner's axes map onto a framework's settings (ZeRO-1 as Megatron's distributed optimizer, ZeRO-2/3 as
+Megatron FSDP or torchtitan FSDP, ...) is the exporters' business, listed in MAPPINGS, and no check. Checks that
+need the model (layers per virtual stage, sequence length over cp or tp) are left to the exporters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+# torchtitan: main at b5bcd76 (the --export torchtitan names); torchtitan@0.2: release v0.2.2
+FRAMEWORKS = ("megatron", "megatron-bridge", "nemo", "torchtitan", "torchtitan@0.2", "deepspeed")
+
+# The stack profile (configs/stacks/) a framework's layouts are priced with. Megatron-LM, Megatron-Bridge and NeMo 2
+# all run Megatron Core (TE attention, TP/DP overlap, distributed optimizer); both torchtitan revisions are
+# torchtitan's profile; DeepSpeed's export is a ds_config for the DeepSpeed engine's ZeRO (overlap_comm,
+# prefetched per-submodule gathers), which deepspeed-zero3 describes (megatron-deepspeed is the 2021 Megatron
+# model-code fork without overlap, a narrower case).
+FRAMEWORK_STACK = {"megatron": "megatron-core", "megatron-bridge": "megatron-core", "nemo": "megatron-core",
+                   "torchtitan": "torchtitan", "torchtitan@0.2": "torchtitan", "deepspeed": "deepspeed-zero3"}
+# The --export kind a framework defaults to (planner.export.EXPORTS)
+FRAMEWORK_EXPORT = {f: f for f in FRAMEWORKS}
+
+MEGATRON_CORE = "core_v0.15.0"  # NeMo v2.4.0 leaves megatron_core unpinned: the vendored core tag
+BRIDGE_CORE = "cd4afffa648426a959dc7cb1e24b5ce7d0c3ff54"  # Megatron-Bridge v0.6.0's 3rdparty/Megatron-LM
+TITAN_MAIN = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
+
+
+@dataclass(frozen=True)
+class Source:
+    repo: str  # owner/name on GitHub
+    rev: str  # tag or commit
+    path: str
+    quote: str  # the condition's line, verbatim, indentation stripped
+
+
+@dataclass(frozen=True)
+class Restriction:
+    frameworks: tuple[str, ...]
+    ok: Callable  # Layouts -> bool array (True: the framework runs it as stated)
+    message: str
+    sources: tuple[Source, ...]
+
+
+def _dp_shard(l):
+    """torchtitan's data_parallel_shard_degree as the export sets it: dp for ZeRO-2/3 (FSDP), else 1 (DDP)."""
+    return np.where(l.zero >= 2, l.dp, 1)
+
+
+_SCHEDULES = "megatron/core/pipeline_parallel/schedules.py"
+_INTERLEAVE = ("if 0 < final_microbatch_group_size < pipeline_parallel_size:",
+               "config.microbatch_group_size_per_vp_stage > num_microbatches")
+_GROUP = "self.microbatch_group_size_per_vp_stage = self.pipeline_model_parallel_size"
+
+RESTRICTIONS: tuple[Restriction, ...] = (
+    Restriction(("megatron",), lambda l: (l.vpp == 1) | (l.pp > 1),
+                "Megatron-LM's interleaved schedule (vpp > 1) needs pp > 1",
+                (Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/training/arguments.py",
+                        "assert args.pipeline_model_parallel_size > 1, \\"),)),
+    Restriction(("megatron",), lambda l: (l.sequence_parallel == 0) | (l.tp > 1),
+                "Megatron-LM turns sequence parallelism off when tp is 1",
+                (Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/training/arguments.py", "args.sequence_parallel = False"),)),
+    # microbatch_group_size_per_vp_stage defaults to pp (Megatron Core; NeMo's MegatronStrategy the same): the
+    # micro-batches must reach pp and leave no remainder below pp, i.e. be a multiple of pp
+    Restriction(("megatron", "megatron-bridge", "nemo"),
+                lambda l: (l.vpp == 1) | (l.pp == 1) | (l.num_microbatches % l.pp == 0),
+                "Megatron Core's interleaved schedule (vpp > 1) needs the micro-batches per step to be a multiple of pp",
+                tuple(Source("NVIDIA/Megatron-LM", rev, _SCHEDULES, q) for rev in (MEGATRON_CORE, BRIDGE_CORE) for q in _INTERLEAVE)
+                + tuple(Source("NVIDIA/Megatron-LM", rev, "megatron/core/model_parallel_config.py", _GROUP)
+                        for rev in (MEGATRON_CORE, BRIDGE_CORE))),
+    Restriction(("torchtitan@0.2",), lambda l: (l.ep == 1) | (l.etp == 1) | (l.etp == l.tp),
+                "torchtitan v0.2.2 runs expert tensor parallelism only as etp = tp or etp = 1",
+                (Source("pytorch/torchtitan", "v0.2.2", "torchtitan/distributed/parallel_dims.py",
+                        'assert etp == tp or etp == 1, "Currently we only support ETP=TP or ETP=1"'),)),
+    Restriction(("torchtitan@0.2",), lambda l: (_dp_shard(l) * l.cp * l.tp) % (l.ep * l.etp) == 0,
+                "torchtitan v0.2.2 builds the expert mesh from dp_shard*cp*tp: ep*etp must divide it "
+                "(dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)",
+                (Source("pytorch/torchtitan", "v0.2.2", "torchtitan/distributed/parallel_dims.py",
+                        "efsdp = fsdp * self.tp // (self.etp * self.ep)"),
+                 Source("pytorch/torchtitan", "v0.2.2", "torchtitan/distributed/parallel_dims.py",
+                        "assert actual_size == expected_size, ("))),
+    Restriction(("torchtitan",), lambda l: (l.ep == 1) | (l.etp == 1),
+                "torchtitan main has no expert tensor parallelism (ParallelismConfig has expert_parallel_degree only)",
+                (Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/config/configs.py", "expert_parallel_degree: int = 1"),)),
+    Restriction(("torchtitan",), lambda l: (_dp_shard(l) * l.cp * l.tp) % l.ep == 0,
+                "torchtitan main needs ep to divide dp_shard*cp*tp (dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)",
+                (Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/distributed/parallel_dims.py", "if sparse_region % ep != 0:"),)),
+    Restriction(("deepspeed",), lambda l: (l.pp == 1) | (l.zero <= 1),
+                "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/engine.py",
+                        ') < ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"'),)),
+)
+
+# How the exporters map an axis (no check: every value runs)
+MAPPINGS = (
+    ("megatron", "zero 1: --use-distributed-optimizer; zero 2/3: Megatron FSDP optim_grads / optim_grads_params"),
+    ("megatron-bridge", "zero 1: ddp/optimizer.use_distributed_optimizer; zero 2/3: ddp.use_megatron_fsdp"),
+    ("nemo", "zero 1: optim.config.use_distributed_optimizer; zero 2/3: trainer.strategy.fsdp=megatron"),
+    ("torchtitan", "zero 0/1: DDP (data_parallel_replicate_degree; ZeRO-1 said in a note); zero 2/3: FSDP "
+                   "fsdp_reshard_after_forward never/always"),
+    ("torchtitan@0.2", "as torchtitan"),
+    ("deepspeed", "zero: zero_optimization.stage; tp, pp, ep, cp: the model code's, not the ds_config's"),
+)
+
+
+def framework_names() -> tuple[str, ...]:
+    return FRAMEWORKS
+
+
+def restrictions(framework: str) -> tuple[Restriction, ...]:
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {framework!r}; choose one of: {', '.join(FRAMEWORKS)}")
+    return tuple(r for r in RESTRICTIONS if framework in r.frameworks)
+
+
+def framework_mask(framework: str, layouts) -> tuple[np.ndarray, np.ndarray]:
+    """(ok, reason) per layout row: ok where `framework` runs the layout as stated; reason '' there, else the
+    messages of the restrictions it breaks, in RESTRICTIONS order, joined by '; '."""
+    n = len(np.asarray(layouts.tp))
+    ok = np.ones(n, dtype=bool)
+    reason = np.full(n, "", dtype=object)
+    for r in restrictions(framework):
+        bad = ~np.broadcast_to(np.asarray(r.ok(layouts), dtype=bool), (n,))
+        reason[bad] = np.where(reason[bad] == "", r.message, reason[bad] + "; " + r.message)
+        ok &= ~bad
+    return ok, reason.astype(str)
