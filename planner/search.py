@@ -193,11 +193,13 @@ def search(
     frontier: bool = False,
     critical_batch_tokens: float | None = None,
     split_top: int = SPLIT_TOP,
+    framework: str | None = None,
 ) -> SearchResult:
     """`power_caps`: also try the GPU preset's power-cap levels (None: when the objective is not
     time, with --frontier, or with an energy limit); `frontier`: also return the Pareto frontier;
     `critical_batch_tokens`: McCandlish et al. 2018 B_crit for time to train; `split_top`: rows
-    of the vectorised pass given an uneven stage split by CP-SAT (planner/refine.py; 0: none)."""
+    of the vectorised pass given an uneven stage split by CP-SAT (planner/refine.py; 0: none);
+    `framework`: only the layouts that framework runs (planner/export/frameworks.py)."""
     gpus = cluster.total_gpus if gpus is None else gpus  # 0 is a mistake, not "the whole cluster"
     if gpus <= 0:
         raise SpecError("GPU count must be positive", path="--gpus", expected="an integer > 0")
@@ -211,6 +213,8 @@ def search(
     layouts = space_for(model, gpus, space, len(levels) if caps else 1)
     if not len(layouts):
         raise InfeasibleError(empty_space_reason(model, gpus))
+    if framework is not None:
+        layouts = framework_layouts(framework, layouts)
     reference = None
     if limits.min_scaling_efficiency is not None and gpus >= 2:
         reference = _reference_rate(model, cluster, gpus // 2, limits, space)
@@ -233,6 +237,20 @@ def search(
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
                         frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
                         split_solves=refined.solves)
+
+
+def framework_layouts(framework: str, layouts):
+    """The rows `framework` runs; none is an InfeasibleError naming what ruled out the most."""
+    from collections import Counter
+
+    from planner.export.frameworks import framework_mask
+
+    ok, reason = framework_mask(framework, layouts)
+    if not ok.any():
+        common, n = Counter(r for r in reason.tolist() if r).most_common(1)[0]
+        raise InfeasibleError(f"{framework} runs none of the {len(layouts):,} layouts of the space; "
+                              f"{n:,} because {common}")
+    return layouts if ok.all() else layouts.take(np.flatnonzero(ok))
 
 
 def _choose(cluster, scores, objective, feasible, top_k) -> tuple[SolveResult, np.ndarray]:

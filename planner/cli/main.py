@@ -110,6 +110,9 @@ Stack = Annotated[Optional[str], typer.Option("--stack", help=(
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 Export = Annotated[Optional[str], typer.Option("--export", help=(
     "print launch settings of the layout instead of the table: megatron | megatron-bridge | nemo | torchtitan | torchtitan@0.2 | deepspeed"))]
+Framework = Annotated[Optional[str], typer.Option("--framework", help=(
+    "only layouts this framework runs (megatron | megatron-bridge | nemo | torchtitan | torchtitan@0.2 | deepspeed), "
+    "priced with its stack profile unless --stack says otherwise"))]
 SeqLen = Annotated[Optional[int], typer.Option("--seq-len", help="tokens per sequence (overrides the model spec's seq_len)")]
 Precision = Annotated[Optional[str], typer.Option("--precision", help=(
     f"{' | '.join(PRECISIONS)} (overrides the model spec's training.precision)"))]
@@ -199,7 +202,7 @@ def _check_degree_product(given: dict) -> None:
 def search(
     model: ModelArg = DEFAULT_MODEL, cluster: ClusterArg = DEFAULT_CLUSTER, gpus: Gpus = None,
     global_batch: GlobalBatch = None, seq_len: SeqLen = None, precision: Precision = None,
-    nvlink_domain_gpus: NvlinkSegment = None, stack: Stack = None,
+    nvlink_domain_gpus: NvlinkSegment = None, stack: Stack = None, framework: Framework = None,
     objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
     top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
     export: Export = None,
@@ -220,6 +223,7 @@ def search(
         check_option(TOP, top)
         check_option(GPUS, gpus)
         check_export(export, json_out, gpus_range=gpus_range, plot=plot)
+        stack_ = _framework_stack(framework, stack, export)
         figure = _figure(plot, "--plot")
         _check_degree_product(read_axes(options))
         _check_fixed_degrees(gpus, read_axes(options))
@@ -227,9 +231,10 @@ def search(
         limits, split_top = read_limits(options, "search"), setting(options, SPLIT_TOP)
         common = dict(objective=objective, limits=limits, space=SpaceLimits(max_micro_batch=setting(options, MAX_MICRO_BATCH)),
                       time_limit_s=setting(options, TIME_LIMIT), power_caps=power_caps,
-                      critical_batch_tokens=read_options(options, "search").get(CRITICAL_BATCH.key))
+                      critical_batch_tokens=read_options(options, "search").get(CRITICAL_BATCH.key),
+                      framework=framework)
         span = None if gpus_range is None else parse_range(gpus_range)
-        m, c = _load(model, cluster, global_batch, gpus, stack, seq_len=seq_len, precision=precision,
+        m, c = _load(model, cluster, global_batch, gpus, stack_, seq_len=seq_len, precision=precision,
                      nvlink_segment=nvlink_domain_gpus)
         if span is not None:
             counts = search_gpu_counts(m, c, *span, **common)
@@ -381,7 +386,7 @@ def parse_range(text: str) -> tuple[int, int]:
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
              seq_len: SeqLen = None, precision: Precision = None, nvlink_domain_gpus: NvlinkSegment = None,
-             stack: Stack = None, json_out: AsJson = False, export: Export = None,
+             stack: Stack = None, framework: Framework = None, json_out: AsJson = False, export: Export = None,
              timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
                  "draw the pipeline schedule and memory per rank to FILE (.png or .svg; needs matplotlib)"))] = None,
              stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
@@ -396,15 +401,17 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
 
         check_option(GPUS, gpus)
         check_export(export, json_out)
+        stack_ = _framework_stack(framework, stack, export)
         figure = _figure(timeline, "--timeline")
         given = {a.name: options[a.name] for a in AXES if a.given is not None}
         _check_degree_product(read_axes(given))  # each axis in its domain, then their product
         limits = read_limits(options, "estimate", fix=False)
         split = parse_split(stage_layers)
-        m, c = _load(model, cluster, global_batch, None, stack, seq_len=seq_len, precision=precision,
+        m, c = _load(model, cluster, global_batch, None, stack_, seq_len=seq_len, precision=precision,
                      nvlink_segment=nvlink_domain_gpus)
         given = _estimate_defaults(given, gpus, c)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
+        _check_framework_runs(framework, result)
         result = _with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)
         _require_finite(report.scored_json(result))
         if export is not None:
@@ -424,6 +431,36 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
             raise typer.Exit(1)
 
     run(numbers_checked(go))
+
+
+def _framework_stack(framework: str | None, stack: str | None, export: str | None) -> str | None:
+    """The stack a --framework search prices with (its profile unless --stack is given); an
+    --export of another framework's settings is refused: they would not run what was searched."""
+    if framework is None:
+        return stack
+    from planner.export.frameworks import FRAMEWORK_EXPORT, FRAMEWORK_STACK, framework_names
+
+    if framework not in framework_names():
+        raise SpecError(f"no framework named '{framework[:40]}'", path="--framework",
+                        expected=f"one of: {', '.join(framework_names())}")
+    if export is not None and export != FRAMEWORK_EXPORT[framework]:
+        raise SpecError(f"--export {export} with --framework {framework}", path="--export",
+                        expected=f"{FRAMEWORK_EXPORT[framework]} (or no --framework)")
+    return stack if stack is not None else FRAMEWORK_STACK[framework]
+
+
+def _check_framework_runs(framework: str | None, result) -> None:
+    """The layout given to estimate is one the framework runs, else exit 2 saying which rule."""
+    if framework is None:
+        return
+    from planner.export.frameworks import framework_mask
+    from planner.layout.axes import AXES
+    from planner.layout.space import single_layout
+
+    ok, reason = framework_mask(framework, single_layout(**{a.name: result.layout[a.name] for a in AXES if a.name in result.layout}))
+    if not bool(ok[0]):
+        raise SpecError(f"{framework} cannot run this layout: {reason[0]}", path="--framework",
+                        expected="a layout the framework runs (planner/export/frameworks.py)")
 
 
 def _estimate_defaults(given: dict, gpus: int | None, cluster) -> dict:

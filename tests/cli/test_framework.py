@@ -1,0 +1,52 @@
+"""`--framework` on search and estimate (issue 30): only layouts the framework runs, priced with its
+stack, and never another framework's settings."""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+from planner.export.frameworks import FRAMEWORK_STACK, framework_mask
+from planner.search import search
+from planner.specs.loading import load_cluster, load_model
+from planner.search import with_stack
+
+
+def run(*args):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize("model,gpus", [("deepseek-v3", "512"), ("qwen3-30b-a3b", "64"), ("mixtral-8x7b", "64"),
+                                        ("llama3.1-8b", "64")])
+def test_a_torchtitan_search_lists_and_exports_only_what_torchtitan_runs(model, gpus):
+    m = with_stack(load_model(model), FRAMEWORK_STACK["torchtitan"])
+    r = search(m, load_cluster("dgx-h100-1024"), gpus=int(gpus), top_k=3, framework="torchtitan", split_top=0)
+    ok, reason = framework_mask("torchtitan", r.scores.layouts)
+    assert ok.all(), set(reason.tolist())  # every scored row, chosen or not
+    # ... and its settings are printed (exit 0), never refused (exit 2) as unrunnable by torchtitan
+    out = run("search", model, "dgx-h100-1024", "--gpus", gpus, "--framework", "torchtitan", "--export", "torchtitan")
+    assert out.exit_code == 0, out.stderr
+    assert "--parallelism.expert_parallel_degree" in out.stdout or model == "llama3.1-8b"
+
+
+def test_the_framework_sets_the_stack_unless_stack_is_given():
+    out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan", "--top", "1")
+    assert out.exit_code == 0 and "stack: torchtitan" in out.stdout
+    out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan", "--stack",
+              "pytorch-fsdp", "--top", "1")
+    assert out.exit_code == 0 and "stack: pytorch-fsdp" in out.stdout
+
+
+def test_another_frameworks_export_or_an_unknown_framework_is_bad_input():
+    out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan", "--export", "megatron")
+    assert out.exit_code == 2 and "--export megatron with --framework torchtitan" in out.stderr
+    out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--framework", "jax")
+    assert out.exit_code == 2 and "no framework named 'jax'" in out.stderr
+
+
+def test_estimate_refuses_a_layout_the_framework_cannot_run():
+    # DeepSpeed's pipeline engine refuses ZeRO 2/3 (runtime/pipe/engine.py, v0.19.5): pp 2 with ZeRO 3
+    args = ["estimate", "llama3.1-8b", "dgx-h100-1024", "--gpus", "16", "--tp", "1", "--pp", "2", "--micro-batch", "1"]
+    out = run(*args, "--zero", "3", "--framework", "deepspeed")
+    assert out.exit_code == 2 and "deepspeed cannot run this layout" in out.stderr
+    assert run(*args, "--zero", "1", "--framework", "deepspeed").exit_code in (0, 1)  # runs: scored
