@@ -34,10 +34,21 @@ CASES = (
 )
 
 
-def run(model_name: str, cluster_name: str, gpus: int, global_batch: int | None) -> dict:
+def _case(model_name: str, cluster_name: str, gpus: int, global_batch: int | None) -> tuple:
     model = with_global_batch(load_model(model_name), global_batch)
     cluster = load_cluster(cluster_name)
-    cluster = cluster.model_copy(update={"nodes": -(-gpus // cluster.node.gpus)})
+    return model, cluster.model_copy(update={"nodes": -(-gpus // cluster.node.gpus)})
+
+
+def counts(model_name: str, cluster_name: str, gpus: int, global_batch: int | None) -> dict:
+    """One search's candidates and feasible rows (docs/speed.md's table; tests/test_readme.py)."""
+    model, cluster = _case(model_name, cluster_name, gpus, global_batch)
+    result = search(model, cluster, gpus=gpus)
+    return dict(candidates=len(result.scores), feasible=int(result.feasible.sum()))
+
+
+def run(model_name: str, cluster_name: str, gpus: int, global_batch: int | None) -> dict:
+    model, cluster = _case(model_name, cluster_name, gpus, global_batch)
     search(model, cluster, gpus=gpus)  # warm-up (imports, OR-Tools start-up)
     walls = []
     for _ in range(3):

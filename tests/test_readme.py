@@ -52,12 +52,14 @@ def test_the_docs_pages_are_read():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_runs(command, tmp_path, monkeypatch):
+def test_readme_command_runs(command, tmp_path, monkeypatch, plan_once):
     monkeypatch.chdir(tmp_path)
     args = shlex.split(command)[1:]
     # Paths in the README and the docs are relative to the repository root.
     args = [str(ROOT / a) if (ROOT / a).exists() and "/" in a else a for a in args]
-    result = CliRunner().invoke(app, args)
+    # `plan validate` (seconds of replaying measurements) runs once for the tests that read it, from a
+    # scratch folder of its own
+    result = plan_once(*args) if args == ["validate"] else CliRunner().invoke(app, args)
     assert "Traceback" not in result.output
     assert result.exit_code == 0, (command, result.output[-2000:])
 
@@ -99,3 +101,21 @@ def test_version_comment_is_the_version():
 
     shown = re.search(r"plan --version\s+# (.*)", (ROOT / "docs" / "commands.md").read_text()).group(1).strip()
     assert shown == f"plan {version()} ({DISTRIBUTION})"
+
+
+def test_the_speed_tables_counts_are_what_a_search_finds():
+    """docs/speed.md's candidates and feasible columns, row by row as benchmarks/speed.py runs them
+    (its timings vary run to run and are not compared)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import speed
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rows = re.findall(r"^\| ([^|]+) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|", (ROOT / "docs" / "speed.md").read_text(), flags=re.M)
+    assert len(rows) == len(speed.CASES)
+    for (label, gpus, candidates, feasible), case in zip(rows, speed.CASES):
+        assert label.startswith(case[0]) and int(gpus.replace(",", "")) == case[2]
+        found = speed.counts(*case)
+        assert (found["candidates"], found["feasible"]) == (int(candidates.replace(",", "")), int(feasible.replace(",", ""))), label
