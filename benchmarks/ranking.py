@@ -9,6 +9,11 @@ rho of predicted vs measured step times, and the regret of the planner's favouri
 time / the best measured - 1).
 - vTrain (1,549 A100 runs): from data/calibration/residuals.csv, written by benchmarks/calibrate.py,
   both as fitted and as predicted with vTrain left out of the fit (refit without it).
+- torchtitan (H100 96GB) and the Ultra-Scale Playbook's nanotron jobs (H100, 1-64 nodes, 24-147
+  layouts each) from the same file: a group is one calibration case (one model, sequence, batch and
+  GPU count). The Playbook is never fitted (benchmarks/calibrate.py PREDICTED_SOURCES): its fitted
+  and left-out columns are both predictions. Every layout counts, those the planner's constraints
+  refuse too (benchmarks/held_out.py ranks the favourite among accepted layouts only).
 - BLOOM-176B on 384 A100 (data/extra-checks, never fitted): predicted with the shipped constants;
   one group per day of the BigScience chronicles (the software changed between days).
 """
@@ -49,6 +54,24 @@ def vtrain_groups(which: str) -> dict:
     return out
 
 
+NEW_SOURCES = {"torchtitan": "torchtitan Llama 3.1, H100 96GB", "playbook": "Ultra-Scale Playbook nanotron, H100 (never fitted)"}
+
+
+def new_source_groups(which: str) -> dict:
+    """{label: (keys, predicted, measured)}: one group per case of each new source."""
+    out = {}
+    with open(ROOT / "data" / "calibration" / "residuals.csv") as fh:
+        for r in csv.DictReader(fh):
+            if r["source"] not in NEW_SOURCES or r["metric"] != "iteration_s" or r[which] in ("", "nan"):
+                continue
+            keys, pred, meas = out.setdefault(NEW_SOURCES[r["source"]], ([], [], []))
+            m = float(r["measured"])
+            keys.append((r["case"], r["gpus"]))
+            meas.append(m)
+            pred.append(m * (1 + float(r[which])))
+    return out
+
+
 def bloom_groups() -> dict:
     keys, pred, meas = [], [], []
     for case in load_extra_checks():
@@ -78,7 +101,7 @@ def summarise(label: str, keys, pred, meas) -> dict:
 def main() -> None:
     rows = []
     for which, tag in (("fitted_error", "fitted"), ("loso_error", "left out of the fit")):
-        for name, (k, p, m) in vtrain_groups(which).items():
+        for name, (k, p, m) in {**vtrain_groups(which), **new_source_groups(which)}.items():
             rows.append(summarise(f"{name} ({tag})", k, p, m))
     for name, (k, p, m) in bloom_groups().items():
         rows.append(summarise(name, k, p, m))

@@ -2,9 +2,12 @@
 
 The calibration (benchmarks/calibrate.py) stores with each stack profile, per GPU it was measured
 on, every case's leave-one-source-out |error|: the error of a prediction made without that whole
-source, i.e. what a run the planner never saw can expect. A prediction's band is the root mean
-square of the k nearest such cases (distance in log2 GPUs and log2 parameters), and it is widened,
-with the reason said, where the evidence is thin:
+source, i.e. what a run the planner never saw can expect. A band is a promise that most real errors
+fall inside it (issue 29: 80 %): it is COVERAGE_Z = 1.28 times the root mean square of the k
+nearest such cases (distance in log2 GPUs and log2 parameters), 1.28 sigma being where 80 % of a
+normal error with that RMS falls, with the sources' own spread added in quadrature (the stack's
+`source_bias_pct`: a source's runs as a whole sit off the planner by an amount its neighbours in
+other sources cannot show); it is widened, with the reason said, where the evidence is thin:
 - beyond the largest calibrated GPU count: x (1 + 0.25 log2(GPUs / largest));
 - a GPU this stack was not measured on: the stack's cases on other GPUs, x 1.5;
 - a stack never calibrated: the stack profile's `carried_over_error_pct`.
@@ -18,6 +21,7 @@ import numpy as np
 from planner.specs import ModelSpec
 
 NEAREST = 8
+COVERAGE_Z = 1.2816  # the 90th percentile of N(0, 1): |error| < 1.2816 sigma for 80 % of normal errors
 OTHER_GPU_FACTOR = 1.5
 SCALE_WIDENING = 0.25
 
@@ -58,14 +62,16 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     own = stack.gpus.get(gpu_name)
     if own is not None and own.error_cases:
         cases = np.array(own.error_cases, dtype=float)
-        pct, note = _widen_beyond(band_of_cases(cases, gpus, params_b), cases, gpus)
+        pct, note = _widen_beyond(COVERAGE_Z * np.hypot(band_of_cases(cases, gpus, params_b), stack.source_bias_pct),
+                                  cases, gpus)
         what = "calibration runs" if own.fitted_on else "measured jobs, never fitted (the profile's constants),"
         return ErrorBand(pct, f"{len(cases)} {what} of {stack.name} on {gpu_name}{note}")
     others = [(name, g) for name, g in stack.gpus.items() if g.error_cases]
     if others:
         cases = np.concatenate([np.array(g.error_cases, dtype=float) for _, g in others])
-        pct, note = _widen_beyond(OTHER_GPU_FACTOR * band_of_cases(cases, gpus, params_b), cases, gpus)
+        pct, note = _widen_beyond(COVERAGE_Z * np.hypot(OTHER_GPU_FACTOR * band_of_cases(cases, gpus, params_b),
+                                                        stack.source_bias_pct), cases, gpus)
         names = ", ".join(sorted(name for name, _ in others))
         return ErrorBand(pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}{note}")
-    return ErrorBand(np.full(gpus.shape, stack.carried_over_error_pct),
+    return ErrorBand(np.full(gpus.shape, COVERAGE_Z * stack.carried_over_error_pct),
                      f"no calibration runs of {stack.name}: the error of predictions with constants carried over")

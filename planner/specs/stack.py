@@ -87,6 +87,10 @@ class StackSpec(StackConstants):
     carried_over_error_pct: float = Field(default=25.0, ge=0, le=1000, description=(
         "expected |error| where this stack was never calibrated on any GPU [%] (benchmarks/calibrate.py "
         "measures it: sources predicted with constants carried over from other stacks)"))
+    source_bias_pct: float = Field(default=0.0, ge=0, le=1000, description=(
+        "RMS over the calibration sources of each one's mean error when left out [%]: how far a new "
+        "source's runs sit from the planner as a whole, which its neighbours cannot show "
+        "(benchmarks/calibrate.py; planner/fidelity/error_bands.py adds it to every band)"))
     gpus: dict[str, StackGpuConstants] = Field(default_factory=dict, description=(
         "constants fitted on a GPU type (benchmarks/calibrate.py); other GPUs carry the profile's over"))
 
