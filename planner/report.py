@@ -241,8 +241,9 @@ def render_gpus_range(r: GpuCountResult, console: Console) -> None:
     console.print(f"recommended: {rec} GPUs" if rec else "[red]no GPU count meets the constraints[/red]")
 
 
-def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console) -> None:
-    t = Table(title="best layout: step time and memory per GPU", title_justify="left",
+def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title: str = "best layout") -> None:
+    """Step time and memory per GPU of `r`, titled `title` (a search's best layout, or `plan estimate`'s one)."""
+    t = Table(title=f"{title}: step time and memory per GPU", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     t.add_column("time", justify="left")
     t.add_column("s", justify="right")
@@ -267,14 +268,15 @@ def _render_split(r: ScoredLayout, console: Console) -> None:
                       f"Megatron-LM: {' '.join(_split_args(r))}")
 
 
-def render_estimate(r: ScoredLayout, console: Console, memory_gib: float) -> None:
+def render_estimate(r: ScoredLayout, console: Console, memory_gib: float, title: str = "this layout") -> None:
+    """`plan estimate`: one layout scored, its breakdown titled `title` (not as a search's best)."""
     status = "[green]feasible[/green]" if r.feasible else "[red]infeasible[/red]"
     console.print(f"{layout_summary(r.layout)}: {status}")
     _render_split(r, console)
     console.print(f"step {r.step_time_s:.3f} s ±{r.error_band.pct:.0f}%, {r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, "
                   f"{r.model_tflops_per_gpu:.1f} TFLOP/s per GPU, {r.avg_power_kw:,.1f} kW")
     console.print(f"[dim]expected error: {escape(r.error_band.basis)}[/dim]")
-    render_breakdown(r, memory_gib, console)
+    render_breakdown(r, memory_gib, console, title)
     for v in r.violations:
         console.print(f"[red]violates {v.constraint}[/red]: {escape(v.message)}")
 

@@ -207,10 +207,11 @@ def test_cli_estimate_draws_the_timeline_even_when_infeasible(tmp_path):
     from planner.cli.main import app
 
     png = tmp_path / "t.png"
-    # tp 8 x pp 8 without recompute or sequence parallelism does not fit: exit 1, the picture still drawn
+    # tp 8 x pp 8 without recompute, sequence parallelism or ZeRO does not fit: exit 1, the picture still
+    # drawn (estimate now defaults to search's sequence parallelism and ZeRO 1, with which it fits)
     r = CliRunner().invoke(app, ["estimate", "gpt3-175b", "dgx-a100-1024", "--tp", "8", "--pp", "8",
-                                 "--micro-batch", "1", "--timeline", str(png)])
-    assert r.exit_code == 1 and _png_size(png) == (1600, 1000)
+                                 "--micro-batch", "1", "--no-sequence-parallel", "--zero", "0", "--timeline", str(png)])
+    assert r.exit_code == 1 and "violates memory" in r.stdout and _png_size(png) == (1600, 1000)
 
 
 def test_cli_search_plot_draws_the_frontier_and_bad_suffixes_exit_2(tmp_path):

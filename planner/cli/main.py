@@ -421,7 +421,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         elif json_out:
             _print_json(report.scored_json(result))
         else:
-            report.render_estimate(result, _OneLayout(out), c.gpu.memory_gib)
+            report.render_estimate(result, out, c.gpu.memory_gib)
         if figure is not None:  # drawn for an infeasible layout too (the picture shows why), after the numbers
             from planner.plots.timeline import plot_timeline
 
@@ -480,28 +480,17 @@ def _estimate_defaults(given: dict, gpus: int | None, cluster) -> dict:
     return {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
 
 
-HINT_CHANGES = 3  # settings changed together at most in the memory hint
-
-
 def _with_memory_hint(result, model, cluster, *, gpus, limits, given):
-    """The memory violation's hint replaced by a change of settings that fits, found by scoring
-    each (one setting changed, then two, then three; the fastest that fits), or said to be none."""
+    """The memory violation's tips replaced by a change of settings that fits, found by scoring each
+    (one setting changed, then two, then three; the fastest that fits), or said to be none."""
     from dataclasses import replace
 
-    memory = next((v for v in result.violations if v.constraint == "memory"), None)
-    if memory is None or ": try " not in memory.message:  # fits, or below the floor of the states alone
+    from planner.constraints.hardware import has_memory_tips, with_memory_hint
+
+    if not has_memory_tips(result.violations):  # fits, or below the floor of the states alone
         return result
-    head = memory.message.split(": try ")[0]
     found = memory_fix(result, model, cluster, gpus=gpus, limits=limits, given=given)
-    if found is None:
-        tail = (f"no change of up to {HINT_CHANGES} of --cp, --pp, --tp, --recompute, --zero, "
-                f"--sequence-parallel, --micro-batch{', --ep' if model.moe else ''} fits")
-    else:
-        options, fit = found
-        tail = (f"fits with {' '.join(options)} ({fit.memory_gib.total:.1f} GiB, step "
-                f"{fit.step_time_s:.3f} s, scored)")
-    violations = tuple(replace(v, message=f"{head}: {tail}") if v is memory else v for v in result.violations)
-    return replace(result, violations=violations)
+    return replace(result, violations=with_memory_hint(result.violations, found, moe=model.moe is not None))
 
 
 def memory_fix(result, model, cluster, *, gpus, limits, given):
@@ -509,6 +498,7 @@ def memory_fix(result, model, cluster, *, gpus, limits, given):
     makes the layout fit in memory without breaking anything else; None when none does."""
     from itertools import combinations, product
 
+    from planner.constraints.hardware import HINT_CHANGES
     from planner.estimate import estimate_layout
     from planner.layout.axes import axis
 
@@ -545,21 +535,6 @@ def memory_fix(result, model, cluster, *, gpus, limits, given):
             _, options, scored = min(fits, key=lambda f: f[0])
             return options, scored
     return None
-
-
-class _OneLayout:
-    """`plan estimate` scores one layout: its breakdown is titled as that, not as a search's best."""
-
-    def __init__(self, console) -> None:
-        self.console = console
-
-    def print(self, *objects, **kwargs) -> None:
-        from rich.table import Table
-
-        for o in objects:
-            if isinstance(o, Table) and isinstance(o.title, str) and o.title.startswith("best layout: "):
-                o.title = "this layout: " + o.title.removeprefix("best layout: ")
-        self.console.print(*objects, **kwargs)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -9,6 +10,10 @@ from planner.layout.axes import axis
 from planner.layout.space import RECOMPUTE_FULL
 from planner.units import GIB
 from planner.constraints.base import Constraint, Context, Mask, Option, relative_excess
+
+
+TRY = ": try "  # what follows it in a memory violation's message: the tips, which a scored hint may replace
+HINT_CHANGES = 3  # settings changed together at most in `plan estimate`'s memory hint
 
 
 def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
@@ -38,9 +43,30 @@ def _memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
         if lay.gpus[i] < floor:
             return (f"{text}: the weights, gradients and optimizer states alone ({state_bytes} B x "
                     f"{model.total_params() / 1e9:,.1f}B parameters) need at least {floor} GPUs, this run has {lay.gpus[i]}")
-        return f"{text}: try " + " or ".join(tips[:3])
+        return f"{text}{TRY}" + " or ".join(tips[:3])
 
     return [Mask(c.name, c.family, mem <= usable, memory_msg, relative_excess(mem, usable))]
+
+
+def has_memory_tips(violations) -> bool:
+    """Whether a memory violation among `violations` ends in tips (not when the layout fits, nor when
+    the states alone need more GPUs than the run has)."""
+    return any(v.constraint == "memory" and TRY in v.message for v in violations)
+
+
+def with_memory_hint(violations: tuple, found, moe: bool) -> tuple:
+    """`violations` with the memory violation's tips replaced by what scoring found: `found` is
+    (options, scored layout) of the fastest change of at most HINT_CHANGES settings that fits, or
+    None when none does (`moe`: --ep was among the settings tried)."""
+    if found is None:
+        tail = (f"no change of up to {HINT_CHANGES} of --cp, --pp, --tp, --recompute, --zero, "
+                f"--sequence-parallel, --micro-batch{', --ep' if moe else ''} fits")
+    else:
+        options, fit = found
+        tail = (f"fits with {' '.join(options)} ({fit.memory_gib.total:.1f} GiB, step "
+                f"{fit.step_time_s:.3f} s, scored)")
+    return tuple(replace(v, message=f"{v.message.split(TRY)[0]}: {tail}")
+                 if v.constraint == "memory" and TRY in v.message else v for v in violations)
 
 
 def _parallel_tips(scores, model, i: int) -> list[str]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.fidelity.calibration import errors, load_cases
+from planner.fidelity.calibration import errors
 
 
 @pytest.fixture(scope="module")
-def rows():
-    return errors(load_cases(vtrain=True))
+def rows(calibration_cases):
+    return errors(calibration_cases)
 
 
 def _errs(rows, prefix, metric=None):
@@ -80,13 +80,13 @@ def test_every_iteration_case_is_replayed(rows):
     assert sum(r[0].source == "vtrain" for r in rows) == 1549
 
 
-def test_model_flops_reproduce_the_published_mfu():
+def test_model_flops_reproduce_the_published_mfu(calibration_cases):
     # Korthikanti Table 5 'present work' 175B: MFU 51.4 % at 13.75 s on 64 GPUs of 312 TFLOP/s.
     # 72*B*s*l*h^2*(1 + s/6h + V/12hl) with B=64, s=2048, l=96, h=12288, V=51200 = 1.4109e17 FLOPs;
     # / (13.75 s * 64 * 312e12) = 0.5139.
     from planner.costs.flops import model_flops_per_step
 
-    case = next(c for c in load_cases() if c.id == "korthikanti2022_t5_175B_selective_seqpar")
+    case = next(c for c in calibration_cases if c.id == "korthikanti2022_t5_175B_selective_seqpar")
     flops = model_flops_per_step(case.model)
     # 72 * 64 * 2048 * 96 * 12288**2 = 1.36808e17; times (1 + 0.027778 + 0.0036169) = 1.41103e17
     # (rel=0.5 % covers the rounding of the printed constants)
@@ -101,14 +101,14 @@ def test_moe_and_blackwell_runs_regression_bound(rows):
     assert _errs(rows, "nemo_25").mean() <= 0.35
 
 
-def test_yeung_runs_as_their_artifact_ran_them():
+def test_yeung_runs_as_their_artifact_ran_them(calibration_cases):
     # sail-sg/VocabularyParallelism@6191c3b: pretrain_gpt.sh has --use-flash-attn and no recomputation,
     # vocabularies are 32,000-256,000 (exp_one_host.csv); the MFU is model FLOPs (show_result_full_exp.py:
     # 3 (2 b s h V + l (8 b s h^2 + 4 b s^2 h + 4 b s h f))). 4B model, pp 8, seq 2048, V 32,000, 128
     # micro-batches of 1: per micro-batch 2 s h V = 402,653,184,000; a layer 8 s h^2 = 154,618,822,656,
     # 4 s^2 h = 51,539,607,552, 4 s h f = 309,237,645,312 (515,396,075,520 for each of 32 layers):
     # 3 x 16,895,327,600,640 x 128 = 6.48781e15 FLOPs at 46.16 % of 312 TFLOP/s on 8 GPUs: 5.6311 s.
-    case = next(c for c in load_cases() if c.id == "vocabpar_baseline_pp8_seq2048_v32k")
+    case = next(c for c in calibration_cases if c.id == "vocabpar_baseline_pp8_seq2048_v32k")
     assert case.model.vocab == 32000 and case.model.training.attention == "flash"
     assert list(case.layouts.recompute) == [0]  # none
     assert case.measured["iteration_s"] == pytest.approx(6.48781e15 / (0.4616 * 312e12 * 8), rel=1e-5)

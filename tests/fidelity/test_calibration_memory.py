@@ -4,14 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.fidelity.calibration import load_cases
 from planner.costs.memory import memory_breakdown
 from planner.costs.context import job_context
 
 
 @pytest.fixture(scope="module")
-def cases():
-    return [c for c in load_cases(vtrain=True) if c.kind == "iteration"]
+def cases(calibration_cases):
+    return [c for c in calibration_cases if c.kind == "iteration"]
 
 
 # Runs that trained but do not fit the planner's memory model, and why (a missing mechanism, kept

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.fidelity.calibration import RECIPES, _recipe_settings, load_cases
+from planner.fidelity.calibration import RECIPES, _recipe_settings
 from planner.layout.space import RECOMPUTE_FULL
-from planner.fidelity.vtrain import vtrain_groups
 
 
-def test_every_run_recomputes_and_nodes_have_800_gbit():
+def test_every_run_recomputes_and_nodes_have_800_gbit(vtrain_run_groups):
     # config/validation/*/*.json (VIA-Research/vTrain@f8dda84): "use_checkpoint": true in all 1,548,
     # "inter_node_bandwidth": 800 Gb/s per 8-GPU node = 800 / 8 bits / 8 GPUs = 12.5 GB/s per GPU.
-    groups = vtrain_groups()
+    groups = vtrain_run_groups
     assert sum(len(t) for *_, t in groups) == 1549
     for _, model, cluster, lay, _ in groups:
         assert np.all(lay.recompute == RECOMPUTE_FULL)
@@ -19,10 +18,10 @@ def test_every_run_recomputes_and_nodes_have_800_gbit():
         assert model.training.stack.name == "megatron-deepspeed"
 
 
-def test_vtrain_cases_have_no_alternatives():
+def test_vtrain_cases_have_no_alternatives(calibration_cases, vtrain_run_groups):
     # The recomputation is stated, so no run picks among settings any more.
-    cases = [c for c in load_cases(files=(), vtrain=True)]
-    assert len(cases) == len(vtrain_groups())
+    cases = [c for c in calibration_cases if c.source == "vtrain"]
+    assert [c.id for c in cases] == [g[0] for g in vtrain_run_groups]
     assert all(c.alternatives == 1 for c in cases)
 
 
