@@ -181,28 +181,7 @@ def build_model(inst: SplitInstance, peaks: list[np.ndarray] | None = None) -> _
     least = 1 if L >= S else 0
     n = [model.new_int_var(least, L, f"layers_stage_{s}") for s in range(S)]
     model.add(sum(n) == L)
-    if inst.layer_every:
-        moe, cum, previous, prev_after = [], 0, 0, None
-        for s in range(S):
-            cum = cum + n[s]
-            after = model.new_int_var(0, L, f"after_dense_prefix_{s}")
-            model.add_max_equality(after, [cum - inst.dense_layers, 0])
-            # valid cuts that tighten the relaxation of the max: the count grows by at most n_s
-            model.add(after <= cum)
-            if s:
-                model.add(after >= prev_after)
-                model.add(after - prev_after <= n[s])
-            prev_after = after
-            seen = model.new_int_var(0, L, f"moe_before_end_{s}")
-            model.add_division_equality(seen, after, inst.layer_every)
-            model.add(inst.layer_every * seen <= after)  # the division's bounds, as linear cuts
-            model.add(inst.layer_every * seen >= after - inst.layer_every + 1)
-            if s:
-                model.add(seen - previous <= n[s])
-            moe.append(seen - previous)
-            previous = seen
-    else:
-        moe = [0] * S
+    moe = _moe_layers(model, inst, n) if inst.layer_every else [0] * S
     dense = [n[s] - moe[s] for s in range(S)]
 
     horizon = L * max(c["t_dense"], c["t_moe"]) + c["t_logits"]
@@ -231,6 +210,32 @@ def build_model(inst: SplitInstance, peaks: list[np.ndarray] | None = None) -> _
             model.add(exprs[int(k)] <= c["usable"])
         memory.append(exprs)
     return _Model(model, n, t_max, memory, c)
+
+
+def _moe_layers(model: cp_model.CpModel, inst: SplitInstance, n: list) -> list:
+    """MoE layers of each virtual stage, from the cumulative layer count past the dense prefix,
+    every `layer_every`-th of them MoE."""
+    L = inst.layers
+    moe, cum, previous, prev_after = [], 0, 0, None
+    for s in range(inst.stages):
+        cum = cum + n[s]
+        after = model.new_int_var(0, L, f"after_dense_prefix_{s}")
+        model.add_max_equality(after, [cum - inst.dense_layers, 0])
+        # valid cuts that tighten the relaxation of the max: the count grows by at most n_s
+        model.add(after <= cum)
+        if s:
+            model.add(after >= prev_after)
+            model.add(after - prev_after <= n[s])
+        prev_after = after
+        seen = model.new_int_var(0, L, f"moe_before_end_{s}")
+        model.add_division_equality(seen, after, inst.layer_every)
+        model.add(inst.layer_every * seen <= after)  # the division's bounds, as linear cuts
+        model.add(inst.layer_every * seen >= after - inst.layer_every + 1)
+        if s:
+            model.add(seen - previous <= n[s])
+        moe.append(seen - previous)
+        previous = seen
+    return moe
 
 
 def _peak_memory(inst: SplitInstance, c: dict, split, r: int) -> np.ndarray:
