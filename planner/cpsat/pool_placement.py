@@ -164,6 +164,9 @@ def build_model(inst: PoolInstance) -> _Model:
         for q in range(Q):
             model.add(n[r][q] <= L * x[r][q])
     model.add(sum(n[r][q] for r in range(p) for q in range(Q)) == L)
+    if L >= p:  # every rank holds a layer (as stage_split.py): an empty rank is a bubble, not a saving
+        for r in range(p):
+            model.add(sum(n[r]) >= 1)
     for q in range(Q):
         model.add(sum(inst.stage_gpus * x[r][q] for r in range(p)) <= inst.pools[q].gpus)
 
