@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def schema(kind: Annotated[Optional[str], typer.Argument(
-            help="gpu | cluster | model | layout | plan (default: one schema for any of them)")] = None) -> None:
+            help="gpu | cluster | model | stack | layout | plan | sweep | jobs (default: one schema for any of them)")] = None) -> None:
         """Print the JSON Schema of a spec file kind, for editors (yaml-language-server)."""
 
         def go():

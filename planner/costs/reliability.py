@@ -35,7 +35,7 @@ from planner.layout.arrays import unique_rows
 from planner.specs import ClusterSpec
 from planner.units import GB, GIB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
 from planner.costs.energy import carbon_t
-from planner.costs.memory import MemoryBreakdown
+from planner.costs.memory import MemoryBreakdown, zero3_transient_params
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,21 @@ def restart_time_s(cluster: ClusterSpec, gpus) -> np.ndarray:
     return rel.restart_s + p.reshape(gpus.shape) * rel.node_replace_s
 
 
-def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts) -> np.ndarray:
-    """Weights and optimizer states each GPU writes; dp replicas split the copy they share [bytes]."""
+def zero3_gathered_gib(job) -> np.ndarray:
+    """The parameters ZeRO-3 gathers for compute, which `memory.weights` holds beside the GPU's shard
+    (planner/costs/memory.py, zero3_transient_params) [GiB]; 0 below stage 3. A checkpoint leaves them out."""
+    gathered, _ = zero3_transient_params(job.model, job.layouts, job.profile)
+    per_param = job.numerics.weight_bytes + job.numerics.weight_cache_bytes
+    return np.where(job.layouts.zero >= 3, gathered * per_param, 0.0) / GIB
+
+
+def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts, gathered_gib=0.0) -> np.ndarray:
+    """Weights and optimizer states each GPU writes: its shard under ZeRO (without the parameters
+    gathered for compute, `gathered_gib` = zero3_gathered_gib(job)); dp replicas split the copy they
+    share [bytes]. Gradients are not written."""
     dp = layouts.dp.astype(float)
-    weights = memory.weights * GIB / np.where(layouts.zero >= 3, 1.0, dp)
+    zero3 = layouts.zero >= 3
+    weights = np.where(zero3, memory.weights - gathered_gib, memory.weights / dp) * GIB
     optimizer = memory.optimizer * GIB / np.where(layouts.zero >= 1, 1.0, dp)
     return weights + optimizer
 
@@ -136,11 +147,13 @@ def checkpoint_write_s(cluster: ClusterSpec, nbytes: np.ndarray, gpus: np.ndarra
     return nbytes / (per_gpu_gbps * GB)
 
 
-def reliability(cluster: ClusterSpec, layouts, memory: MemoryBreakdown, tokens_per_s: np.ndarray) -> Reliability:
-    """Per-layout failure figures (module docstring)."""
+def reliability(cluster: ClusterSpec, layouts, memory: MemoryBreakdown, tokens_per_s: np.ndarray,
+                gathered_gib=0.0) -> Reliability:
+    """Per-layout failure figures (module docstring). `gathered_gib`: zero3_gathered_gib(job), the part
+    of memory.weights no checkpoint holds (0: counted, as before it was passed)."""
     gpus = layouts.gpus
     m = job_mtti_s(cluster.reliability.gpu_mtbf_h, gpus)
-    delta = checkpoint_write_s(cluster, checkpoint_bytes_per_gpu(memory, layouts), gpus)
+    delta = checkpoint_write_s(cluster, checkpoint_bytes_per_gpu(memory, layouts, gathered_gib), gpus)
     tau = daly_interval_s(delta, m)
     r = restart_time_s(cluster, gpus)
     ratio = ettr(tau, delta, m, r)

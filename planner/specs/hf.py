@@ -302,8 +302,12 @@ class _Reader:
                                       f"{cls.name} ({cls.source})")
                 return cls.defaults[key], prefix + (key,)
         if required:
-            raise SpecError(f"missing key '{keys[0]}'", path=".".join(self.prefix + (keys[0],)),
-                            expected=f"{'an integer' if kind is int else 'a value'} in the Hugging Face config")
+            want = f"{'an integer' if kind is int else 'a value'} in the Hugging Face config"
+            for where, prefix, _ in places:  # given as null: transformers keeps the None, and cannot build with it
+                key = next((k for k in keys if k in where), None)
+                if key is not None:
+                    raise SpecError(f"field '{key}' is null", path=".".join(prefix + (key,)), expected=f"{want}, not null")
+            raise SpecError(f"missing key '{keys[0]}'", path=".".join(self.prefix + (keys[0],)), expected=want)
         return None, None
 
     def _typed(self, value: Any, path: tuple, kind: type):
@@ -519,7 +523,8 @@ def _rope(r: _Reader, spec: dict, sources: dict, notes: list[str]) -> None:
     for key in ("factor", "attention_factor", "mscale", "mscale_all_dim"):
         value = scaling.get(key)
         if value is None and key == "factor":
-            raise SpecError("missing key 'factor'", path=".".join(path + (key,)), expected="YaRN's scaling factor")
+            said = "field 'factor' is null" if key in scaling else "missing key 'factor'"
+            raise SpecError(said, path=".".join(path + (key,)), expected="YaRN's scaling factor, a number")
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise SpecError(f"wrong type: got {clip(json.dumps(value), 40)}", path=".".join(path + (key,)),
                             expected="a number")

@@ -145,6 +145,8 @@ def _message(err: dict, loc: tuple) -> str:
         return f"missing required key '{loc[-1]}'"
     if kind in _EXPECTED and "input" in err:
         value = err["input"]
+        if value is None:  # an empty value (`hidden:`) reads as null: present, so not a missing key
+            return f"field '{loc[-1]}' is null" if loc and isinstance(loc[-1], str) else "null"
         msg = f"wrong type: got {describe(value)}"
         if isinstance(value, str) and kind in ("int_type", "float_type") and _is_number(value):
             msg += "; remove the quotes"

@@ -2,21 +2,45 @@
 
 The schemas come from the pydantic specs, plus what the loader accepts beyond them: an optional
 `kind:` key, a shipped GPU preset name for a cluster's `gpu:`, and names or paths for a plan's
-`model:` and `cluster:`.
+`model:` and `cluster:`. Every kind `plan check` reads has one (FILE_KINDS), so the schema of any
+kind accepts every shipped file under configs/.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
 from planner.check import PlanFile, PlanLayout
-from planner.specs.loading import shipped_names
-from planner.specs import ClusterSpec, GpuSpec, ModelSpec
+from planner.specs.loading import FILE_KINDS, SIGNATURES, shipped_names
+from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec
 
-SPECS: dict[str, type[BaseModel]] = {"gpu": GpuSpec, "cluster": ClusterSpec, "model": ModelSpec,
-                                     "layout": PlanLayout, "plan": PlanFile}
+
+def _sweep() -> type[BaseModel]:
+    from planner.sweep.spec import SweepSpec
+
+    return SweepSpec
+
+
+def _jobs() -> type[BaseModel]:
+    from planner.allocate import JobsSpec  # imports the search (OR-Tools): only when its schema is asked for
+
+    return JobsSpec
+
+
+# kind -> its spec class (those of sweep and jobs imported when needed), in the order of FILE_KINDS
+SPECS: dict[str, type[BaseModel] | Callable[[], type[BaseModel]]] = {
+    "gpu": GpuSpec, "cluster": ClusterSpec, "model": ModelSpec, "stack": StackSpec, "layout": PlanLayout,
+    "plan": PlanFile, "sweep": _sweep, "jobs": _jobs}
+assert tuple(SPECS) == FILE_KINDS, "a kind plan check reads has no schema"
+# kinds whose keys may all be left out: `plan check` tells them by `kind:` or one of their keys (SIGNATURES)
+_DETECTED = ("stack", "sweep")
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def spec_class(kind: str) -> type[BaseModel]:
+    spec = SPECS[kind]
+    return spec if isinstance(spec, type) else spec()
 
 
 def _gpu_preset() -> dict:
@@ -47,9 +71,11 @@ def json_schema(kind: str) -> dict:
         from planner.errors import SpecError
 
         raise SpecError(f"unknown kind '{kind}'", path="KIND", expected=f"one of: {', '.join(SPECS)}")
-    schema = _patch(SPECS[kind].model_json_schema())
-    schema["properties"] = {"kind": {"const": kind, "description": "what this file is (optional)"},
-                            **schema["properties"]}
+    schema = _patch(spec_class(kind).model_json_schema())
+    own = {k: v for k, v in schema["properties"].items() if k != "kind"}  # a sweep's and a jobs file's own `kind`
+    schema["properties"] = {"kind": {"const": kind, "description": "what this file is (optional)"}, **own}
+    if kind in _DETECTED:  # else plan check cannot tell what the file is
+        schema["anyOf"] = [{"required": ["kind"]}, *({"required": [key]} for key in sorted(SIGNATURES[kind]))]
     if kind == "plan":
         for key in ("model", "cluster"):
             schema["properties"][key]["description"] = f"a shipped {key} name, a path relative to this file, or inline"

@@ -15,7 +15,7 @@ files), `lock` (one writer per output), `lifetime` (signals, workers that die wi
 from __future__ import annotations
 
 from planner.sweep.family import SCALE_TOLERANCE, aspect_trend, batch_from_tokens, params_label, scale_model
-from planner.sweep.points import KEY_VERSION, Point, enlarged, expand, limits_of, sweep_models
+from planner.sweep.points import KEY_VERSION, Point, Points, enlarged, expand, limits_of, sweep_models
 from planner.sweep.lifetime import Stopped
 from planner.sweep.lock import lock_path, output_lock
 from planner.sweep.rows import COLUMN_NAMES, COLUMNS, STATUSES, infeasible_reason, is_complete, layout_columns, run_point
@@ -38,7 +38,7 @@ __all__ = [
     "KEY_VERSION", "DEFAULT_CLUSTER", "SCALE_TOLERANCE", "Objective",
     "ScaleSpec", "ConstraintsSpec", "SweepSpec", "load_sweep", "with_overrides", "flag_of", "parse_params", "parse_gpus",
     "aspect_trend", "scale_model", "params_label", "batch_from_tokens",
-    "Point", "enlarged", "limits_of", "sweep_models", "expand",
+    "Point", "Points", "enlarged", "limits_of", "sweep_models", "expand",
     "COLUMNS", "COLUMN_NAMES", "STATUSES", "is_complete", "layout_columns", "infeasible_reason", "run_point",
     "FORMATS", "output_format", "read_rows", "write_rows", "lock_path", "output_lock",
     "SweepRun", "SweepInterrupted", "Stopped", "compute", "run_sweep",

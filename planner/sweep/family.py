@@ -21,7 +21,8 @@ def aspect_trend(params: float) -> float:
     return 64.0 + 64.0 * float(np.clip(np.log10(params / 1e9), 0.0, 1.0))
 
 
-def _shaped(base: ModelSpec, name: str, hidden: int, layers: int) -> ModelSpec:
+def _shaped(base: ModelSpec, name: str, hidden: int, layers: int, data: dict | None = None) -> ModelSpec:
+    """`base` with `hidden` and `layers` (heads, kv_heads and FFN following); `data`: base.model_dump()."""
     head_dim = base.hidden // base.heads
     heads = hidden // head_dim
     update = dict(name=name, hidden=hidden, layers=layers, heads=heads)
@@ -29,7 +30,29 @@ def _shaped(base: ModelSpec, name: str, hidden: int, layers: int) -> ModelSpec:
         update["kv_heads"] = heads // (base.heads // base.num_kv_heads)
     if base.ffn_hidden is not None:
         update["ffn_hidden"] = max(128, round(base.ffn_hidden / base.hidden * hidden / 128) * 128)
-    return ModelSpec.model_validate({**base.model_dump(), **update})
+    return ModelSpec.model_validate({**(base.model_dump() if data is None else data), **update})
+
+
+_SIZES: dict[int, tuple[ModelSpec, dict, dict[int, tuple[int, int]]]] = {}  # id(base) -> (base, its dump, sizes)
+
+
+def _sizes(base: ModelSpec, hidden: int) -> tuple[int, int]:
+    """(parameters of one layer with the embeddings, parameters per further layer) of `base` at `hidden`:
+    the same for every target, so kept per base (a family of 1,000 counts made them 35,000 times, 25 s)."""
+    if base.moe is not None and base.moe.dense_layers > 0:  # the one- and two-layer shapes below are invalid
+        raise SpecError(f"cannot scale {base.name}: its first {base.moe.dense_layers} layers are dense (moe.dense_layers), "
+                        "and a family is grown one layer at a time", path="scale_model.base",
+                        expected="a base model without moe.dense_layers (a dense model, or a MoE whose every layer is MoE)")
+    hit = _SIZES.get(id(base))
+    if hit is None or hit[0] is not base:
+        if len(_SIZES) > 100:
+            _SIZES.clear()
+        hit = _SIZES[id(base)] = (base, base.model_dump(), {})
+    sizes = hit[2]
+    if hidden not in sizes:
+        one = _shaped(base, base.name, hidden, 1, hit[1]).total_params()
+        sizes[hidden] = (one, _shaped(base, base.name, hidden, 2, hit[1]).total_params() - one)
+    return sizes[hidden]
 
 
 def scale_model(base: ModelSpec, params: float) -> ModelSpec:
@@ -48,14 +71,13 @@ def scale_model(base: ModelSpec, params: float) -> ModelSpec:
     name = f"{base.name}-scaled-{params_label(params)}"
     best = None
     for hidden in range(quantum, max(2 * quantum, int(2 * ideal)) + 1, quantum):
-        one = _shaped(base, name, hidden, 1).total_params()
-        per_layer = _shaped(base, name, hidden, 2).total_params() - one
+        one, per_layer = _sizes(base, hidden)
         layers = max(1, round((params - (one - per_layer)) / per_layer))
         error = abs((one + (layers - 1) * per_layer) / params - 1.0)
         rank = (error > 0.02, abs(math.log(hidden / layers / aspect)) if error <= 0.02 else error)
         if best is None or rank < best[0]:
             best = (rank, hidden, layers)
-    model = _shaped(base, name, best[1], best[2])
+    model = _shaped(base, name, best[1], best[2], _SIZES[id(base)][1])
     if abs(model.total_params() / params - 1.0) > SCALE_TOLERANCE:
         raise SpecError(f"cannot scale {base.name} to {params_label(params)} parameters: the nearest shape has "
                         f"{params_label(model.total_params())}", path="scale_model.params",

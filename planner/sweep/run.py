@@ -5,21 +5,24 @@ from __future__ import annotations
 import os
 import signal
 import time
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import closing, nullcontext
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from planner.errors import SpecError
 from planner.sweep import rows as point_rows
 from planner.sweep.lifetime import StopSignals, signals_blocked, stop_signals, worker_init
 from planner.sweep.lock import output_lock
 from planner.sweep.points import Point
-from planner.sweep.store import _RowWriter, output_format, read_rows, write_rows
+from planner.sweep.store import _RowWriter, is_normal, output_format, read_rows, write_rows
 
 IN_FLIGHT = 4  # points submitted per worker at a time
+THREAD_CHECK_S = 1.0  # how often a pool's wait looks for a thread of the pool that died [s]
 PARQUET_SAVE_S = 1.0  # a parquet output is rewritten (atomically) at most this often while a sweep runs [s]
 
 # --- running -----------------------------------------------------------------------------------
@@ -56,13 +59,16 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             process.terminate()
 
 
-def compute(points: list[Point], workers: int = 1, guard: StopSignals | None = None) -> Iterator[dict]:
-    """Rows of `points` as they finish: in order when serial, in completion order in a pool.
-    `guard`: the sweep's signal handlers, re-armed before each serial point and checked after it."""
+def compute(points: Iterable[Point], workers: int = 1, guard: StopSignals | None = None) -> Iterator[dict]:
+    """Rows of `points` (read as they are needed) as they finish: in order when serial, in completion
+    order in a pool. `guard`: the sweep's signal handlers, re-armed before each serial point and checked
+    after it."""
     run_point = point_rows.run_point  # looked up when called, so a replaced `planner.sweep.rows.run_point` is run
 
-    if workers <= 1 or len(points) <= 1:
-        for p in points:
+    todo = iter(points)
+    first = list(islice(todo, 2)) if workers > 1 else []
+    if workers <= 1 or len(first) <= 1:
+        for p in chain(first, todo):
             if guard is not None:
                 guard.arm()
             row = run_point(p)
@@ -70,21 +76,12 @@ def compute(points: list[Point], workers: int = 1, guard: StopSignals | None = N
                 guard.check()  # a signal whose exception was lost on the way: the row is not trusted
             yield row
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(points)), initializer=worker_init, mp_context=_context())
-    todo, running = iter(points), set()
+    head = first + list(islice(todo, workers - 2))  # a pool no larger than the sweep
+    pool = ProcessPoolExecutor(max_workers=len(head), initializer=worker_init, mp_context=_context())
+    todo, running = chain(head, todo), set()
     try:
-        while True:
-            # A few points per worker in flight: the first rows come after one search, not after
-            # every point is pickled (96,000 of them took a minute).
-            with signals_blocked():  # workers are forked on submit: every one recorded before a signal acts
-                running.update(pool.submit(run_point, p) for p in islice(todo, IN_FLIGHT * workers - len(running)))
-            if not running:
-                return
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                if guard is not None:
-                    guard.check()
-                yield future.result()
+        with _pool_threads_watched() as died:
+            yield from _pooled(pool, todo, running, workers, guard, died)
     except BaseException:  # Ctrl-C, SIGTERM, the consumer stopping early: drop the running points
         _stop_workers(pool)
         raise
@@ -92,23 +89,77 @@ def compute(points: list[Point], workers: int = 1, guard: StopSignals | None = N
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-class _Output:
-    """The rows of one run: those found in `out`, those computed now, and how they reach the file."""
+@contextmanager
+def _pool_threads_watched() -> Iterator[list[BaseException]]:
+    """The exceptions of threads that die while the pool runs. Under a memory limit the pool's own
+    threads fail to start ("can't start new thread") and its futures never finish: the sweep hung."""
+    died: list[BaseException] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: died.append(args.exc_value)
+    try:
+        yield died
+    finally:
+        threading.excepthook = previous
 
-    def __init__(self, points: list[Point], out: Path | None, force: bool) -> None:
+
+def _pooled(pool: ProcessPoolExecutor, todo: Iterator[Point], running: set, workers: int,
+            guard: StopSignals | None, died: list[BaseException]) -> Iterator[dict]:
+    run_point = point_rows.run_point
+    while True:
+        # A few points per worker in flight: the first rows come after one search, not after
+        # every point is pickled (96,000 of them took a minute).
+        with signals_blocked():  # workers are forked on submit: every one recorded before a signal acts
+            running.update(pool.submit(run_point, p) for p in islice(todo, IN_FLIGHT * workers - len(running)))
+        if not running:
+            return
+        done, running = wait(running, timeout=THREAD_CHECK_S, return_when=FIRST_COMPLETED)
+        if died:
+            raise BrokenProcessPool(f"a thread of the worker pool died ({type(died[0]).__name__}: {died[0]}; "
+                                    "out of memory?)")
+        for future in done:
+            if guard is not None:
+                guard.check()
+            yield future.result()
+
+
+class _Output:
+    """The rows of one run: those found in `out`, those computed now, and how they reach the file.
+    A point's key is made when the point is reached (`todo`), not for every point before the first runs."""
+
+    def __init__(self, points: Sequence[Point], out: Path | None, force: bool) -> None:
         self.out, self.fmt = out, output_format(out) if out is not None else None
         try:
             old = read_rows(out) if out is not None else []
         except SpecError:
             if not force:
                 raise
-            old = []
+            old, out_read = [], False
+        else:
+            out_read = out is not None
         self.have = {row["point_id"]: row for row in old}  # the last row of a key wins
+        # no row dropped (cut short, mistyped, a key twice): appended to as it is
+        self.normal = out_read and is_normal(out, len(self.have))
         self.done = {} if force else {k: r for k, r in self.have.items() if r["status"] != "error"}
-        self.keys = [p.key for p in points]
-        self.todo = [p for p in points if p.key not in self.done]
+        self.points, self.total = points, len(points)
+        self.keys: list[str] = []  # of the points reached so far, in order
+        self.skipped = 0
         self.new: dict[str, dict] = {}
         self.saved_at = time.monotonic()
+
+    def todo(self) -> Iterator[Point]:
+        """The points whose rows are not in the output yet, as they are reached."""
+        for p in self.points:
+            self.keys.append(p.key)
+            if p.key in self.done:
+                self.skipped += 1
+            else:
+                yield p
+
+    def reach_rest(self) -> None:
+        """Keys of the points not reached yet, when their rows may be in the output (a resumed run
+        stopped early): they are this sweep's rows, counted and kept in order."""
+        if self.done and len(self.keys) < self.total:
+            self.keys += [p.key for p in self.points[len(self.keys):]]
 
     def ordered(self) -> list[dict]:
         rows = {**self.done, **self.new}
@@ -130,31 +181,33 @@ class _Output:
             self.save()
 
     def result(self) -> SweepRun:
-        return SweepRun(self.ordered(), len(self.new), len(self.keys) - len(self.todo))
+        return SweepRun(self.ordered(), len(self.new), self.skipped)
 
 
 def _run(output: _Output, workers: int, guard: StopSignals, on_row: Callable[[dict], None] | None) -> SweepRun:
     text = output.fmt in ("csv", "jsonl")
     try:
-        output.save(list(output.have.values()))  # normalise: drops rows cut short before appending
+        if not output.normal:
+            output.save(list(output.have.values()))  # normalise: drops rows cut short before appending
         with open(output.out if text else os.devnull, "a", newline="", encoding="utf-8") as handle:
             sink = _RowWriter(handle, output.fmt if text else "none", header=False)
-            with closing(compute(output.todo, workers, guard)) as rows:
+            with closing(compute(output.todo(), workers, guard)) as rows:
                 for row in rows:
                     output.add(row, sink)
                     if on_row is not None:
                         on_row(row)
         output.save()
     except KeyboardInterrupt as exc:  # later signals are only recorded: this save runs to its end
+        output.reach_rest()
         output.save()
-        raise SweepInterrupted(output.result(), len(output.keys), getattr(exc, "signum", signal.SIGINT)) from None
+        raise SweepInterrupted(output.result(), output.total, getattr(exc, "signum", signal.SIGINT)) from None
     except BaseException:  # e.g. a worker killed (out of memory): keep the finished rows, in order
         output.save()
         raise
     return output.result()
 
 
-def run_sweep(points: list[Point], *, out: Path | None = None, workers: int = 1, force: bool = False,
+def run_sweep(points: Sequence[Point], *, out: Path | None = None, workers: int = 1, force: bool = False,
               on_row: Callable[[dict], None] | None = None) -> SweepRun:
     """Run the points not already in `out` (all with `force`); append each row to `out` as it
     finishes, and finally rewrite `out` in the points' order (rows of other points kept after).

@@ -43,10 +43,27 @@ def _typed(name: str, kind: type, value):
     return kind(value)
 
 
-def _coerce(raw: dict) -> dict | None:
-    """A row read back, typed by COLUMNS; None for a malformed or incomplete (e.g. half-written) row."""
+def _bool_cell(text: str) -> bool:
+    if text not in ("True", "False", "true", "false"):
+        raise ValueError("not a boolean")
+    return text.lower() == "true"
+
+
+# A CSV cell (text) to its column's type, as _typed does for text but without its checks of other types:
+# 100,000 rows read back took 28 s through _typed, cell by cell, on a loaded machine.
+_FROM_TEXT = {str: lambda t: t or None, int: lambda t: int(t) if t else None,
+              float: lambda t: float(t) if t else None, bool: lambda t: _bool_cell(t) if t else None}
+_CSV_CELLS = tuple((name, _FROM_TEXT[kind]) for name, kind, _ in COLUMNS)
+
+
+def _coerce(raw: dict, text: bool = False) -> dict | None:
+    """A row read back, typed by COLUMNS; None for a malformed or incomplete (e.g. half-written) row.
+    `text`: every cell a str (CSV)."""
     try:
-        row = {name: _typed(name, kind, raw.get(name)) for name, kind, _ in COLUMNS}
+        if text:
+            row = {name: cell(raw[name]) for name, cell in _CSV_CELLS}
+        else:
+            row = {name: _typed(name, kind, raw.get(name)) for name, kind, _ in COLUMNS}
     except (TypeError, ValueError):
         return None
     return row if row["point_id"] and is_complete(row) else None
@@ -104,7 +121,18 @@ def read_rows(path: Path) -> list[dict]:
     if tuple(names) != COLUMN_NAMES:
         raise SpecError("was written with other columns than this version of plan sweep", file=str(path),
                         expected="another --out file, or --force to overwrite it")
-    return [row for row in map(_coerce, raws) if row is not None]
+    text = fmt == "csv"  # the header is COLUMN_NAMES and every record has its fields: every cell is there
+    return [row for row in (_coerce(raw, text) for raw in raws) if row is not None]
+
+
+def is_normal(path: Path, rows: int) -> bool:
+    """Whether a CSV or JSONL output is its header (CSV) and `rows` rows read back, one a line, ending
+    with a newline: then rows can be appended without rewriting it first (100,000 rows took 20 s)."""
+    if output_format(path) == "parquet" or not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        data = f.read()
+    return data.endswith(b"\n") and data.count(b"\n") == rows + (output_format(path) == "csv")
 
 
 def _csv_cell(value):
@@ -146,14 +174,16 @@ class _RowWriter:
         if header and self.csv is not None:
             self.csv.writerow(COLUMN_NAMES)
 
-    def write(self, row: dict) -> None:
+    def write(self, row: dict, flush: bool = True) -> None:
         if self.fmt == "csv":
             self.csv.writerow([_csv_cell(row[k]) for k in COLUMN_NAMES])
         elif self.fmt == "jsonl":
             self.handle.write(json.dumps({k: row[k] for k in COLUMN_NAMES}) + "\n")
-        if self.fmt != "parquet":
+        if self.fmt != "parquet" and flush:
             self.handle.flush()
 
     def write_all(self, rows: list[dict]) -> None:
+        """Into a temporary file that is renamed when complete: no flush per row (100,000 rows took 15 s)."""
         for row in rows:
-            self.write(row)
+            self.write(row, flush=False)
+        self.handle.flush()

@@ -154,8 +154,9 @@ def test_missing_and_mistyped_keys_point_at_their_line(tmp_path):
     line = path.read_text().splitlines().index('  "hidden_size": "4096",') + 1
     assert info.value.path == "hidden_size" and info.value.line == line and "wrong type" in info.value.message
     path.write_text(json.dumps({**config, "num_hidden_layers": None}, indent=2))  # null: no default applies
-    with pytest.raises(SpecError, match="missing key 'num_hidden_layers'"):
+    with pytest.raises(SpecError, match="field 'num_hidden_layers' is null") as info:  # there, so not missing
         load_model(path)
+    assert info.value.line == path.read_text().splitlines().index('  "num_hidden_layers": null,') + 1
     del config["model_type"], config["num_hidden_layers"]  # no model_type: no config class, so no defaults
     path.write_text(json.dumps(config, indent=2))
     with pytest.raises(SpecError, match="missing key 'num_hidden_layers'"):
