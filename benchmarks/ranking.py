@@ -9,9 +9,8 @@ rho of predicted vs measured step times, and the regret of the planner's favouri
 time / the best measured - 1).
 - vTrain (1,549 A100 runs): from data/calibration/residuals.csv, written by benchmarks/calibrate.py,
   both as fitted and as predicted with vTrain left out of the fit (refit without it).
-- torchtitan (H100 96GB) and the Ultra-Scale Playbook's nanotron jobs (H100, 1-64 nodes, 24-147
-  layouts each) from the same file: a group is one calibration case (one model, sequence, batch and
-  GPU count). The Playbook is never fitted (benchmarks/calibrate.py PREDICTED_SOURCES): its fitted
+- the Ultra-Scale Playbook's nanotron jobs (H100, 1-64 nodes, 24-147 layouts each) from the same
+  file: a group is one calibration case (one model, sequence, batch and GPU count). It is never fitted (benchmarks/calibrate.py PREDICTED_SOURCES): its fitted
   and left-out columns are both predictions. Every layout counts, those the planner's constraints
   refuse too (benchmarks/held_out.py ranks the favourite among accepted layouts only).
 - BLOOM-176B on 384 A100 (data/extra-checks, never fitted): predicted with the shipped constants;
@@ -54,7 +53,8 @@ def vtrain_groups(which: str) -> dict:
     return out
 
 
-NEW_SOURCES = {"torchtitan": "torchtitan Llama 3.1, H100 96GB", "playbook": "Ultra-Scale Playbook nanotron, H100 (never fitted)"}
+# torchtitan's runs share a model and GPU count two at a time at most: benchmarks/held_out.py ranks them.
+NEW_SOURCES = {"playbook": "Ultra-Scale Playbook nanotron, H100 (never fitted)"}
 
 
 def new_source_groups(which: str) -> dict:

@@ -79,7 +79,7 @@ def shown_outputs(text: str) -> list[tuple[str, str]]:
     return [(command.strip(), output) for command, output in pairs]
 
 
-SHOWN = [(path.name, command, output) for path in (ROOT / "README.md", ROOT / "docs" / "commands.md")
+SHOWN = [(path.name, command, output) for path in (ROOT / "README.md", ROOT / "docs" / "commands.md", ROOT / "docs" / "cpsat.md")
          for command, output in shown_outputs(path.read_text())]
 
 
