@@ -267,7 +267,8 @@ def test_a_large_job_fills_64_gpus_of_an_nvl72_rack_so_ep_32_stays_on_nvlink():
     rack; placed over all 72, every other group straddled two racks and its all-to-all crossed the
     network. DeepSeek-V3 (h 7168, top 8), one 4,096-token micro-batch per GPU, tp 1, 256 GPUs:
     s b top_k = 32,768 routed copies of 7,168 values of 2 B = 469,762,048 B; 31/32 of them go to the
-    31 other GPUs of the group over NVLink at 900 GB/s x 0.95; none over the network. Each
+    31 other GPUs of the group over NVLink at 900 GB/s x the preset's NVLink efficiency (0.7 as
+    fitted); none over the network. Each
     all-to-all also pays the NVLink step latency (2 us); dispatch and combine, forward and backward."""
     from planner.costs.comm import ep_comm_per_layer_s
     from planner.specs.layers import layer_kinds
@@ -276,7 +277,8 @@ def test_a_large_job_fills_64_gpus_of_an_nvl72_rack_so_ep_32_stays_on_nvlink():
     model, rack = load_model("deepseek-v3"), load_cluster("dgx-gb200-nvl72-1152")
     moe = layer_kinds(model)[-1]
     lay = single_layout(dp=32, tp=1, pp=8, ep=32, micro_batch=1, num_microbatches=480)
-    a2a = 469_762_048 * 31 / 32 / (900e9 * 0.95) + 2e-6
+    assert rack.node.nvlink_gbps == 900
+    a2a = 469_762_048 * 31 / 32 / (900e9 * rack.gpu.efficiency.nvlink) + 2e-6
     assert ep_comm_per_layer_s(rack, model, lay, moe)[0] == approx(2 * 2 * a2a, rel=1e-12)
     whole = rack.model_copy(update={"node": rack.node.model_copy(update={"nvlink_segment_gpus": None})})
     assert ep_comm_per_layer_s(whole, model, lay, moe)[0] > 2 * ep_comm_per_layer_s(rack, model, lay, moe)[0]

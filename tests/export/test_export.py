@@ -742,8 +742,10 @@ def test_the_export_builds_the_model_the_spec_names():
     for override in ("model.config.normalization=RMSNorm", "model.config.rotary_base=1000000",
                      "model.config.qk_layernorm=True"):
         assert override in qwen, override
-    # search's best layout (ZeRO-1, ep 8 > cp * tp) is none torchtitan runs: an error, exit 2, no settings
-    refused = CliRunner().invoke(app, ["search", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--export", "torchtitan"])
+    # ZeRO-1 (DDP in torchtitan: dp_shard 1) with ep 8 > cp * tp = 1 is a layout torchtitan does not run:
+    # an error, exit 2, no settings
+    refused = CliRunner().invoke(app, ["estimate", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--tp", "1", "--pp", "1",
+                                       "--ep", "8", "--micro-batch", "1", "--zero", "1", "--export", "torchtitan"])
     assert refused.exit_code == 2 and "does not divide dp_shard*cp*tp" in refused.output and "--parallelism" not in refused.stdout
     m, c = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100-1024")
     titan = export_settings("torchtitan", estimate_layout(m, c, gpus=16, tp=1, pp=1, ep=8, micro_batch=1, zero=3), m, c).text

@@ -117,10 +117,9 @@ def test_torchtitan_is_fitted_and_nanotron_never():
     assert titan.gpus["h100-sxm-96gb"].layer_overhead_us is not None
     entry = nano.gpus["h100-sxm-80gb"]
     assert entry.fitted_on == () and len(entry.error_cases) == 14  # the Playbook's 14 jobs
-    assert all(getattr(entry, k) is None for k in ("layer_overhead_us", "layer_launch_us", "microbatch_overhead_us",
-                                                   "step_overhead_s"))
     for k in ("layer_overhead_us", "layer_launch_us", "microbatch_overhead_us", "step_overhead_s"):
-        assert getattr(nano, k) == getattr(fsdp, k)  # the profiles' priors
+        assert getattr(nano, k) == getattr(fsdp, k)  # the profiles' priors ...
+        assert getattr(entry, k) in (None, getattr(nano, k))  # ... and nothing fitted in their place
     assert titan.attention == nano.attention == "flash" and nano.dp_comm_overlap and not nano.tp_comm_overlap
 
 
