@@ -1,0 +1,29 @@
+"""Where a picture goes is checked before the work it follows (issue 31: `search --plot FIFO` and
+`estimate --timeline FIFO` ran the whole search, then waited on the FIFO for a reader)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_fifo_as_the_picture_is_refused_before_the_search(tmp_path):
+    fifo = tmp_path / "frontier.png"
+    os.mkfifo(fifo)
+    r = subprocess.run([sys.executable, "-c", "from planner.cli.main import app; app()", "search", "gpt3-1.3b",
+                        "dgx-a100-1024", "--gpus", "8", "--plot", str(fifo)],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "'frontier.png' is a FIFO, not a file" in r.stderr and r.stdout == ""
+
+
+def test_a_picture_in_a_missing_folder_is_refused_before_the_search(tmp_path):
+    r = CliRunner().invoke(app, ["estimate", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--tp", "1", "--pp", "1",
+                                 "--micro-batch", "1", "--timeline", str(tmp_path / "no" / "t.png")])
+    assert r.exit_code == 2 and "no folder" in r.stderr and "step" not in r.stdout
