@@ -27,3 +27,13 @@ def test_a_picture_in_a_missing_folder_is_refused_before_the_search(tmp_path):
     r = CliRunner().invoke(app, ["estimate", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--tp", "1", "--pp", "1",
                                  "--micro-batch", "1", "--timeline", str(tmp_path / "no" / "t.png")])
     assert r.exit_code == 2 and "no folder" in r.stderr and "step" not in r.stdout
+
+
+def test_a_fifo_as_the_sweeps_output_is_refused_before_the_points(tmp_path):
+    # it exited 0, its rows written into the FIFO and gone
+    fifo = tmp_path / "rows.csv"
+    os.mkfifo(fifo)
+    r = subprocess.run([sys.executable, "-c", "from planner.cli.main import app; app()", "sweep", "--models", "gpt3-1.3b",
+                        "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet", "--workers", "1", "--out", str(fifo)],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "'rows.csv' is a FIFO, not a file" in r.stderr
