@@ -394,6 +394,38 @@ def _moe(r: _Reader, family: Family, spec: dict, sources: dict, notes: list[str]
             del sources[key]
 
 
+def _router(r: _Reader, spec: dict, sources: dict) -> None:
+    """DeepSeek-style routing (transformers DeepseekV3Config): scoring_func (router_score),
+    topk_method noaux_tc (the auxiliary-loss-free expert bias, e_score_correction_bias), n_group /
+    topk_group (group-limited routing) and routed_scaling_factor (top_k_scaling); for the exports only.
+    A value out of the spec's domain is left out, as the key's absence would be."""
+    moe = spec.get("moe")
+    if moe is None:
+        return
+    text, prefix = r.text, r.prefix
+
+    def take(key, value, field):
+        moe[field], sources[("moe", field)] = value, prefix + (key,)
+        r.read.append(".".join(prefix + (key,)))
+
+    def number(key):
+        v = text.get(key)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    if text.get("scoring_func") in ("softmax", "sigmoid"):
+        take("scoring_func", text["scoring_func"], "router_score")
+    if text.get("topk_method") == "noaux_tc":
+        take("topk_method", True, "expert_bias")
+    groups, top = number("n_group"), number("topk_group")
+    if (isinstance(groups, int) and isinstance(top, int) and 0 < top <= groups <= 1_000_000
+            and moe["experts"] % groups == 0):
+        take("n_group", groups, "router_groups")
+        take("topk_group", top, "router_group_top_k")
+    scale = number("routed_scaling_factor")
+    if scale is not None and 0 < scale <= 1e6 and scale != 1.0:
+        take("routed_scaling_factor", float(scale), "top_k_scaling")
+
+
 def _listed_layers(r: _Reader, key: str, layers: int) -> tuple[set[int] | None, str | None]:
     """The layer indices a per-layer list gives (None when absent or null); one out of range is refused."""
     listed, path = r.get((key,), list, required=False)
@@ -683,6 +715,7 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
         _mla(r, spec, sources)
     if family.moe:
         _moe(r, family, spec, sources, notes)
+        _router(r, spec, sources)
     if family.window:
         _window(r, family, spec, sources, notes)
     if family.position_embedding == "rope":

@@ -93,8 +93,11 @@ def test_gpt2_maps_exactly():
 
 def test_moe_fields():
     ds = spec_from_hf(json.loads((HF / "deepseek_v3.json").read_text()), name="d").spec
+    # DeepSeek-V3's config.json: scoring_func sigmoid, topk_method noaux_tc (expert bias), n_group 8,
+    # topk_group 4, routed_scaling_factor 2.5
     assert ds["moe"] == {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "shared_experts": 1,
-                         "shared_expert_ffn_hidden": 2048, "dense_layers": 3}
+                         "shared_expert_ffn_hidden": 2048, "dense_layers": 3, "router_score": "sigmoid",
+                         "expert_bias": True, "router_groups": 8, "router_group_top_k": 4, "top_k_scaling": 2.5}
     assert ds["mla"]["kv_lora_rank"] == 512 and ds["ffn_hidden"] == 18432
     oss = spec_from_hf(json.loads((HF / "gpt_oss.json").read_text()), name="o").spec
     assert oss["moe"] == {"experts": 32, "top_k": 4, "expert_ffn_hidden": 2880} and oss["head_dim"] == 64
@@ -533,3 +536,13 @@ def test_a_mistyped_nested_key_gets_its_line(tmp_path):
     with pytest.raises(SpecError) as info:
         load_model(path)
     assert info.value.line == path.read_text().splitlines().index('    "factor": "32",') + 1
+
+
+def test_router_groups_out_of_the_specs_domain_are_left_out_as_absent():
+    config = json.loads((HF / "deepseek_v3.json").read_text())
+    # 256 experts in 6 groups do not divide; topk_group 9 > n_group 8; a scaling factor of 1 scales nothing
+    for bad in ({"n_group": 6}, {"topk_group": 9}, {"routed_scaling_factor": 1.0}, {"scoring_func": "relu"}):
+        moe = spec_from_hf({**config, **bad}, name="d").spec["moe"]
+        field = {"n_group": "router_groups", "topk_group": "router_groups", "routed_scaling_factor": "top_k_scaling",
+                 "scoring_func": "router_score"}[next(iter(bad))]
+        assert field not in moe
