@@ -40,7 +40,8 @@ def check_output(path: Path, flag: str, inputs: Iterable[Path | None] = ()) -> o
         raise _refuse(path, "is a symbolic link: not written through nor replaced", flag,
                       "a path that is not a symbolic link (write to its target by name)")
     if not stat.S_ISREG(old.st_mode):
-        raise _refuse(path, "not a regular file", flag, "a path to a file to write")
+        what = "a directory" if stat.S_ISDIR(old.st_mode) else "a FIFO" if stat.S_ISFIFO(old.st_mode) else "a device or socket"
+        raise _refuse(path, f"not a regular file ({what})", flag, "a path to a file to write")
     for given in inputs:
         try:
             same = given is not None and _same_file(old, os.stat(given))

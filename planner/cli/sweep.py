@@ -190,7 +190,9 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     if out_file is not None:
         output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
         _make_folder(out_file.parent, "--out")
-        _require_regular(out_file, "--out")
+        from planner.atomic import check_output
+
+        check_output(out_file, "--out")  # a FIFO or device would take the rows and lose them
     if plot is not None and not plot.strip():  # Path('') is '.': figures would land wherever we run
         raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
     if plot is not None:
@@ -259,23 +261,6 @@ def worker_count(workers: int | None, err: Console) -> int:
     if n > cores:
         err.print(f"note: --workers {n} capped to the {cores} core{'s' if cores > 1 else ''} available", highlight=False)
     return min(n, cores)
-
-
-def _require_regular(path: Path, flag: str) -> None:
-    """An output that exists must be a regular file: rows written into a FIFO or a device are gone,
-    and reading one back to resume would wait for a writer."""
-    import stat
-
-    from planner.errors import SpecError
-
-    try:
-        mode = path.stat().st_mode if path.exists() else None
-    except OSError as exc:
-        raise SpecError(f"cannot use the output: {exc.strerror or exc}", file=str(path), path=flag) from None
-    if mode is not None and not stat.S_ISREG(mode):
-        what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise SpecError(f"'{path.name}' is {what}, not a file", file=str(path), path=flag,
-                        expected="a new or regular .csv, .jsonl or .parquet file")
 
 
 def _summary(result, total: int, out_file: Path | None, plot: str | None, paths: list, quiet: bool, err: Console) -> None:

@@ -6,7 +6,6 @@ for. Figures have a fixed size in pixels (`SIZES_PX`): no tight bounding box, so
 from __future__ import annotations
 
 import textwrap
-import stat
 from pathlib import Path
 
 from planner.layout.axes import AXES, filling
@@ -46,18 +45,12 @@ def figure_path(path: str | Path, flag: str) -> Path:
     if path.suffix.lower() not in FORMATS:
         raise SpecError(f"cannot draw '{path.name}': unknown picture format '{path.suffix}'", path=flag,
                         expected=".png or .svg")
-    # Checked before the search it would follow: writing into a FIFO would wait for a reader, and a
-    # missing folder would be found only after the work.
-    try:
-        mode = path.stat().st_mode if path.exists() else None
-        folder_ok = path.parent.is_dir()
-    except OSError as exc:  # a name too long, a loop of links
-        raise SpecError(f"cannot write the picture: {exc.strerror or exc}", path=flag) from None
-    if mode is not None and not stat.S_ISREG(mode):
-        what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise SpecError(f"cannot write the picture: '{path.name}' is {what}, not a file", path=flag,
-                        expected="a new or regular .png or .svg file")
-    if not folder_ok:
+    # Checked before the search it would follow (planner/atomic.py's output check): writing into a
+    # FIFO would wait for a reader, and a missing folder would be found only after the work.
+    from planner.atomic import check_output
+
+    check_output(path, flag)
+    if not path.parent.is_dir():
         raise SpecError(f"cannot write the picture: no folder '{path.parent}'", path=flag,
                         expected="a file in an existing folder")
     return path

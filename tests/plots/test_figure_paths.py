@@ -20,7 +20,7 @@ def test_a_fifo_as_the_picture_is_refused_before_the_search(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from planner.cli.main import app; app()", "search", "gpt3-1.3b",
                         "dgx-a100-1024", "--gpus", "8", "--plot", str(fifo)],
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 2 and "'frontier.png' is a FIFO, not a file" in r.stderr and r.stdout == ""
+    assert r.returncode == 2 and "frontier.png: --plot: not a regular file (a FIFO)" in r.stderr and r.stdout == ""
 
 
 def test_a_picture_in_a_missing_folder_is_refused_before_the_search(tmp_path):
@@ -36,4 +36,4 @@ def test_a_fifo_as_the_sweeps_output_is_refused_before_the_points(tmp_path):
     r = subprocess.run([sys.executable, "-c", "from planner.cli.main import app; app()", "sweep", "--models", "gpt3-1.3b",
                         "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet", "--workers", "1", "--out", str(fifo)],
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 2 and "'rows.csv' is a FIFO, not a file" in r.stderr
+    assert r.returncode == 2 and "rows.csv: --out: not a regular file (a FIFO)" in r.stderr
