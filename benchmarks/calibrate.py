@@ -505,10 +505,6 @@ def write_outputs(fitted, rows, loso, table) -> None:
                 cases = [(c, loso[c.id]) for c, _ in rows.values()
                          if c.gpu == gpu and c.stack == key[2] and c.id in loso]
                 by_stack.setdefault(key[2], {})[gpu] = {"fitted_on": srcs, **v, "error_cases": cases}
-    for case, _ in rows.values():  # stacks no source fitted: their runs' left-out errors only
-        if case.id in loso and ("stack", family_of(case.gpu), case.stack) not in fitted:
-            entry = by_stack.setdefault(case.stack, {}).setdefault(case.gpu, {"fitted_on": [], "error_cases": []})
-            entry["error_cases"].append((case, loso[case.id]))
     carried = carried_over_error_pct(rows, loso)
     for path in sorted((ROOT / "configs" / "stacks").glob("*.yaml")):
         _write_stack(path, by_stack.get(path.stem, {}), carried)
