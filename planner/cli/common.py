@@ -36,7 +36,9 @@ class _Console(Console):
 # Piped output gets a fixed width that fits the tables instead of rich's 80-column default.
 # No emoji codes and no highlighting: a file named `:fire:.yaml` or a value `1e9` prints as written.
 out = _Console(width=None if Console().is_terminal else 150, emoji=False, highlight=False)
-err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150, emoji=False, highlight=False)
+# Messages are never wrapped: an error is one line, and a path in it stays whole for a script or a paste.
+err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150, emoji=False, highlight=False,
+               soft_wrap=True)
 
 DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_CLUSTER = "dgx-a100-1024"

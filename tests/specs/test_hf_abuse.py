@@ -301,7 +301,7 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
     assert code == 0, text
     with open(out, "rb") as f:
         written = f.read().decode("utf-8")
-    assert yaml.safe_load(written)["name"] == "bad\ufffd" and "bad\\udcff.json" in written.splitlines()[0]
+    assert yaml.safe_load(written)["name"] == "bad\ufffd" and "bad\\udcff.json" in written.split("\nname:")[0]  # the header, however a long path wraps it
 
 
 def test_a_negative_max_position_embeddings_is_blamed_on_itself(tmp_path):
