@@ -2,6 +2,7 @@
 
     python benchmarks/ranking.py             # summary and the worst groups
     python benchmarks/ranking.py --markdown  # the README's ranking table
+    python benchmarks/ranking.py --tie       # the fastest predicted against the tie plan search names
 
 A group is one job: same model, GPU count and global batch, different layouts (tp, dp, pp,
 micro-batch; ZeRO stage for BLOOM); only groups of 3 or more layouts count. Per group: Spearman's
@@ -98,7 +99,57 @@ def summarise(label: str, keys, pred, meas) -> dict:
                 mean_regret=float(reg.mean()), good=float(np.mean(reg <= GOOD_REGRET)), detail=groups)
 
 
+def tie_regrets() -> list[tuple]:
+    """The favourite as `plan search` names its tie (planner/choose.py): the simplest layout
+    predicted within TIE_PCT of the fastest, against the fastest itself; per file, fitted and left out."""
+    from planner.choose import TIE_PCT, simplest_within, simplicity_keys
+    from planner.fidelity.calibration import load_cases
+    from planner.fidelity.held_out import fitting_cases, load_held_out
+    from planner.layout.space import Layouts, tiebreak_rank
+
+    cases = {c.id: c for c in load_cases(vtrain=True)}
+    cases.update({c.id: c for c in fitting_cases(load_held_out())})
+    groups: dict = {}
+    with open(ROOT / "data" / "calibration" / "residuals.csv") as fh:
+        for r in csv.DictReader(fh):
+            if r["source"] not in ("vtrain", *NEW_SOURCES) or r["metric"] != "iteration_s" or r["case"] not in cases:
+                continue
+            case = cases[r["case"]]
+            name = NEW_SOURCES.get(r["source"]) or ("vTrain multi-node" if "multi" in r["case"] else "vTrain single node")
+            groups.setdefault((name, r["case"], r["gpus"]), []).append(
+                (float(r["measured"]), float(r["fitted_error"]), float(r["loso_error"] or "nan"),
+                 case.layouts.take(np.array([int(r["row"]) * case.alternatives]))))
+    out = []
+    for which, tag in ((1, "fitted"), (2, "left out of the fit")):
+        for name in dict.fromkeys(k[0] for k in groups):
+            fastest, tie = [], []
+            for key, rows in groups.items():
+                if key[0] != name or len(rows) < 3:
+                    continue
+                meas = np.array([x[0] for x in rows])
+                pred = meas * (1 + np.array([x[which] for x in rows]))
+                if np.isnan(pred).any():
+                    continue
+                lay = Layouts.concat([x[3] for x in rows])
+                best = int(np.argmin(pred))
+                pick = simplest_within(pred, np.arange(len(rows)), best, TIE_PCT,
+                                       simplicity_keys(lay, tiebreak_rank(lay)))
+                fastest.append(meas[best] / meas.min() - 1)
+                tie.append(meas[best if pick is None else pick] / meas.min() - 1)
+            if fastest:
+                out.append((f"{name} ({tag})", len(fastest), np.array(fastest), np.array(tie)))
+    return out
+
+
 def main() -> None:
+    if "--tie" in sys.argv:
+        print("| measured layouts | groups | favourite | median regret | mean regret | regret <= 3 % |")
+        print("|---|---:|---|---:|---:|---:|")
+        for label, n, fastest, tie in tie_regrets():
+            for what, reg in (("the fastest predicted", fastest), ("the simplest within 3 % of it", tie)):
+                print(f"| {label} | {n} | {what} | {100 * np.median(reg):.1f} % | {100 * reg.mean():.1f} % | "
+                      f"{100 * np.mean(reg <= GOOD_REGRET):.0f} % |")
+        return
     rows = []
     for which, tag in (("fitted_error", "fitted"), ("loso_error", "left out of the fit")):
         for name, (k, p, m) in {**vtrain_groups(which), **new_source_groups(which)}.items():

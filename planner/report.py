@@ -14,6 +14,7 @@ from rich.table import Table
 from planner.layout.axes import AXES, layout_cell, layout_summary
 from planner.export import is_even, megatron_pipeline_args, runs
 from planner.results import ScoredLayout
+from planner.choose import TIE_PCT
 from planner.mixed_pools import MixedLayout, PoolSearch
 from planner.search import GpuCountResult, SearchResult
 
@@ -97,6 +98,10 @@ def search_json(result: SearchResult) -> dict:
         out["stage_caps"] = stage_caps_json(result.stage_caps)
     if result.frontier is not None:
         out["frontier"] = [scored_json(r) for r in result.frontier_results]
+    simple = result.simplest_within_band
+    if simple is not None:
+        out["simplest_within_tie"] = {**scored_json(simple), "tie_pct": TIE_PCT, "slower_than_best_pct":
+                                       100 * (simple.step_time_s / result.best.step_time_s - 1)}
     return out
 
 
@@ -180,6 +185,7 @@ def render_search(result: SearchResult, console: Console) -> None:
         render_breakdown(best, result.cluster.gpu.memory_gib, console)
         render_reliability(best, console)
         console.print(f"[dim]step time ±: expected error from {escape(best.error_band.basis)}[/dim]")
+        _render_simplest(result, console)
     sc = result.stage_caps
     if sc is not None:
         best_kj = best.energy_j_per_step / 1e3
@@ -199,6 +205,22 @@ def render_search(result: SearchResult, console: Console) -> None:
     rejected = {k: v for k, v in result.rejected.items() if v}
     if rejected:
         console.print("rejected by: " + ", ".join(f"{k} {v:,}" for k, v in rejected.items()))
+
+
+def _render_simplest(result: SearchResult, console: Console) -> None:
+    """The simplest layout predicted within TIE_PCT of the best: a tie the planner cannot break."""
+    simple, best = result.simplest_within_band, result.best
+    if simple is None:
+        return
+    slower = simple.step_time_s / best.step_time_s - 1
+    differ = [f"{k} {simple.layout[k]} (not {best.layout[k]})" for k in _SIMPLER_KEYS
+              if simple.layout.get(k) != best.layout.get(k)]
+    console.print(f"a tie, within {TIE_PCT:g}% (closer than the planner can tell): {escape(_cell(simple.layout))} "
+                  f"at +{slower:.1%} is simpler: {escape(', '.join(differ))}")
+
+
+# What the simplicity order reads (planner/choose.py simplicity_keys), named as the table does.
+_SIMPLER_KEYS = ("tp", "pp", "cp", "vpp", "ep", "micro_batch", "recompute", "sequence_parallel", "zero")
 
 
 def _render_price(r: ScoredLayout, cluster, console: Console) -> None:

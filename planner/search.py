@@ -15,7 +15,7 @@ from planner.errors import InfeasibleError, SpecError
 from planner.frontier import pareto_front
 from planner.results import ScoredLayout, Violation, scored_layout
 from planner.score import Scores, score
-from planner.choose import SolveResult, choose, contenders
+from planner.choose import TIE_PCT, SolveResult, choose, contenders, simplest_within, simplicity_keys
 from planner.layout.space import SpaceLimits, enumerate_layouts, tiebreak_rank
 from planner.specs.shipped import shipped_names, stack_data, unknown_stack_message
 from planner.specs.precision import PRECISIONS
@@ -43,6 +43,11 @@ class SearchResult:
     splits: dict[int, tuple[int, ...]] = field(default_factory=dict)  # row -> uneven split (planner/refine.py)
     split_solves: dict = field(default_factory=dict)  # row -> the stage-split CP-SAT answer, rows tried
     pool: str | None = None  # the pool searched, on a cluster of several (planner/mixed_pools.py)
+    simplest: int | None = None  # the simplest row within TIE_PCT of the best (planner/choose.py), if not the best
+
+    @property
+    def simplest_within_band(self) -> ScoredLayout | None:
+        return None if self.simplest is None else self._scored(self.simplest)
 
     def stage_layers(self, i: int) -> tuple[int, ...]:
         """Transformer layers per virtual stage of row i, in schedule order."""
@@ -234,9 +239,14 @@ def search(
     if caps and chosen.size and scores.layouts.pp[chosen[0]] > 1:
         i = int(chosen[0])
         stages = stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
+    simplest = None
+    if objective == "time" and chosen.size:
+        simplest = simplest_within(scores.step_time_s, np.flatnonzero(feasible), int(chosen[0]), TIE_PCT,
+                                   lambda rows: simplicity_keys(scores.layouts.take(rows),
+                                                                tiebreak_rank(scores.layouts.take(rows))))
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
                         frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
-                        split_solves=refined.solves)
+                        split_solves=refined.solves, simplest=simplest)
 
 
 def framework_layouts(framework: str, layouts):

@@ -34,3 +34,39 @@ def test_choice_equals_python_sort(rows, k):
     keys = [np.array([r[j] for r in rows]) for j in range(3)] + [np.arange(len(rows))]
     expected = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], rows[i][2], i))[:k]
     assert choose(keys, k).chosen.tolist() == expected
+
+
+# --- the tie: the simplest row within TIE_PCT of the best ------------------------------------------
+
+def test_the_simplest_within_the_window_is_named_and_a_slower_or_refused_one_is_not():
+    from planner.choose import simplest_within
+    # rows 0..3: 10.0 s (best, 64 GPUs per replica), 10.2 s (+2 %, 8), 10.4 s (+4 %, 1), 9.0 s (1, refused)
+    time_s = np.array([10.0, 10.2, 10.4, 9.0])
+    replica = np.array([64, 8, 1, 1])
+    feasible = np.array([0, 1, 2])  # row 3 is faster and simplest, but infeasible: never named
+    # 3 % of 10.0 s is 10.3 s: rows 0 and 1 tie; row 1 is simpler (8 < 64).
+    assert simplest_within(time_s, feasible, 0, 3.0, [replica]) == 1
+    # 5 %: 10.5 s takes row 2 in, simpler still (1 GPU per replica).
+    assert simplest_within(time_s, feasible, 0, 5.0, [replica]) == 2
+    # 1 %: 10.1 s: only the best itself, so nothing to name.
+    assert simplest_within(time_s, feasible, 0, 1.0, [replica]) is None
+
+
+def test_equally_simple_rows_go_to_the_faster_and_the_best_when_it_is_simplest():
+    from planner.choose import simplest_within
+    time_s = np.array([10.0, 10.1, 10.2])
+    rows = np.arange(3)
+    # rows 1 and 2 equally simple (8): the faster, row 1.
+    assert simplest_within(time_s, rows, 0, 3.0, [np.array([64, 8, 8])]) == 1
+    # the best is the simplest: None (the search shows no extra line).
+    assert simplest_within(time_s, rows, 0, 3.0, [np.array([1, 8, 8])]) is None
+
+
+def test_simplicity_counts_gpus_per_replica_before_pipeline_stages():
+    from planner.choose import simplicity_keys
+    from planner.layout.space import single_layout
+    a = single_layout(dp=8, tp=8, pp=1, cp=1, micro_batch=1, num_microbatches=1)  # 8 GPUs per replica, one stage
+    b = single_layout(dp=16, tp=2, pp=2, cp=1, micro_batch=1, num_microbatches=1)  # 4 GPUs per replica, two stages
+    keys = [np.concatenate([np.atleast_1d(ka), np.atleast_1d(kb)])
+            for ka, kb in zip(simplicity_keys(a, np.array([0])), simplicity_keys(b, np.array([1])))]
+    assert keys[0].tolist() == [8, 4] and keys[1].tolist() == [1, 2]

@@ -96,3 +96,22 @@ def test_min_scaling_efficiency_uses_half_the_gpus(small):
     assert "min_scaling_efficiency" in r.rejected
 
 
+
+
+def test_the_tie_named_beside_the_best_is_feasible_close_and_simpler():
+    # gpt3-13b on 128 A100s: the planner's fastest and the simplest within 3 % of it.
+    from planner.choose import TIE_PCT
+    from planner.report import search_json
+    r = search(load_model("gpt3-13b"), load_cluster("dgx-a100-1024"), gpus=128)
+    i, b = r.simplest, int(r.chosen[0])
+    assert i is not None and i != b and r.feasible[i]
+    t = r.scores.step_time_s
+    assert t[b] <= t[i] <= t[b] * (1 + TIE_PCT / 100)
+    lay = r.scores.layouts
+    # no feasible row as close is simpler: fewer GPUs per replica (tp x pp x cp), or as few and fewer stages
+    close = np.flatnonzero(r.feasible & (t <= t[b] * (1 + TIE_PCT / 100)))
+    replica = lay.tp * lay.pp * lay.cp
+    assert replica[i] == replica[close].min()
+    assert lay.pp[i] == lay.pp[close][replica[close] == replica[i]].min()
+    tie = search_json(r)["simplest_within_tie"]
+    assert 0 < tie["slower_than_best_pct"] <= TIE_PCT and tie["tie_pct"] == TIE_PCT
