@@ -239,14 +239,17 @@ def search(
     if caps and chosen.size and scores.layouts.pp[chosen[0]] > 1:
         i = int(chosen[0])
         stages = stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
-    simplest = None
-    if objective == "time" and chosen.size:
-        simplest = simplest_within(scores.step_time_s, np.flatnonzero(feasible), int(chosen[0]), TIE_PCT,
-                                   lambda rows: simplicity_keys(scores.layouts.take(rows),
-                                                                tiebreak_rank(scores.layouts.take(rows))))
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
                         frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
-                        split_solves=refined.solves, simplest=simplest)
+                        split_solves=refined.solves, simplest=_tie(scores, feasible, chosen, objective))
+
+
+def _tie(scores: Scores, feasible: np.ndarray, chosen: np.ndarray, objective: str) -> int | None:
+    """The simplest feasible row predicted within TIE_PCT of the fastest (planner/choose.py)."""
+    if objective != "time" or not chosen.size:
+        return None
+    return simplest_within(scores.step_time_s, np.flatnonzero(feasible), int(chosen[0]), TIE_PCT,
+                           lambda rows: simplicity_keys(scores.layouts.take(rows), tiebreak_rank(scores.layouts.take(rows))))
 
 
 def framework_layouts(framework: str, layouts):
