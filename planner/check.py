@@ -19,6 +19,7 @@ from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, Spec
 from planner.specs.loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
 from planner.options import axis_field, limits_from, option_field
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec
+from planner.specs.jobs import jobs_from_loaded  # not planner.allocate: that imports OR-Tools
 from planner.specs.yamlio import LoadedYaml
 
 DEFAULT_HEADROOM = 0.05
@@ -136,8 +137,6 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
 
 def _check_jobs(loaded: LoadedYaml) -> list[Finding]:
     """A jobs file of `plan allocate`: its keys and every model it names (no search)."""
-    from planner.allocate import jobs_from_loaded
-
     jobs_from_loaded(loaded)
     return []
 

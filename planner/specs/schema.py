@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from planner.check import PlanFile, PlanLayout
 from planner.specs.loading import FILE_KINDS, SIGNATURES, shipped_names
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec
+from planner.specs.jobs import JobsSpec  # not planner.allocate: that imports OR-Tools
 
 
 def _sweep() -> type[BaseModel]:
@@ -22,16 +23,10 @@ def _sweep() -> type[BaseModel]:
     return SweepSpec
 
 
-def _jobs() -> type[BaseModel]:
-    from planner.allocate import JobsSpec  # imports the search (OR-Tools): only when its schema is asked for
-
-    return JobsSpec
-
-
-# kind -> its spec class (those of sweep and jobs imported when needed), in the order of FILE_KINDS
+# kind -> its spec class (that of sweep imported when needed), in the order of FILE_KINDS
 SPECS: dict[str, type[BaseModel] | Callable[[], type[BaseModel]]] = {
     "gpu": GpuSpec, "cluster": ClusterSpec, "model": ModelSpec, "stack": StackSpec, "layout": PlanLayout,
-    "plan": PlanFile, "sweep": _sweep, "jobs": _jobs}
+    "plan": PlanFile, "sweep": _sweep, "jobs": JobsSpec}
 assert tuple(SPECS) == FILE_KINDS, "a kind plan check reads has no schema"
 # kinds whose keys may all be left out: `plan check` tells them by `kind:` or one of their keys (SIGNATURES)
 _DETECTED = ("stack", "sweep")
