@@ -48,6 +48,8 @@ def overrides_of(flags: dict, options: dict) -> dict:
             out[key] = names[0] if len(names) == 1 else names
     if flags["gpus"]:
         out["gpus"] = parse_gpus(flags["gpus"])
+    if flags.get("framework") is not None:
+        out["framework"] = framework_named(flags["framework"])
     scale = {}
     if flags["scale_model"] is not None:
         scale["base"] = flags["scale_model"]
@@ -64,6 +66,17 @@ def overrides_of(flags: dict, options: dict) -> dict:
         raise SpecError("give one of them", path="--global-batch/--batch-tokens",
                         expected="--global-batch SEQUENCES or --batch-tokens TOKENS")
     return out
+
+
+def framework_named(name: str) -> str:
+    """--framework's value, one of planner/export/frameworks.py's (as `plan search --framework` says)."""
+    from planner.errors import SpecError
+    from planner.export.frameworks import framework_names
+
+    if name not in framework_names():
+        raise SpecError(f"no framework named '{name[:40]}'", path="--framework",
+                        expected=f"one of: {', '.join(framework_names())}")
+    return name
 
 
 def _fmt(value, spec: str, empty: str = "-") -> str:
@@ -154,6 +167,9 @@ def register(app: typer.Typer) -> None:
         batch_tokens: Annotated[Optional[float], typer.Option("--batch-tokens", help="tokens per step: global batch = T / seq_len, rounded (docs/sweeps.md, 'The batch rule')")] = None,
         tokens: Annotated[Optional[float], typer.Option("--tokens", help="token budget: adds time and energy to train")] = None,
         objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
+        framework: Annotated[Optional[str], typer.Option("--framework", help=(
+            "only layouts this framework runs at every point (megatron | megatron-bridge | nemo | torchtitan | "
+            "torchtitan@0.2 | deepspeed), priced with its stack profile; overrides the file's framework:"))] = None,
         out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
         plot: Annotated[Optional[str], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
@@ -167,7 +183,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
         flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
-                     global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective)
+                     global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
+                     framework=framework)
         stated = dict(seq_len=seq_len, precision=precision, nvlink_segment=nvlink_domain_gpus)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
                                                 workers=workers, force=force, quiet=quiet, stated=stated)))
@@ -201,7 +218,8 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
     points = with_stated(expand(spec, base_dir), spec, **(stated or {}))
     result = _run_points(points, out_file, n, force, quiet, err)
-    title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points)"
+    title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points"
+    title += f", framework {spec.framework})" if spec.framework else ")"
     # Piped: 170 columns, the sweep table's width with days, MWh and $/Mtok (search tables fit 150).
     render_rows(result.rows, out if out.is_terminal else type(out)(width=170), title)
     paths = []

@@ -36,15 +36,18 @@ class Point:
     space: SpaceLimits  # type: ignore[valid-type]
     time_limit_s: float
     critical_batch_tokens: float | None = None
+    framework: str | None = None  # only the layouts it runs (planner/export/frameworks.py); None: every layout
 
     def inputs(self) -> dict:
         # The search settings sit inside `limits`, as in the rows written before they left `Limits`,
-        # so that those outputs still resume (the key of KEY_VERSION 1).
+        # so that those outputs still resume (the key of KEY_VERSION 1). `framework` is there only when
+        # given: a point without one keeps the key it had before there was a framework.
         limits = {**asdict(self.limits), "critical_batch_tokens": self.critical_batch_tokens,
                   "reference_tokens_per_s_per_gpu": None}
+        framework = {} if self.framework is None else {"framework": self.framework}
         return {"version": KEY_VERSION, "model": self.model.model_dump(mode="json"),
                 "cluster": self.cluster.model_dump(mode="json"), "cluster_label": self.cluster_label,
-                "gpus": self.gpus, "objective": self.objective, "limits": limits,
+                **framework, "gpus": self.gpus, "objective": self.objective, "limits": limits,
                 "space": asdict(self.space), "time_limit_s": self.time_limit_s}
 
     @cached_property  # kept with the point (and sent with it to a worker)
@@ -58,11 +61,13 @@ class Point:
                  "cluster": _canonical(self.cluster, _dump), "space": _canonical(self.space, asdict),
                  "limits": _canonical(self.limits, lambda lim: {**asdict(lim), "reference_tokens_per_s_per_gpu": None,
                                       "critical_batch_tokens": self.critical_batch_tokens}, self.critical_batch_tokens)}
-        text = "{" + ",".join(f'"{k}":{parts[k]}' for k in _KEY_ORDER) + "}"
+        if self.framework is not None:
+            parts["framework"] = _json(self.framework)
+        text = "{" + ",".join(f'"{k}":{parts[k]}' for k in _KEY_ORDER if k in parts) + "}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-_KEY_ORDER = ("cluster", "cluster_label", "gpus", "limits", "model", "objective", "space", "time_limit_s", "version")
+_KEY_ORDER = ("cluster", "cluster_label", "framework", "gpus", "limits", "model", "objective", "space", "time_limit_s", "version")
 _PARTS: dict[tuple, tuple[object, str]] = {}  # (id, extra) -> (the object, kept so the id stays its own; its JSON)
 
 
@@ -133,6 +138,17 @@ def _point_model(model: ModelSpec, spec: SweepSpec) -> ModelSpec:
     return model.model_copy(update={"training": model.training.model_copy(update=training)})
 
 
+def _framework_model(model: ModelSpec, spec: SweepSpec) -> ModelSpec:
+    """The model priced with the framework's stack profile, as `plan search --framework` without
+    `--stack` does (a sweep has no stack of its own to give)."""
+    if spec.framework is None:
+        return model
+    from planner.export.frameworks import FRAMEWORK_STACK
+    from planner.search import with_stack
+
+    return with_stack(model, FRAMEWORK_STACK[spec.framework])
+
+
 def _unique(specs: list) -> list:
     """Specs once each (a spec loaded under two names, counts scaled to one shape). Equal specs share a
     name, so only specs of one name are compared, by their canonical JSON (each costs ~0.6 ms)."""
@@ -178,14 +194,14 @@ def expand(spec: SweepSpec, base_dir: Path | None = None) -> Points:
     points are told apart by their models and clusters, not by hashing each point (a key is made when
     its point runs; 56,000 keys took 11 s before the first search)."""
     check_size(spec)
-    models = _unique([_point_model(m, spec) for m in sweep_models(spec, base_dir)])
+    models = _unique([_framework_model(_point_model(m, spec), spec) for m in sweep_models(spec, base_dir)])
     names = [spec.cluster] if isinstance(spec.cluster, str) else list(dict.fromkeys(spec.cluster))
     clusters = _unique([_load(c, "cluster", base_dir) for c in names])
     objectives = [spec.objective] if isinstance(spec.objective, str) else list(dict.fromkeys(spec.objective))
     gpus = None if spec.gpus is None else parse_gpus(spec.gpus, "gpus") if isinstance(spec.gpus, str) else spec.gpus
     limits, space = limits_of(spec.constraints)
     settings = dict(limits=limits, space=space, time_limit_s=spec.constraints.time_limit_s,
-                    critical_batch_tokens=spec.constraints.critical_batch_tokens)
+                    critical_batch_tokens=spec.constraints.critical_batch_tokens, framework=spec.framework)
     sized = [(c, g, enlarged(c, g)) for c in clusters for g in dict.fromkeys(gpus or [c.total_gpus])]  # one copy each
     if len({c.name for c in clusters}) < len(clusters):  # two clusters of one name may enlarge to one
         once: dict[tuple, tuple] = {}

@@ -108,9 +108,11 @@ def run_point(p: Point) -> dict:
 
     row = dict.fromkeys(COLUMN_NAMES)
     row.update(_input_columns(p))
+    framework = {} if p.framework is None else {"framework": p.framework}
     try:
         r = searching.search(p.model, p.cluster, gpus=p.gpus, objective=p.objective, top_k=1, limits=p.limits,
-                             space=p.space, time_limit_s=p.time_limit_s, critical_batch_tokens=p.critical_batch_tokens)
+                             space=p.space, time_limit_s=p.time_limit_s, critical_batch_tokens=p.critical_batch_tokens,
+                             **framework)
     except InfeasibleError as exc:
         return {**row, "status": "infeasible", "reason": str(exc)}
     except PlannerError as exc:

@@ -11,10 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from planner.layout.axes import fixable
 from planner.errors import SpecError
+from planner.export.frameworks import FRAMEWORKS
 from planner.options import axis_field, flag_of, option_field, options_for
 
 DEFAULT_CLUSTER = "dgx-a100-1024"  # the same default as `plan search`
 Objective = Literal["time", "energy", "cost", "carbon"]
+Framework = Literal[FRAMEWORKS]  # type: ignore[valid-type]  # planner/export/frameworks.py
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -47,6 +49,8 @@ class SweepSpec(BaseModel):
     batch_tokens: float | None = Field(default=None, gt=0, le=1e12, description="tokens per step (rule: batch_from_tokens)")
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget: time and energy to train")
     objective: Objective | list[Objective] = "time"
+    framework: Framework | None = Field(default=None, description=(  # type: ignore[valid-type]
+        "only layouts this framework runs, priced with its stack profile (as plan search --framework)"))
     constraints: ConstraintsSpec = ConstraintsSpec()  # type: ignore[valid-type]
 
     @field_validator("cluster", "objective", mode="before")
