@@ -152,6 +152,8 @@ def _attention_core(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts,
         # QK^T runs over qk_dim, attention-over-V over v_dim (MLA: 192 and 128): their mean.
         rate = flash_sequence_factor(s / c, eff.flash_half_seq) * flash_head_dim_factor(
             (d.qk_dim + d.v_dim) / 2, eff.flash_half_head_dim)
+        if model.training.stack.attention_kernel == "fa2":  # FlashAttention-2 where the preset's kernel is faster
+            rate = rate * eff.flash_fa2_relative
         core_fwd = work / (peak16 * eff.flash_attention * rate)
         return core_fwd, 2.5 * core_fwd
     # The unfused path computes, masks and stores every score, a sliding window's too (Megatron-Core's

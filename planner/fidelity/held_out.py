@@ -51,6 +51,7 @@ class HeldOutSource:
     network_gbps: float
     power_cap_w: float | None
     assumed: str
+    attention_kernel: str | None = None  # the stack profile's, unless the source's era ran another
 
 
 SOURCES = {
@@ -71,7 +72,11 @@ SOURCES = {
         "megatron-core", "h100-sxm-80gb", 450, 50, None,
         "DGX H100: NVLink4 450 GB/s per direction, one 400 Gb/s InfiniBand HCA per GPU (50 GB/s); "
         "distributed optimizer (zero 1); micro-batch and recomputation not printed: the fastest "
-        "that fits of micro-batch 1, 2, 4 x none/selective/full; step from NeMo's llama2 model FLOPs"),
+        "that fits of micro-batch 1, 2, 4 x none/selective/full; step from NeMo's llama2 model FLOPs; "
+        "attention at FlashAttention-2's rate: Transformer Engine 1.4 (NeMo 24.03) runs cuDNN's fused "
+        "attention on sm90, whose early-2024 releases are taken as FA2-class (not documented; the "
+        "July 2024 cuDNN of the FlashAttention-3 paper is 1.6x faster)",
+        attention_kernel="fa2"),
 }
 
 _GROUP = re.compile(r"ranking_group=([A-Za-z0-9_-]+)")
@@ -178,26 +183,28 @@ def _model(raw: dict, src: HeldOutSource) -> ModelSpec:
     # other matmul's, and runs the rest of the layer again: priced as Megatron's --recompute-modules
     # mlp (the MLP's intermediates dropped and its GEMMs run again, the attention output kept).
     modules = ("mlp",) if src.key == "torchtitan" and tr["recompute"] == "selective" else None
-    return _model_of(src.stack, m["layers"], m["hidden"], m["heads"], m.get("kv_heads"), m["ffn"],
+    return _model_of(src.stack, src.attention_kernel, m["layers"], m["hidden"], m["heads"], m.get("kv_heads"), m["ffn"],
                      "swiglu" if "swiglu" in arch else "gelu", m["vocab"], m["seq_len"], "tied embeddings" in arch,
                      tr["global_batch"], precision, modules)
 
 
 @lru_cache(maxsize=4096)
-def _model_of(stack: str, layers: int, hidden: int, heads: int, kv_heads: int | None, ffn: int, act: str,
+def _model_of(stack: str, kernel: str | None, layers: int, hidden: int, heads: int, kv_heads: int | None, ffn: int, act: str,
               vocab: int, seq_len: int, tied: bool, global_batch: int, precision: str,
               recompute_modules: tuple[str, ...] | None = None) -> ModelSpec:
     return ModelSpec.model_validate(dict(
         name=f"{stack}-l{layers}-h{hidden}-s{seq_len}", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
         ffn_hidden=ffn, ffn_act=act, vocab=vocab, seq_len=seq_len, position_embedding="rope", tied_embeddings=tied,
-        training=dict(global_batch=global_batch, precision=precision, stack=_stack(stack),
+        training=dict(global_batch=global_batch, precision=precision, stack=_stack(stack, kernel),
                       recompute_modules=recompute_modules)))
 
 
 @lru_cache(maxsize=16)
-def _stack(name: str) -> StackSpec:
-    """A shipped profile, read once (a name in a model spec is looked up for every row)."""
-    return load_stack(name)
+def _stack(name: str, kernel: str | None = None) -> StackSpec:
+    """A shipped profile, read once (a name in a model spec is looked up for every row), with the
+    source's attention kernel where its era ran another than the profile's."""
+    stack = load_stack(name)
+    return stack if kernel is None else stack.model_copy(update={"attention_kernel": kernel})
 
 
 def _context(model: ModelSpec, gpus: int) -> SpaceContext:

@@ -40,6 +40,9 @@ class Efficiency(Spec):
         "sequence length at which fused attention reaches half its long-sequence rate (0: no dependence)"))
     flash_half_head_dim: float = Field(default=0.0, ge=0, le=1e4, description=(
         "head dim at which fused attention reaches half its large-head-dim rate (0: no dependence)"))
+    flash_fa2_relative: float = Field(default=1.0, gt=0, le=1, description=(
+        "rate of FlashAttention-2 (flash-attn 2, PyTorch SDPA's flash backend) relative to the fused kernel "
+        "`flash_attention` describes, forward and backward together (1: the same kernel, as on A100)"))
     nvlink: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
     network: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
     latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send inside a node [us]")

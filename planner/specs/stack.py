@@ -71,6 +71,10 @@ class StackSpec(StackConstants):
     name: str = Field(min_length=1, max_length=128)
     description: str = Field(default="", max_length=2000)
     attention: Literal["flash", "standard"] = "flash"
+    attention_kernel: Literal["fused", "fa2"] = Field(default="fused", description=(
+        "the fused attention kernel: Transformer Engine's (cuDNN or FlashAttention-3 on Hopper, the GPU "
+        "preset's flash_attention) or FlashAttention-2 (flash-attn 2, PyTorch SDPA's flash backend: "
+        "the preset's flash_fa2_relative of that rate)"))
     tp_comm_overlap: bool = False
     dp_comm_overlap: bool = True
     cp_comm: Literal["p2p", "all_gather"] = Field(default="p2p", description=(

@@ -165,3 +165,25 @@ def test_arrays_are_scored_row_by_row(make_model, toy_gpu):
     lc = layer_compute_on(model, toy_gpu, both)
     assert lc.fwd_s[0] == layer_compute_on(model, toy_gpu, a).fwd_s[0]
     assert lc.fwd_s[1] == layer_compute_on(model, toy_gpu, b).fwd_s[0]
+
+
+def test_flashattention2_runs_at_its_relative_rate_and_only_where_the_stack_uses_it(make_model, toy_gpu_data):
+    from planner.specs import GpuSpec
+    data = toy_gpu_data()
+    data["efficiency"] = {**data["efficiency"], "flash_fa2_relative": 0.62}
+    gpu = GpuSpec.model_validate(data)
+    layout = lay(tp=2, micro_batch=2)
+    fused = make_model()
+    stack = fused.training.stack.model_copy(update={"attention_kernel": "fa2"})
+    fa2 = fused.model_copy(update={"training": fused.training.model_copy(update={"stack": stack})})
+    b, t, s, h = 2, 2, 512, 1024
+    # causal flash core: half of 4 b s^2 h / t = 1,073,741,824 FLOP, 536,870,912 at 25 TFLOP/s = 21.475 us
+    # forward; FlashAttention-2 at 0.62 of that rate: 21.475 / 0.62 = 34.637 us, 13.162 us more; backward 2.5x
+    core = 0.5 * 4 * b * s * s * h / t / FLASH_FLOPS
+    assert core == approx(21.47483648e-6, rel=1e-9)
+    one, two = layer_compute_on(fused, gpu, layout), layer_compute_on(fa2, gpu, layout)
+    assert two.fwd_s[0] - one.fwd_s[0] == approx(core / 0.62 - core, rel=1e-6)
+    assert two.bwd_s[0] - one.bwd_s[0] == approx(2.5 * (core / 0.62 - core), rel=1e-6)
+    # a GPU whose fused kernel is FlashAttention-2 itself (the default 1.0, as on A100): no change
+    same = layer_compute_on(fa2, GpuSpec.model_validate(toy_gpu_data()), layout)
+    assert same.fwd_s[0] == approx(layer_compute_on(fused, GpuSpec.model_validate(toy_gpu_data()), layout).fwd_s[0])
