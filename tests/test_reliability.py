@@ -109,6 +109,23 @@ def test_checkpoint_bytes_are_the_state_split_over_replicas(zero):
     assert checkpoint_bytes_per_gpu(mem, lay, zero3_gathered_gib(job))[0] == approx(2_489_396_224, rel=1e-5)
 
 
+def test_context_parallel_ranks_split_the_checkpoint_as_data_parallel_ones_do():
+    # gpt3-1.3b, tp 1 pp 1, ZeRO 0: every GPU holds all weights and optimizer states, so dp 4 x cp 2
+    # and dp 8 x cp 1 are both 8 replicas of one copy and each GPU writes 1/8 of it (dp 4 alone
+    # would be 1/4: twice the bytes, the count before cp ranks were counted as replicas).
+    model = load_model("gpt3-1.3b")
+    cluster = load_cluster("dgx-a100-1024")
+
+    def written(**degrees):
+        lay = single_layout(tp=1, pp=1, micro_batch=1, num_microbatches=8, zero=0, **degrees)
+        return checkpoint_bytes_per_gpu(memory_breakdown(job_context(model, cluster, lay)), lay)[0]
+
+    with_cp, without = written(dp=4, cp=2), written(dp=8, cp=1)
+    assert with_cp == approx(without, rel=1e-12)
+    # the weights' part: 2 B x 1,422,512,128 / 8 = 355,628,032 B of it
+    assert without > 355_628_032
+
+
 def test_zero3_gathered_weights_are_in_memory_but_not_in_the_checkpoint():
     # ZeRO-3 under megatron-core (zero3_gather: layer, zero3_units_in_flight: 2) holds two whole layers
     # gathered for compute: 2 x 50,358,272 = 100,716,544 parameters x 2 B = 201,433,088 B, on top of its

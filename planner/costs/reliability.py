@@ -133,12 +133,13 @@ def zero3_gathered_gib(job) -> np.ndarray:
 
 def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts, gathered_gib=0.0) -> np.ndarray:
     """Weights and optimizer states each GPU writes: its shard under ZeRO (without the parameters
-    gathered for compute, `gathered_gib` = zero3_gathered_gib(job)); dp replicas split the copy they
-    share [bytes]. Gradients are not written."""
-    dp = layouts.dp.astype(float)
+    gathered for compute, `gathered_gib` = zero3_gathered_gib(job)); the replicas split the copy they
+    share: dp x cp ranks, context-parallel ranks holding the same weights (Megatron-Core's
+    data-parallel group with context parallelism) [bytes]. Gradients are not written."""
+    replicas = (layouts.dp * layouts.cp).astype(float)
     zero3 = layouts.zero >= 3
-    weights = np.where(zero3, memory.weights - gathered_gib, memory.weights / dp) * GIB
-    optimizer = memory.optimizer * GIB / np.where(layouts.zero >= 1, 1.0, dp)
+    weights = np.where(zero3, memory.weights - gathered_gib, memory.weights / replicas) * GIB
+    optimizer = memory.optimizer * GIB / np.where(layouts.zero >= 1, 1.0, replicas)
     return weights + optimizer
 
 
