@@ -214,6 +214,7 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
         raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
     if plot is not None:
         _require_matplotlib(err)
+        _make_folder(Path(plot), "--plot")  # before the work: a folder that cannot be made fails at once
     if not quiet:  # first words before the models are generated and the first search ends
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
     points = with_stated(expand(spec, base_dir), spec, **(stated or {}))

@@ -37,3 +37,12 @@ def test_a_fifo_as_the_sweeps_output_is_refused_before_the_points(tmp_path):
                         "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet", "--workers", "1", "--out", str(fifo)],
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 2 and "rows.csv: --out: not a regular file (a FIFO)" in r.stderr
+
+
+def test_a_plot_folder_that_cannot_be_made_is_refused_before_the_points(tmp_path):
+    # a 10,000-character name: every figure was drawn first, then "cannot create the folder"
+    long = tmp_path / ("x" * 10_000)
+    r = CliRunner().invoke(app, ["sweep", "--models", "gpt3-1.3b", "--cluster", "dgx-a100-1024", "--gpus", "8",
+                                 "--workers", "1", "--plot", str(long)])
+    assert r.exit_code == 2 and "cannot create the folder" in r.stderr
+    assert "points on" not in r.stderr and "plan sweep (" not in r.stdout  # no point ran, no table
