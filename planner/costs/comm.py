@@ -287,6 +287,8 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> 
     d = attention_dims(model)
     cp, stride = process_group(layouts, "cp")
     chunk = BF16.activation_bytes * layouts.micro_batch * model.seq_len / cp * (d.k_width + d.v_width) / layouts.tp
+    if model.training.stack.cp_kv_expanded:  # grouped K/V repeated to every query head before the exchange
+        chunk = chunk * d.heads / d.kv_heads
     bus, lat = group_links(cluster, cp, stride, layouts.gpus)
     bus = sized_bus_gbps(bus, chunk, cluster.gpu.efficiency.message_half_mb)
     passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)

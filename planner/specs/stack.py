@@ -79,6 +79,9 @@ class StackSpec(StackConstants):
     dp_comm_overlap: bool = True
     cp_comm: Literal["p2p", "all_gather"] = Field(default="p2p", description=(
         "context-parallel K/V exchange (Megatron --cp-comm-type): a ring overlapped with attention, or an all-gather"))
+    cp_kv_expanded: bool = Field(default=False, description=(
+        "K/V exchanged between context-parallel ranks after grouped-query heads are repeated to every "
+        "query head (heads / kv_heads times the bytes; torchtitan's repeat_kv before SDPA)"))
     zero3_gather: Literal["layer", "module"] = Field(default="layer", description=(
         "ZeRO-3 gathering unit: a whole transformer layer (FSDP wrapping per block) or one weight "
         "matrix at a time (DeepSpeed stage-3 hooks per submodule)"))

@@ -162,6 +162,23 @@ def test_cp_ring_exposes_what_outlasts_attention(make_model, make_cluster):
         max(step2 - core2, 0) + max(2 * step2 - 2.5 * core2, 0), rel=REL)
 
 
+def test_cp_with_kv_repeated_to_every_query_head_moves_heads_over_kv_heads_times_the_bytes(make_model, make_cluster):
+    cluster = make_cluster()
+    layout = lay(cp=4)
+    gqa = make_model(kv_heads=4)  # 16 query heads, 4 K/V heads of 64: K and V 256 wide each
+    stack = gqa.training.stack.model_copy(update={"cp_kv_expanded": True})
+    expanded = gqa.model_copy(update={"training": gqa.training.model_copy(update={"stack": stack})})
+    lc = layer_compute_on(gqa, cluster.gpu, layout)
+    # the attention core counts query heads: 2 s^2 x 16 heads x (64 + 64) / cp 4, causal half, at 25e12 FLOP/s
+    core_fwd = 0.5 * 2 * 512**2 * 16 * 128 / 4 / 25e12
+    assert lc.attention_fwd_s[0] == approx(core_fwd, rel=REL)
+    # grouped: 2 bytes x 128 tokens x (256 + 256) = 131,072 B a step; repeated to 16 heads: x 16/4 = 524,288 B
+    for model, chunk in ((gqa, 131072), (expanded, 524288)):
+        ring = 3 * (chunk / 100e9 + 10e-6)  # cp - 1 = 3 steps at 100 GB/s + 10 us
+        expected = max(ring - core_fwd, 0) + max(2 * ring - 2.5 * core_fwd, 0)
+        assert cp_comm_per_layer_s(cluster, model, layout, lc)[0] == approx(expected, rel=REL)
+
+
 def test_cp_divides_every_per_token_tensor(make_model, make_cluster):
     model = make_model()
     sbh = 512 * 1024
