@@ -131,6 +131,10 @@ RECIPES = (
      "cuda_graph_impl='transformer_engine' over attn, moe_router, moe_preprocess: GPT-OSS GB300 BF16 and B300 "
      "(gpt_oss_workload_base_configs.py@v0.4.2/v0.5.0, B300 FP8_MX_V2 = B300_BF16_V2), Qwen3 B200 "
      "(qwen3_workload_base_configs.py); the dropless dispatch outside those scopes still syncs"),
+    (("dgxc_",), dict(grad_reduce_dtype="bf16"), {},
+     "dgxc-benchmarking v24.11.1 (35a9aec): every config's optimizer is Apex's distributed_fused_adam with "
+     "grad_sync_dtype: bf16, its gradient buckets in BF16 (llama3.1/llama3.1_8b.yaml, nemo_megatron/"
+     "gpt3_175b_hydra.yaml, nemotron/nemotron4-15b-synth.yaml)"),
     (("nemo_25",), {}, dict(capacity_factor=1.0),
      "Mixtral 8x7B performance mode: MegatronTokenDropCallback, capacity factor 1.0 padded to capacity "
      "(NeMo nemo/lightning/pytorch/callbacks/moe_token_drop.py defaults)"),
@@ -236,10 +240,12 @@ def _model(raw: dict, src: Source) -> ModelSpec:
     heads = m.get("heads") or extra.pop("heads", None)
     kv = m.get("kv_heads") or extra.pop("kv_heads", None)
     extra.pop("heads", None), extra.pop("kv_heads", None)
+    prec = _precision(raw, src)
     return ModelSpec.model_validate(dict(
         name=raw["id"], layers=m["layers"], hidden=m["hidden"], heads=heads, kv_heads=kv,
         ffn_hidden=m["ffn"], vocab=_vocab(m["vocab"], src.vocab_k), seq_len=m["seq_len"], **extra,
-        training=dict(global_batch=tr["global_batch"], precision=_precision(raw, src), stack=src.stack)))
+        training=dict(global_batch=tr["global_batch"], precision=prec, stack=src.stack,
+                      **_recipe_settings(raw["id"], prec)[0])))
 
 
 def _cluster(gpu: str, gpus: int, src: Source) -> ClusterSpec:

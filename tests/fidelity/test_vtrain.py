@@ -47,6 +47,8 @@ def test_recipe_settings_of_the_benchmark_runs():
     # NeMo Mixtral: token drop at capacity factor 1.0.
     tr, moe = _recipe_settings("nemo_25p02_dgx_b200_mixtral_8x7b_64gpu_fp8", "fp8")
     assert moe == dict(capacity_factor=1.0) and tr["fp8_param_gather"]
+    # dgxc v24.11.1: Apex distributed_fused_adam with grad_sync_dtype bf16 in every config, nothing else.
+    assert _recipe_settings("dgxc_v24111_gpt3_175b_fp8_128gpu", "fp8") == (dict(grad_reduce_dtype="bf16"), {})
     # Other sources get nothing from the recipes table.
-    assert _recipe_settings("dgxc_v24111_gpt3_175b_fp8_128gpu", "fp8") == ({}, {})
+    assert _recipe_settings("korthikanti2022_t5_22B_full_recompute", "bf16") == ({}, {})
     assert all(len(r) == 4 and r[3] for r in RECIPES)  # every row says where it was read
