@@ -63,21 +63,27 @@ def simplest_within(time_s: np.ndarray, rows: np.ndarray, best: int, band_pct: f
     keys, most significant first, smaller is simpler, of all rows; or a function giving them for the
     close rows, which are few); None when that is `best` itself.
     The planner cannot tell predictions this close apart, so a user may prefer fewer moving parts;
-    the search keeps the fastest first (preferring the simpler one measured no better over groups
-    of measured layouts: docs/fidelity.md, Ranking) and names this one beside it."""
+    the search keeps the fastest first (preferring the simpler one measured mixed over groups of
+    measured layouts: docs/fidelity.md, Ties) and names this one beside it."""
     time_s = np.asarray(time_s, dtype=float)
     rows = np.asarray(rows, dtype=np.int64)
     close = rows[time_s[rows] <= time_s[best] * (1.0 + band_pct / 100.0)]
     if close.size <= 1:
         return None
     keys = simplicity(close) if callable(simplicity) else [np.asarray(k)[close] for k in simplicity]
-    keys = list(keys) + [time_s[close]]
+    keys = list(keys)
+    keys.insert(SIMPLICITY_KEYS, time_s[close])  # as simple: the faster, before the tie-break order
     pick = int(close[np.lexsort(tuple(reversed(keys)))[0]])
     return None if pick == best else pick
+
+
+# How many of simplicity_keys' keys say what is simpler; time, then the tie-break order, follow them.
+SIMPLICITY_KEYS = 4
 
 
 def simplicity_keys(layouts, tiebreak: np.ndarray) -> list[np.ndarray]:
     """Simpler first: fewer GPUs per model replica (tp x pp x cp: fewer collectives on the step's
     critical path, fewer ranks a failure stops), then fewer pipeline stages and chunks, fewer
-    expert ranks, then the registry's tie-break order (smaller tp, pp, micro-batch, ...)."""
+    expert ranks; among rows as simple the faster (simplest_within inserts the time), then the
+    registry's tie-break order (smaller tp, pp, micro-batch, ...), which makes the choice total."""
     return [layouts.tp * layouts.pp * layouts.cp, layouts.pp, layouts.vpp, layouts.ep, tiebreak]

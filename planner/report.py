@@ -213,14 +213,19 @@ def _render_simplest(result: SearchResult, console: Console) -> None:
     if simple is None:
         return
     slower = simple.step_time_s / best.step_time_s - 1
-    differ = [f"{k} {simple.layout[k]} (not {best.layout[k]})" for k in _SIMPLER_KEYS
-              if simple.layout.get(k) != best.layout.get(k)]
-    console.print(f"a tie, within {TIE_PCT:g}% (closer than the planner can tell): {escape(_cell(simple.layout))} "
-                  f"at +{slower:.1%} is simpler: {escape(', '.join(differ))}")
+    s, b = simple.layout, best.layout
+    simpler = [f"{s['tp'] * s['pp'] * s['cp']} GPU{'s' if s['tp'] * s['pp'] * s['cp'] > 1 else ''} per replica "
+               f"(not {b['tp'] * b['pp'] * b['cp']})"]
+    simpler = simpler if s["tp"] * s["pp"] * s["cp"] < b["tp"] * b["pp"] * b["cp"] else []
+    simpler += [f"{k} {s[k]} (not {b[k]})" for k in ("pp", "vpp", "ep") if s[k] < b[k]]
+    also = [f"{k} {s[k]} (not {b[k]})" for k in _OTHER_KEYS if s.get(k) != b.get(k)]
+    why = "simpler: " + ", ".join(simpler) if simpler else "as simple"
+    console.print(f"a tie, within {TIE_PCT:g}% (closer than the planner can tell): {escape(_cell(s))} "
+                  f"at +{slower:.1%} is {escape(why)}" + (f"; also {escape(', '.join(also))}" if also else ""))
 
 
-# What the simplicity order reads (planner/choose.py simplicity_keys), named as the table does.
-_SIMPLER_KEYS = ("tp", "pp", "cp", "vpp", "ep", "micro_batch", "recompute", "sequence_parallel", "zero")
+# What else may differ in a tie (planner/choose.py simplicity_keys reads tp x pp x cp, pp, vpp, ep).
+_OTHER_KEYS = ("tp", "cp", "micro_batch", "recompute", "sequence_parallel", "zero")
 
 
 def _render_price(r: ScoredLayout, cluster, console: Console) -> None:

@@ -70,3 +70,14 @@ def test_simplicity_counts_gpus_per_replica_before_pipeline_stages():
     keys = [np.concatenate([np.atleast_1d(ka), np.atleast_1d(kb)])
             for ka, kb in zip(simplicity_keys(a, np.array([0])), simplicity_keys(b, np.array([1])))]
     assert keys[0].tolist() == [8, 4] and keys[1].tolist() == [1, 2]
+
+
+def test_as_simple_goes_to_the_faster_before_the_tie_break_order():
+    from planner.choose import SIMPLICITY_KEYS, simplest_within
+    # rows 1 and 2 are as simple on the four simplicity keys (8 GPUs a replica, pp 2, vpp 1, ep 1);
+    # row 2 comes first in the registry's tie-break order (rank 0 < 1) but row 1 is faster (10.1 s
+    # against 10.2 s): the faster is named, the tie-break order only decides between equal times.
+    time_s = np.array([10.0, 10.1, 10.2])
+    keys = [np.array([64, 8, 8]), np.array([4, 2, 2]), np.array([1, 1, 1]), np.array([1, 1, 1]), np.array([2, 1, 0])]
+    assert len(keys) == SIMPLICITY_KEYS + 1
+    assert simplest_within(time_s, np.arange(3), 0, 3.0, keys) == 1

@@ -122,8 +122,9 @@ def test_context_parallel_ranks_split_the_checkpoint_as_data_parallel_ones_do():
 
     with_cp, without = written(dp=4, cp=2), written(dp=8, cp=1)
     assert with_cp == approx(without, rel=1e-12)
-    # the weights' part: 2 B x 1,422,512,128 / 8 = 355,628,032 B of it
-    assert without > 355_628_032
+    # 2 B of weights + 12 B of fp32 master weights and Adam moments = 14 B x 1,422,512,128 / 8
+    # = 2,489,396,224 B a GPU (355,628,032 B of weights)
+    assert with_cp == approx(14 * 1_422_512_128 / 8, rel=1e-5) and with_cp == approx(2_489_396_224, rel=1e-5)
 
 
 def test_zero3_gathered_weights_are_in_memory_but_not_in_the_checkpoint():

@@ -318,6 +318,7 @@ def pool_search_json(pools) -> dict:
     data = report.pool_search_json(pools)
     if pools.mixed is not None and pools.fastest == "mixed":
         data["best"] = report.mixed_json(pools.mixed)
+        data.pop("simplest_within_tie", None)  # measured against one pool's best, not this one
     return data
 
 

@@ -177,6 +177,15 @@ def test_cp_with_kv_repeated_to_every_query_head_moves_heads_over_kv_heads_times
         ring = 3 * (chunk / 100e9 + 10e-6)  # cp - 1 = 3 steps at 100 GB/s + 10 us
         expected = max(ring - core_fwd, 0) + max(2 * ring - 2.5 * core_fwd, 0)
         assert cp_comm_per_layer_s(cluster, model, layout, lc)[0] == approx(expected, rel=REL)
+    # all-gather (torchtitan's cp_comm): the expanded K/V of all 4 ranks gathered before attention,
+    # nothing overlapped; the gather's time is 4x the grouped one's bandwidth term
+    gathered = [m.model_copy(update={"training": m.training.model_copy(update={"stack": m.training.stack.model_copy(
+        update={"cp_comm": "all_gather"})})}) for m in (gqa, expanded)]
+    small, big = (cp_comm_per_layer_s(cluster, m, layout, lc)[0] for m in gathered)
+    # ring all-gather of 4 chunks: 3/4 of them at 100 GB/s + 3 steps of 10 us; forward once, backward twice
+    for chunk, got in ((131072, small), (524288, big)):
+        gather = 3 / 4 * (4 * chunk) / 100e9 + 3 * 10e-6
+        assert got == approx(3 * gather, rel=REL)
 
 
 def test_cp_divides_every_per_token_tensor(make_model, make_cluster):
