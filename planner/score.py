@@ -19,8 +19,8 @@ from planner.costs.pipeline import TimeBreakdown, step_time
 from planner.costs.price import step_co2e_g, step_cost_usd
 from planner.costs.power_caps import cap_levels, capped_cluster, uncapped
 from planner.costs.pipeline_ranks import PipelineRanks
-from planner.costs.reliability import (Reliability, TrainingTotals, batch_token_factor, reliability, training_totals,
-                                      zero3_gathered_gib)
+from planner.costs.reliability import (Reliability, TrainingTotals, batch_token_factor, checkpoint_bytes_per_gpu,
+                                      reliability, training_totals)
 from planner.fidelity.error_bands import ErrorBand, error_band
 from planner.specs import ClusterSpec, ModelSpec, PowerCap
 from planner.units import TERA
@@ -109,7 +109,7 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
     memory = memory_breakdown(job)
     energy = step_energy(run, times, gpus, compute_fraction=fraction)
     tokens_per_s = model.training.global_batch * model.seq_len / step
-    rel = reliability(cluster, layouts, memory, tokens_per_s, zero3_gathered_gib(job))
+    rel = reliability(cluster, layouts, checkpoint_bytes_per_gpu(job), tokens_per_s)
     batch_tokens = float(model.training.global_batch * model.seq_len)
     factor = batch_token_factor(batch_tokens, critical_batch_tokens)
     stat = np.full(step.shape, 1.0 / factor) if critical_batch_tokens is not None else None

@@ -10,7 +10,6 @@ from pytest import approx
 
 from planner.costs.memory import memory_breakdown
 from planner.costs.reliability import (batch_token_factor, checkpoint_bytes_per_gpu, daly_first_order_interval_s,
-                                       zero3_gathered_gib,
                                        daly_interval_s, ettr, ettr_first_order, job_mtti_s, p_no_spare,
                                        restart_time_s, training_totals, young_interval_s)
 from planner.specs.loading import load_cluster, load_model
@@ -104,9 +103,7 @@ def test_checkpoint_bytes_are_the_state_split_over_replicas(zero):
     cluster = load_cluster("dgx-a100-1024")
     assert model.total_params() == 1_422_512_128
     lay = single_layout(dp=8, tp=1, pp=1, micro_batch=1, num_microbatches=64, zero=zero)
-    job = job_context(model, cluster, lay)
-    mem = memory_breakdown(job)
-    assert checkpoint_bytes_per_gpu(mem, lay, zero3_gathered_gib(job))[0] == approx(2_489_396_224, rel=1e-5)
+    assert checkpoint_bytes_per_gpu(job_context(model, cluster, lay))[0] == approx(2_489_396_224, rel=1e-5)
 
 
 def test_context_parallel_ranks_split_the_checkpoint_as_data_parallel_ones_do():
@@ -118,7 +115,7 @@ def test_context_parallel_ranks_split_the_checkpoint_as_data_parallel_ones_do():
 
     def written(**degrees):
         lay = single_layout(tp=1, pp=1, micro_batch=1, num_microbatches=8, zero=0, **degrees)
-        return checkpoint_bytes_per_gpu(memory_breakdown(job_context(model, cluster, lay)), lay)[0]
+        return checkpoint_bytes_per_gpu(job_context(model, cluster, lay))[0]
 
     with_cp, without = written(dp=4, cp=2), written(dp=8, cp=1)
     assert with_cp == approx(without, rel=1e-12)
@@ -130,18 +127,29 @@ def test_context_parallel_ranks_split_the_checkpoint_as_data_parallel_ones_do():
 def test_zero3_gathered_weights_are_in_memory_but_not_in_the_checkpoint():
     # ZeRO-3 under megatron-core (zero3_gather: layer, zero3_units_in_flight: 2) holds two whole layers
     # gathered for compute: 2 x 50,358,272 = 100,716,544 parameters x 2 B = 201,433,088 B, on top of its
-    # shard 2 B x 1,422,512,128 / 8 = 355,628,032 B. Memory counts both; a checkpoint only the shard
-    # (it was 2,690,829,312 = 2,489,396,224 + 201,433,088 B before).
+    # shard 2 B x 1,422,512,128 / 8 = 355,628,032 B. Memory counts both; a checkpoint only the shard.
     model = load_model("gpt3-1.3b")
     cluster = load_cluster("dgx-a100-1024")
     lay = single_layout(dp=8, tp=1, pp=1, micro_batch=1, num_microbatches=64, zero=3)
     job = job_context(model, cluster, lay)
-    mem = memory_breakdown(job)
-    assert zero3_gathered_gib(job)[0] * 2**30 == 201_433_088
-    assert mem.weights[0] * 2**30 == approx(355_628_032 + 201_433_088, rel=1e-5)
-    assert checkpoint_bytes_per_gpu(mem, lay)[0] == approx(2_489_396_224 + 201_433_088, rel=1e-5)  # not passed: counted
-    at_zero1 = single_layout(dp=8, tp=1, pp=1, micro_batch=1, num_microbatches=64, zero=1)
-    assert zero3_gathered_gib(job_context(model, cluster, at_zero1))[0] == 0.0
+    assert memory_breakdown(job).weights[0] * 2**30 == approx(355_628_032 + 201_433_088, rel=1e-5)
+    assert checkpoint_bytes_per_gpu(job)[0] == approx(2_489_396_224, rel=1e-5)
+
+
+def test_routed_experts_are_split_over_their_own_replicas():
+    # An expert shard has tp*cp*dp / (ep*etp) replicas, not dp*cp: with ep 8 the dense part is written
+    # 1/64 per GPU and each GPU's 1/8 of the experts 1/8 per replica -- the experts once in all.
+    # mixtral-8x7b, dp 64, ep 1 and ep 8, ZeRO 0: the whole job writes the same bytes either way
+    # (every unique byte once), 14 B x the total parameters; it wrote ~6.4x less with ep 8 before.
+    model = load_model("mixtral-8x7b")
+    cluster = load_cluster("dgx-h100-1024")
+    total = []
+    for ep in (1, 8):
+        lay = single_layout(dp=64, tp=1, pp=1, ep=ep, micro_batch=1, num_microbatches=1, zero=0)
+        total.append(checkpoint_bytes_per_gpu(job_context(model, cluster, lay))[0] * 64)
+    assert total[0] == approx(total[1], rel=1e-9)
+    # rel 1e-3: the rank's parameters leave out the final norm (4,096 B of 14 x 46.7e9)
+    assert total[0] == approx(14 * model.total_params(), rel=1e-3)
 
 
 def test_scored_zero3_checkpoint_leaves_the_gathered_weights_out():

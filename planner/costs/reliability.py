@@ -33,9 +33,9 @@ import numpy as np
 
 from planner.layout.arrays import unique_rows
 from planner.specs import ClusterSpec
-from planner.units import GB, GIB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
+from planner.units import GB, J_PER_KWH, KWH_PER_MWH, S_PER_DAY, S_PER_H, W_PER_KW
 from planner.costs.energy import carbon_t
-from planner.costs.memory import MemoryBreakdown, zero3_transient_params
+from planner.costs.memory import expert_data_parallel
 
 
 @dataclass(frozen=True)
@@ -123,24 +123,17 @@ def restart_time_s(cluster: ClusterSpec, gpus) -> np.ndarray:
     return rel.restart_s + p.reshape(gpus.shape) * rel.node_replace_s
 
 
-def zero3_gathered_gib(job) -> np.ndarray:
-    """The parameters ZeRO-3 gathers for compute, which `memory.weights` holds beside the GPU's shard
-    (planner/costs/memory.py, zero3_transient_params) [GiB]; 0 below stage 3. A checkpoint leaves them out."""
-    gathered, _ = zero3_transient_params(job.model, job.layouts, job.profile)
-    per_param = job.numerics.weight_bytes + job.numerics.weight_cache_bytes
-    return np.where(job.layouts.zero >= 3, gathered * per_param, 0.0) / GIB
-
-
-def checkpoint_bytes_per_gpu(memory: MemoryBreakdown, layouts, gathered_gib=0.0) -> np.ndarray:
-    """Weights and optimizer states each GPU writes: its shard under ZeRO (without the parameters
-    gathered for compute, `gathered_gib` = zero3_gathered_gib(job)); the replicas split the copy they
-    share: dp x cp ranks, context-parallel ranks holding the same weights (Megatron-Core's
-    data-parallel group with context parallelism) [bytes]. Gradients are not written."""
-    replicas = (layouts.dp * layouts.cp).astype(float)
-    zero3 = layouts.zero >= 3
-    weights = np.where(zero3, memory.weights - gathered_gib, memory.weights / replicas) * GIB
-    optimizer = memory.optimizer * GIB / np.where(layouts.zero >= 1, 1.0, replicas)
-    return weights + optimizer
+def checkpoint_bytes_per_gpu(job) -> np.ndarray:
+    """Weights and optimizer states each GPU writes [bytes]: every unique byte once over the ranks
+    that hold a copy, whatever the ZeRO stage: dense parameters over dp x cp (context-parallel ranks
+    hold the same weights: Megatron-Core's data-parallel group with cp), routed experts over their
+    edp replicas (tp*cp*dp / (ep*etp)). 16-bit weights and the fp32 master weights and moments
+    (Rajbhandari et al. 2020 Sec. 3.1); not gradients, not FP8 weight caches or weights ZeRO-3
+    gathers for compute. The pipeline rank with the most parameters bounds the write."""
+    layouts, prec = job.layouts, job.numerics
+    dense, experts = (x.max(axis=0) if np.ndim(x) > 1 else x for x in np.broadcast_arrays(*job.params))
+    shard = dense / (layouts.dp * layouts.cp) + experts / expert_data_parallel(layouts)
+    return shard * (prec.weight_bytes + prec.optimizer_state_bytes)
 
 
 def checkpoint_write_s(cluster: ClusterSpec, nbytes: np.ndarray, gpus: np.ndarray) -> np.ndarray:
@@ -148,13 +141,11 @@ def checkpoint_write_s(cluster: ClusterSpec, nbytes: np.ndarray, gpus: np.ndarra
     return nbytes / (per_gpu_gbps * GB)
 
 
-def reliability(cluster: ClusterSpec, layouts, memory: MemoryBreakdown, tokens_per_s: np.ndarray,
-                gathered_gib=0.0) -> Reliability:
-    """Per-layout failure figures (module docstring). `gathered_gib`: zero3_gathered_gib(job), the part
-    of memory.weights no checkpoint holds (0: counted, as before it was passed)."""
+def reliability(cluster: ClusterSpec, layouts, checkpoint_bytes: np.ndarray, tokens_per_s: np.ndarray) -> Reliability:
+    """Per-layout failure figures (module docstring); `checkpoint_bytes`: checkpoint_bytes_per_gpu(job)."""
     gpus = layouts.gpus
     m = job_mtti_s(cluster.reliability.gpu_mtbf_h, gpus)
-    delta = checkpoint_write_s(cluster, checkpoint_bytes_per_gpu(memory, layouts, gathered_gib), gpus)
+    delta = checkpoint_write_s(cluster, checkpoint_bytes, gpus)
     tau = daly_interval_s(delta, m)
     r = restart_time_s(cluster, gpus)
     ratio = ettr(tau, delta, m, r)
