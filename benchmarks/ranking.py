@@ -105,7 +105,7 @@ def tie_regrets() -> list[tuple]:
     from planner.choose import TIE_PCT, simplest_within, simplicity_keys
     from planner.fidelity.calibration import load_cases
     from planner.fidelity.held_out import fitting_cases, load_held_out
-    from planner.layout.space import Layouts, tiebreak_rank
+    from planner.layout.space import Layouts
 
     cases = {c.id: c for c in load_cases(vtrain=True)}
     cases.update({c.id: c for c in fitting_cases(load_held_out())})
@@ -133,7 +133,7 @@ def tie_regrets() -> list[tuple]:
                 lay = Layouts.concat([x[3] for x in rows])
                 best = int(np.argmin(pred))
                 pick = simplest_within(pred, np.arange(len(rows)), best, TIE_PCT,
-                                       simplicity_keys(lay, tiebreak_rank(lay)))
+                                       lambda close: simplicity_keys(lay.take(close)))
                 fastest.append(meas[best] / meas.min() - 1)
                 tie.append(meas[best if pick is None else pick] / meas.min() - 1)
             if fastest:

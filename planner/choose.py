@@ -59,9 +59,9 @@ TIE_PCT = 3.0
 
 def simplest_within(time_s: np.ndarray, rows: np.ndarray, best: int, band_pct: float,
                     simplicity) -> int | None:
-    """Of the `rows` predicted within `band_pct` of row `best`'s time, the simplest (`simplicity`:
-    keys, most significant first, smaller is simpler, of all rows; or a function giving them for the
-    close rows, which are few); None when that is `best` itself.
+    """Of the `rows` predicted within `band_pct` of row `best`'s time, the simplest; of rows as
+    simple the faster, then the first. `simplicity(close)` gives the keys of the close rows (few),
+    most significant first, smaller simpler (simplicity_keys). None when that row is `best` itself.
     The planner cannot tell predictions this close apart, so a user may prefer fewer moving parts;
     the search keeps the fastest first (preferring the simpler one measured mixed over groups of
     measured layouts: docs/fidelity.md, Ties) and names this one beside it."""
@@ -70,20 +70,13 @@ def simplest_within(time_s: np.ndarray, rows: np.ndarray, best: int, band_pct: f
     close = rows[time_s[rows] <= time_s[best] * (1.0 + band_pct / 100.0)]
     if close.size <= 1:
         return None
-    keys = simplicity(close) if callable(simplicity) else [np.asarray(k)[close] for k in simplicity]
-    keys = list(keys)
-    keys.insert(SIMPLICITY_KEYS, time_s[close])  # as simple: the faster, before the tie-break order
-    pick = int(close[np.lexsort(tuple(reversed(keys)))[0]])
+    keys = [*simplicity(close), time_s[close]]
+    pick = int(close[np.lexsort(tuple(reversed(keys)))[0]])  # lexsort is stable: equal rows keep row order
     return None if pick == best else pick
 
 
-# How many of simplicity_keys' keys say what is simpler; time, then the tie-break order, follow them.
-SIMPLICITY_KEYS = 4
-
-
-def simplicity_keys(layouts, tiebreak: np.ndarray) -> list[np.ndarray]:
+def simplicity_keys(layouts) -> list[np.ndarray]:
     """Simpler first: fewer GPUs per model replica (tp x pp x cp: fewer collectives on the step's
     critical path, fewer ranks a failure stops), then fewer pipeline stages and chunks, fewer
-    expert ranks; among rows as simple the faster (simplest_within inserts the time), then the
-    registry's tie-break order (smaller tp, pp, micro-batch, ...), which makes the choice total."""
-    return [layouts.tp * layouts.pp * layouts.cp, layouts.pp, layouts.vpp, layouts.ep, tiebreak]
+    expert ranks."""
+    return [layouts.tp * layouts.pp * layouts.cp, layouts.pp, layouts.vpp, layouts.ep]

@@ -98,7 +98,7 @@ def search_json(result: SearchResult) -> dict:
         out["stage_caps"] = stage_caps_json(result.stage_caps)
     if result.frontier is not None:
         out["frontier"] = [scored_json(r) for r in result.frontier_results]
-    simple = result.simplest_within_band
+    simple = result.simplest_within_tie
     if simple is not None:
         out["simplest_within_tie"] = {**scored_json(simple), "tie_pct": TIE_PCT, "slower_than_best_pct":
                                        100 * (simple.step_time_s / result.best.step_time_s - 1)}
@@ -209,14 +209,13 @@ def render_search(result: SearchResult, console: Console) -> None:
 
 def _render_simplest(result: SearchResult, console: Console) -> None:
     """The simplest layout predicted within TIE_PCT of the best: a tie the planner cannot break."""
-    simple, best = result.simplest_within_band, result.best
+    simple, best = result.simplest_within_tie, result.best
     if simple is None:
         return
     slower = simple.step_time_s / best.step_time_s - 1
     s, b = simple.layout, best.layout
-    simpler = [f"{s['tp'] * s['pp'] * s['cp']} GPU{'s' if s['tp'] * s['pp'] * s['cp'] > 1 else ''} per replica "
-               f"(not {b['tp'] * b['pp'] * b['cp']})"]
-    simpler = simpler if s["tp"] * s["pp"] * s["cp"] < b["tp"] * b["pp"] * b["cp"] else []
+    replica_s, replica_b = (x["tp"] * x["pp"] * x["cp"] for x in (s, b))
+    simpler = [f"{replica_s} GPU{'s' if replica_s > 1 else ''} per replica (not {replica_b})"] if replica_s < replica_b else []
     simpler += [f"{k} {s[k]} (not {b[k]})" for k in ("pp", "vpp", "ep") if s[k] < b[k]]
     also = [f"{k} {s[k]} (not {b[k]})" for k in _OTHER_KEYS if s.get(k) != b.get(k)]
     why = "simpler: " + ", ".join(simpler) if simpler else "as simple"

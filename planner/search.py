@@ -46,7 +46,7 @@ class SearchResult:
     simplest: int | None = None  # the simplest row within TIE_PCT of the best (planner/choose.py), if not the best
 
     @property
-    def simplest_within_band(self) -> ScoredLayout | None:
+    def simplest_within_tie(self) -> ScoredLayout | None:
         return None if self.simplest is None else self._scored(self.simplest)
 
     def stage_layers(self, i: int) -> tuple[int, ...]:
@@ -249,7 +249,7 @@ def _tie(scores: Scores, feasible: np.ndarray, chosen: np.ndarray, objective: st
     if objective != "time" or not chosen.size:
         return None
     return simplest_within(scores.step_time_s, np.flatnonzero(feasible), int(chosen[0]), TIE_PCT,
-                           lambda rows: simplicity_keys(scores.layouts.take(rows), tiebreak_rank(scores.layouts.take(rows))))
+                           lambda rows: simplicity_keys(scores.layouts.take(rows)))
 
 
 def framework_layouts(framework: str, layouts):

@@ -45,11 +45,11 @@ def test_the_simplest_within_the_window_is_named_and_a_slower_or_refused_one_is_
     replica = np.array([64, 8, 1, 1])
     feasible = np.array([0, 1, 2])  # row 3 is faster and simplest, but infeasible: never named
     # 3 % of 10.0 s is 10.3 s: rows 0 and 1 tie; row 1 is simpler (8 < 64).
-    assert simplest_within(time_s, feasible, 0, 3.0, [replica]) == 1
+    assert simplest_within(time_s, feasible, 0, 3.0, _keys(replica)) == 1
     # 5 %: 10.5 s takes row 2 in, simpler still (1 GPU per replica).
-    assert simplest_within(time_s, feasible, 0, 5.0, [replica]) == 2
+    assert simplest_within(time_s, feasible, 0, 5.0, _keys(replica)) == 2
     # 1 %: 10.1 s: only the best itself, so nothing to name.
-    assert simplest_within(time_s, feasible, 0, 1.0, [replica]) is None
+    assert simplest_within(time_s, feasible, 0, 1.0, _keys(replica)) is None
 
 
 def test_equally_simple_rows_go_to_the_faster_and_the_best_when_it_is_simplest():
@@ -57,9 +57,9 @@ def test_equally_simple_rows_go_to_the_faster_and_the_best_when_it_is_simplest()
     time_s = np.array([10.0, 10.1, 10.2])
     rows = np.arange(3)
     # rows 1 and 2 equally simple (8): the faster, row 1.
-    assert simplest_within(time_s, rows, 0, 3.0, [np.array([64, 8, 8])]) == 1
+    assert simplest_within(time_s, rows, 0, 3.0, _keys(np.array([64, 8, 8]))) == 1
     # the best is the simplest: None (the search shows no extra line).
-    assert simplest_within(time_s, rows, 0, 3.0, [np.array([1, 8, 8])]) is None
+    assert simplest_within(time_s, rows, 0, 3.0, _keys(np.array([1, 8, 8]))) is None
 
 
 def test_simplicity_counts_gpus_per_replica_before_pipeline_stages():
@@ -68,16 +68,21 @@ def test_simplicity_counts_gpus_per_replica_before_pipeline_stages():
     a = single_layout(dp=8, tp=8, pp=1, cp=1, micro_batch=1, num_microbatches=1)  # 8 GPUs per replica, one stage
     b = single_layout(dp=16, tp=2, pp=2, cp=1, micro_batch=1, num_microbatches=1)  # 4 GPUs per replica, two stages
     keys = [np.concatenate([np.atleast_1d(ka), np.atleast_1d(kb)])
-            for ka, kb in zip(simplicity_keys(a, np.array([0])), simplicity_keys(b, np.array([1])))]
+            for ka, kb in zip(simplicity_keys(a), simplicity_keys(b))]
     assert keys[0].tolist() == [8, 4] and keys[1].tolist() == [1, 2]
 
 
-def test_as_simple_goes_to_the_faster_before_the_tie_break_order():
-    from planner.choose import SIMPLICITY_KEYS, simplest_within
-    # rows 1 and 2 are as simple on the four simplicity keys (8 GPUs a replica, pp 2, vpp 1, ep 1);
-    # row 2 comes first in the registry's tie-break order (rank 0 < 1) but row 1 is faster (10.1 s
-    # against 10.2 s): the faster is named, the tie-break order only decides between equal times.
-    time_s = np.array([10.0, 10.1, 10.2])
-    keys = [np.array([64, 8, 8]), np.array([4, 2, 2]), np.array([1, 1, 1]), np.array([1, 1, 1]), np.array([2, 1, 0])]
-    assert len(keys) == SIMPLICITY_KEYS + 1
-    assert simplest_within(time_s, np.arange(3), 0, 3.0, keys) == 1
+def test_as_simple_goes_to_the_faster_then_to_the_first_row():
+    from planner.choose import simplest_within
+    # rows 1 and 2 are as simple on the four simplicity keys (8 GPUs a replica, pp 2, vpp 1, ep 1):
+    # the faster, row 1 (10.1 s against 10.2 s), whichever comes first.
+    keys = _keys(np.array([64, 8, 8]), np.array([4, 2, 2]), np.array([1, 1, 1]), np.array([1, 1, 1]))
+    assert simplest_within(np.array([10.0, 10.2, 10.1]), np.arange(3), 0, 3.0, keys) == 2
+    assert simplest_within(np.array([10.0, 10.1, 10.2]), np.arange(3), 0, 3.0, keys) == 1
+    # equal times too: the first row (a stable sort), so the answer is the same every run
+    assert simplest_within(np.array([10.0, 10.1, 10.1]), np.arange(3), 0, 3.0, keys) == 1
+
+
+def _keys(*arrays):
+    """simplest_within's `simplicity`: the given keys of the close rows."""
+    return lambda close: [a[close] for a in arrays]

@@ -49,6 +49,13 @@ class JobContext:
         return rank_param_split(self.model, self.layouts, self.ranks)
 
     @cached_property
+    def params_most(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dense, routed experts) parameters of the ranks holding the most of each, per row: what
+        bounds a step's data-parallel traffic, its optimizer step and a checkpoint's write."""
+        dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*self.params))
+        return dense, experts
+
+    @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(first, inverse) of the rows alike in what a layer costs in time and stored activations."""
         return layer_rows(self.layouts)

@@ -93,7 +93,7 @@ def step_time(job: JobContext) -> TimeBreakdown:
     prec = job.numerics
     pp_comm = np.where(layouts.pp > 1, 2.0 * (m * v + p - 1) * _p2p_s(model, cluster, layouts), 0.0)
 
-    dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*job.params))
+    dense, experts = job.params_most
     raw_dense, raw_experts, gather, reduce = _dp_traffic(job, dense, experts)
     most, fewest = ranks.layers.max(axis=0), ranks.layers.min(axis=0)
     mean = sums.mean

@@ -131,7 +131,7 @@ def checkpoint_bytes_per_gpu(job) -> np.ndarray:
     (Rajbhandari et al. 2020 Sec. 3.1); not gradients, not FP8 weight caches or weights ZeRO-3
     gathers for compute. The pipeline rank with the most parameters bounds the write."""
     layouts, prec = job.layouts, job.numerics
-    dense, experts = (x.max(axis=0) if np.ndim(x) > 1 else x for x in np.broadcast_arrays(*job.params))
+    dense, experts = job.params_most
     shard = dense / (layouts.dp * layouts.cp) + experts / expert_data_parallel(layouts)
     return shard * (prec.weight_bytes + prec.optimizer_state_bytes)
 
