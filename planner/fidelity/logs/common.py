@@ -1,0 +1,131 @@
+"""What the log parsers share: the warm-up rule, the step-time summary, number reading, errors.
+
+A parser reads a log's lines once, keeps the timed steps it finds as `Step`s (line number, step
+number, seconds) and the facts the log states, and hands them to `run()`, which applies the warm-up
+rule and builds the run mapping of the `kind: runs` format.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from planner.errors import SpecError
+
+# Warm-up: the first WARMUP_MIN_LOGGED timed lines, or the first WARMUP_FRACTION of them when that
+# is more, are left out. The first steps hold one-off costs the planner does not model: kernel
+# compilation and autotuning (torch.compile, TE/cuDNN plans, CUDA graphs), NCCL communicator set-up,
+# the caching allocator growing to its peak and the data loader's first prefetch. Megatron logs
+# iteration 1 on a line of its own (`is_first_iteration`), and a frameworks' timed interval that
+# begins during warm-up carries some of it into the second line, hence two lines at least (the
+# frameworks agree: DeepSpeed's ThroughputTimer starts its running average at step 2). On long
+# logs 10 % also leaves out the slower settling of clocks, allocator and data pipeline.
+WARMUP_MIN_LOGGED = 2
+WARMUP_FRACTION = 0.10
+
+MIB_PER_GIB = 1024.0
+BYTES_PER_GB = 1.0e9
+BYTES_PER_GIB = 2.0**30
+
+# A number as the frameworks print it, also the non-finite ones Python's format gives (nan, inf).
+NUMBER = r"[-+]?(?:nan|inf|(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(line: str) -> str:
+    """The line without ANSI colour escapes (torchtitan colours its metrics line)."""
+    return ANSI_ESCAPE.sub("", line)
+
+
+def number(text: str) -> float:
+    """A printed number: thousands separators dropped (torchtitan prints tps as `6,789`)."""
+    return float(text.replace(",", ""))
+
+
+def literal(text: str) -> Any:
+    """A value printed with repr() or str(): a Python literal when it is one, else the text."""
+    text = text.strip()
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One timed line of a log: its line number (1-based), step number and seconds per step."""
+
+    line: int
+    step: int
+    seconds: float
+
+
+def warmup_count(n_logged: int) -> int:
+    """How many of `n_logged` timed lines the warm-up rule leaves out."""
+    return max(WARMUP_MIN_LOGGED, math.ceil(WARMUP_FRACTION * n_logged))
+
+
+def checked_seconds(value: float, *, path: str, line: int, field: str) -> float:
+    """`value` when it is a finite time > 0; else a SpecError naming the file, line and field."""
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"step time {value!r} s is not a positive finite number", file=path,
+                        line=line, path=field, expected="a finite time > 0")
+    return value
+
+
+def step_time(steps: list[Step], *, path: str, framework: str) -> tuple[float, int, int]:
+    """(median seconds per step after warm-up, steps used, steps left out as warm-up).
+
+    The median, not the mean: a logged interval that holds a checkpoint save, an evaluation pass,
+    a garbage-collection pause or a straggling node is one slow line among many, a one-off cost the
+    planner does not predict; the median ignores it where the mean would move with it."""
+    if not steps:
+        raise SpecError(f"no timed training step in this {framework} log", file=path,
+                        expected=f"the per-step lines {framework} prints")
+    skipped = warmup_count(len(steps))
+    kept = steps[skipped:]
+    if not kept:
+        raise SpecError(
+            f"only {len(steps)} timed steps, all of them warm-up (the first {skipped} logged are "
+            "left out: they include compilation and allocation)",
+            file=path, line=steps[-1].line,
+            expected=f"more than {skipped} logged training steps")
+    return statistics.median(s.seconds for s in kept), len(kept), skipped
+
+
+def positive_int(value: Any, *, path: str, line: int | None, field: str) -> int:
+    """`value` as an int >= 1, or a SpecError naming where it was read."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
+            or value < 1:
+        raise SpecError(f"{value!r} is not a positive whole number", file=path, line=line,
+                        path=field, expected="an integer >= 1")
+    return int(value)
+
+
+def run(*, name: str, path: str, framework: str, steps: list[Step], gpus: int | None,
+        global_batch: int | None, seq_len: int | None, precision: str | None,
+        layout: dict[str, Any], model: dict[str, int] | None,
+        peak_memory_gib: float | None) -> dict[str, Any]:
+    """The run mapping of the `kind: runs` format; keys the log does not state are left out."""
+    seconds, used, skipped = step_time(steps, path=path, framework=framework)
+    if gpus is None:
+        raise SpecError(f"this {framework} log does not state the number of GPUs", file=path,
+                        expected="the lines that give the world size (see planner.fidelity.logs)")
+    out: dict[str, Any] = {"name": name, "model": model or None, "gpus": gpus}
+    if global_batch is not None:
+        out["global_batch"] = global_batch
+    if seq_len is not None:
+        out["seq_len"] = seq_len
+    if precision is not None:
+        out["precision"] = precision
+    out["layout"] = layout
+    measured: dict[str, float] = {"step_time_s": seconds}
+    if peak_memory_gib is not None and math.isfinite(peak_memory_gib) and peak_memory_gib > 0:
+        measured["peak_memory_gib"] = peak_memory_gib
+    out["measured"] = measured
+    out["source"] = {"framework": framework, "path": path, "steps_used": used,
+                     "steps_skipped_warmup": skipped}
+    return out

@@ -1,0 +1,115 @@
+"""torchtitan logs (pytorch/torchtitan v0.2.2 73a0e697 and main b5bcd76c; the prints are in
+tests/data/logs/torchtitan-prints.txt).
+
+torchtitan prints no step time. Its metrics line (components/metrics.py `MetricsProcessor.log`),
+`step: N  loss: ...  memory: X GiB(Y%)  tps: T  tflops: ...  mfu: ...%` in ANSI colours, gives
+tps = tokens since the last line / (seconds x non-data-parallel size), per device. A rank's tokens
+per step are the global batch's over the data-parallel degree, so
+    step time [s] = global batch x sequence length / (tps x GPUs).
+GPUs are the product of the degrees `ParallelDims` logs (`Building device mesh with parallelism:
+pp=.., dp_replicate=.., dp_shard=.., cp=.., tp=.., ep=..`; ep is carved from dp_shard x cp, so it
+does not multiply). The batch comes from `Trainer is initialized with ...` (v0.2: local and global
+batch size and sequence length; main: tokens per train step and maximum context length). Memory is
+torch's peak *reserved* GiB since the last line (torchtitan prints no allocated peak).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from planner.errors import SpecError
+from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, number, positive_int, run,
+                                          strip_ansi)
+
+STEP_LINE = re.compile(rf"(?<!validate )step:\s*(\d+)\s+loss:.*?memory:\s*({NUMBER})\s*GiB"
+                       rf"\(({NUMBER})%\)\s+tps:\s*({NUMBER})\s+tflops:\s*({NUMBER})\s+mfu:\s*(\S+)")
+MESH = re.compile(r"Building device mesh with parallelism: ((?:\w+=-?\d+(?:, )?)+)")
+TRAINER_V02 = re.compile(r"Trainer is initialized with local batch size (\d+), global batch size "
+                         r"(\d+), gradient accumulation steps (\d+), sequence length (\d+)")
+TRAINER_MAIN = re.compile(r"Trainer is initialized with (\d+) tokens per DP rank, (\d+) tokens per "
+                          r"train step, gradient accumulation steps (\d+), maximum context length "
+                          r"(\d+)")
+CHECKPOINTING = re.compile(r"Applied (\w+) activation checkpointing to the model")
+MODEL_ARGS = re.compile(r"Building (\S+) (\S+?)\s*with (\{.*)$")
+MODEL_KEYS = {"n_layers": "layers", "dim": "hidden", "n_heads": "heads", "n_kv_heads": "kv_heads",
+              "vocab_size": "vocab"}
+
+
+def _mesh(lines: list[str], path: str) -> dict[str, int]:
+    for line_no, line in enumerate(lines, 1):
+        if (match := MESH.search(line)):
+            degrees = {}
+            for part in match.group(1).split(", "):
+                key, value = part.split("=")
+                degrees[key] = positive_int(int(value), path=path, line=line_no, field=key)
+            return degrees
+    return {}
+
+
+def _model(lines: list[str]) -> dict[str, int] | None:
+    """v0.2 logs the model arguments as indented JSON after `Building <name> <flavor>with`."""
+    for index, line in enumerate(lines):
+        if not (match := MODEL_ARGS.search(line)):
+            continue
+        text, depth = "", 0
+        for part in [match.group(3)] + lines[index + 1:]:
+            text += part + "\n"
+            depth += part.count("{") - part.count("}")
+            if depth <= 0:
+                break
+        try:
+            args = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        model = {key: args[arg] for arg, key in MODEL_KEYS.items() if isinstance(args.get(arg), int)}
+        if "heads" in model and "kv_heads" not in model:
+            model["kv_heads"] = model["heads"]  # n_kv_heads None: one K/V head per query head
+        return model or None
+    return None
+
+
+def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
+    """A torchtitan log: the mesh, trainer and checkpointing lines, then the metrics lines."""
+    lines = [strip_ansi(line) for line in lines]
+    degrees = _mesh(lines, path)
+    gpus = None
+    if degrees:
+        gpus = 1
+        for key in ("pp", "dp_replicate", "dp_shard", "cp", "tp"):
+            gpus *= degrees.get(key, 1)
+    batch = seq_len = tokens = None
+    for line in lines:
+        if (match := TRAINER_V02.search(line)):
+            batch, seq_len = int(match.group(2)), int(match.group(4))
+            tokens = batch * seq_len
+        elif (match := TRAINER_MAIN.search(line)):
+            tokens, seq_len = int(match.group(2)), int(match.group(4))
+            batch = tokens // seq_len if tokens % seq_len == 0 else None
+    steps: list[Step] = []
+    peaks = []
+    for line_no, line in enumerate(lines, 1):
+        if not (match := STEP_LINE.search(line)):
+            continue
+        if gpus is None or tokens is None:
+            raise SpecError("a metrics line before the lines that give the GPUs and the batch",
+                            file=path, line=line_no, expected="'Building device mesh with "
+                            "parallelism: ...' and 'Trainer is initialized with ...' first")
+        tps = number(match.group(4))
+        seconds = checked_seconds(tokens / (tps * gpus) if tps > 0 else -1.0, path=path,
+                                  line=line_no, field="tps")
+        steps.append(Step(line_no, int(match.group(1)), seconds))
+        peaks.append(number(match.group(2)))
+    layout: dict[str, Any] = {key: degrees[key] for key in ("tp", "pp", "cp", "ep", "etp")
+                              if key in degrees}
+    if degrees:
+        # dp_shard > 1 is FSDP (parameters, gradients and optimizer states sharded: ZeRO-3).
+        layout["zero"] = 3 if degrees.get("dp_shard", 1) > 1 else 0
+    for line in lines:
+        if (match := CHECKPOINTING.search(line)):
+            mode = match.group(1).lower()
+            layout["recompute"] = "full" if "full" in mode else "selective" if "selective" in mode \
+                else layout.get("recompute", "none")
+    return run(name=name, path=path, framework="torchtitan", steps=steps, gpus=gpus,
+               global_batch=batch, seq_len=seq_len, precision=None, layout=layout,
+               model=_model(lines), peak_memory_gib=max(peaks, default=None))
