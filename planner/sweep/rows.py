@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import lru_cache
 
 from planner.layout.axes import AXES, layout_cell
 from planner.errors import InfeasibleError, PlannerError
@@ -52,7 +53,12 @@ RESULT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("cost_usd_per_m_tokens", float, "GPU-hours and electricity per million tokens at the cluster's prices [$]"),
     ("co2e_kg_per_m_tokens", float, "carbon per million tokens at the grid's intensity [kgCO2e]"),
 )
-COLUMNS: tuple[tuple[str, type, str], ...] = INPUT_COLUMNS + LAYOUT_COLUMNS + RESULT_COLUMNS
+# Last, so the columns before keep their places: who computed the row. A resume refuses rows of another
+# version (planner/sweep/run.py): their numbers would be kept as done beside this version's.
+PROVENANCE_COLUMNS: tuple[tuple[str, type, str], ...] = (
+    ("planner_version", str, "version of the planner that computed the row (llm-layout-planner)"),
+)
+COLUMNS: tuple[tuple[str, type, str], ...] = INPUT_COLUMNS + LAYOUT_COLUMNS + RESULT_COLUMNS + PROVENANCE_COLUMNS
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
 STATUSES = ("ok", "infeasible", "error")
 # Columns a row may leave empty; every other one is filled in an ok row, and every input column
@@ -65,8 +71,17 @@ def is_complete(row: dict) -> bool:
     if row["status"] not in STATUSES:
         return False
     if row["status"] != "ok":
-        return bool(row["reason"]) and all(row[n] is not None for n, _, _ in INPUT_COLUMNS if n not in OPTIONAL_COLUMNS)
+        return bool(row["reason"]) and all(row[n] is not None for n, _, _ in INPUT_COLUMNS + PROVENANCE_COLUMNS
+                                           if n not in OPTIONAL_COLUMNS)
     return all(row[n] is not None for n in COLUMN_NAMES if n not in OPTIONAL_COLUMNS)
+
+
+@lru_cache(maxsize=1)
+def planner_version() -> str:
+    """The version written into every row: the installed distribution's (planner.version)."""
+    from planner import version
+
+    return version()
 
 
 def _input_columns(p: Point) -> dict:
@@ -74,7 +89,7 @@ def _input_columns(p: Point) -> dict:
     return {"point_id": p.key, "model": m.name, "params": m.total_params(), "layers": m.layers, "hidden": m.hidden,
             "heads": m.heads, "kv_heads": m.num_kv_heads, "cluster": p.cluster_label, "gpu": p.cluster.gpu.name,
             "nodes": p.cluster.nodes, "gpus": p.gpus, "global_batch": m.training.global_batch, "seq_len": m.seq_len,
-            "tokens": m.training.tokens, "objective": p.objective}
+            "tokens": m.training.tokens, "objective": p.objective, "planner_version": planner_version()}
 
 
 def layout_columns(best: ScoredLayout) -> dict:

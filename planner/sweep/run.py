@@ -19,7 +19,7 @@ from planner.sweep import rows as point_rows
 from planner.sweep.lifetime import StopSignals, signals_blocked, stop_signals, worker_init
 from planner.sweep.lock import output_lock
 from planner.sweep.points import Point
-from planner.sweep.store import _RowWriter, is_normal, output_format, read_rows, write_rows
+from planner.sweep.store import _RowWriter, is_normal, other_version, output_format, read_rows, write_rows
 
 IN_FLIGHT = 4  # points submitted per worker at a time
 THREAD_CHECK_S = 1.0  # how often a pool's wait looks for a thread of the pool that died [s]
@@ -136,6 +136,11 @@ class _Output:
             old, out_read = [], False
         else:
             out_read = out is not None
+            versions = {row["planner_version"] for row in old}
+            if versions - {point_rows.planner_version()}:
+                if not force:
+                    raise other_version(out, versions)
+                old, out_read = [], False  # every row recomputed by this version, the others dropped
         self.have = {row["point_id"]: row for row in old}  # the last row of a key wins
         # no row dropped (cut short, mistyped, a key twice): appended to as it is
         self.normal = out_read and is_normal(out, len(self.have))

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from planner.errors import SpecError
+from planner.sweep import rows as point_rows
 from planner.sweep.rows import COLUMN_NAMES, COLUMNS, is_complete
 
 # --- output files ------------------------------------------------------------------------------
@@ -119,10 +120,26 @@ def read_rows(path: Path) -> list[dict]:
     fmt = output_format(path)
     names, raws = {"csv": _csv_raws, "jsonl": _jsonl_raws, "parquet": _parquet_raws}[fmt](path)
     if tuple(names) != COLUMN_NAMES:
+        versions = {raw.get("planner_version") or None if "planner_version" in names else None for raw in raws}
+        if versions - {point_rows.planner_version()}:
+            raise other_version(path, versions)
         raise SpecError("was written with other columns than this version of plan sweep", file=str(path),
                         expected="another --out file, or --force to overwrite it")
     text = fmt == "csv"  # the header is COLUMN_NAMES and every record has its fields: every cell is there
     return [row for row in (_coerce(raw, text) for raw in raws) if row is not None]
+
+
+def other_version(path: Path, versions: set) -> SpecError:
+    """The refusal to resume onto rows another planner version computed (`versions`: theirs; None:
+    rows from before rows carried a version): kept as done, their numbers would pass for this version's."""
+    this = point_rows.planner_version()
+    named = sorted(str(v) for v in versions - {this, None})
+    theirs = f"planner {', '.join(named)}" if named else ""
+    if None in versions:
+        theirs += (" and " if theirs else "") + "a planner that wrote no version (rows from before rows carried one)"
+    return SpecError(f"its rows were computed by {theirs}; this is planner {this}, whose numbers may differ",
+                     file=str(path), path="--out",
+                     expected="another --out file, or --force to recompute every point and drop the other rows")
 
 
 def is_normal(path: Path, rows: int) -> bool:
