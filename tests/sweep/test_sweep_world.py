@@ -29,13 +29,20 @@ def _children(pid: int) -> list[int]:
 
 
 def test_a_full_disk_and_a_killed_worker(tmp_path):
-    full = _start(["--models", "gpt3-1.3b", "--gpus", "8", "--objective", "time,energy", "--max-micro-batch", "1",
-                   "--workers", "1", "--out", "rows.csv"], tmp_path, preexec_fn=_file_size(1024))
+    # The disk fills at the second row: the limit is the file as the first run left it (header and one
+    # row, whatever their floats' printed length) plus 1 byte, so no row can fit. Once a fixed 1,024
+    # bytes, which two rows came to exactly on another machine: the disk never filled, exit 0.
+    one = ["--models", "gpt3-1.3b", "--gpus", "8", "--max-micro-batch", "1", "--workers", "1", "--out", "rows.csv"]
+    first = _start(one + ["--objective", "time"], tmp_path)
     killed = _start(["--scale-model", "gpt3-1.3b", "--params", "1e9:1e10:30", "--gpus", "8,16,32,64", "--workers", "2",
                      "--out", "many.csv"], tmp_path)
     with open("/dev/full", "w") as dev_full:  # progress and summary unreadable: the sweep itself succeeded
         quiet_fail = _start(["--models", "gpt3-1.3b", "--gpus", "8", "--max-micro-batch", "1", "--workers", "1"],
                             tmp_path, stderr=dev_full)
+    assert first.wait(timeout=120) == 0, first.stderr.read()
+    kept = (tmp_path / "rows.csv").read_bytes()
+    assert kept.count(b"\n") == 2  # the header and the time row
+    full = _start(one + ["--objective", "time,energy"], tmp_path, preexec_fn=_file_size(len(kept) + 1))
     rows, deadline = tmp_path / "many.csv", time.monotonic() + 60
     while time.monotonic() < deadline and not (rows.exists() and rows.read_text().count("\n") >= 2):
         time.sleep(0.2)  # a row written: the pool runs
@@ -45,9 +52,13 @@ def test_a_full_disk_and_a_killed_worker(tmp_path):
     assert quiet_fail.returncode == 0 and "dp8" in table  # once: exit 1 for a complete sweep
     assert full.returncode == 2, full_err
     assert "rows.csv: --out: cannot write the rows: File too large" in full_err
+    assert (tmp_path / "rows.csv").read_bytes()[:len(kept)] == kept  # the time row kept; at most 1 byte of the next
     assert killed.returncode == 2, killed_err
     assert "error: a worker process died (out of memory or killed)" in killed_err
     for err in (full_err, killed_err):
         assert "Traceback" not in err and "internal error" not in err
         assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1, err
     assert rows.read_text().count("\n") >= 2  # the finished rows kept
+    resumed = subprocess.run(PLAN + ["sweep", *one, "--objective", "time,energy"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)  # room again: the rerun resumes
+    assert resumed.returncode == 0 and "1 computed, 1 already in the output" in resumed.stderr, resumed.stderr
