@@ -1,4 +1,5 @@
-"""Training logs in, measured runs out: the parsers behind `plan calibrate LOG` and `plan runs import`.
+"""Training logs in, measured runs out: the parsers behind `plan calibrate LOG` and
+`plan runs import`.
 
 `parse_log(text, path)` reads one log a framework printed (Megatron-LM / Megatron-Core,
 Megatron-Bridge, NeMo 2, torchtitan, DeepSpeed) and returns one run in the `kind: runs` shape:

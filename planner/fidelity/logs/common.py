@@ -19,7 +19,7 @@ from planner.errors import SpecError
 # is more, are left out. The first steps hold one-off costs the planner does not model: kernel
 # compilation and autotuning (torch.compile, TE/cuDNN plans, CUDA graphs), NCCL communicator set-up,
 # the caching allocator growing to its peak and the data loader's first prefetch. Megatron logs
-# iteration 1 on a line of its own (`is_first_iteration`), and a frameworks' timed interval that
+# iteration 1 on a line of its own (`is_first_iteration`), and a timed interval that
 # begins during warm-up carries some of it into the second line, hence two lines at least (the
 # frameworks agree: DeepSpeed's ThroughputTimer starts its running average at step 2). On long
 # logs 10 % also leaves out the slower settling of clocks, allocator and data pipeline.

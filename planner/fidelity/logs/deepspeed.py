@@ -91,8 +91,9 @@ def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
     layout: dict[str, Any] = {}
     micro = values.get("train_micro_batch_size_per_gpu", user.get("train_micro_batch_size_per_gpu"))
     if micro is not None:
-        layout["micro_batch"] = positive_int(micro, path=path, field="train_micro_batch_size_per_gpu",
-                                             line=where.get("train_micro_batch_size_per_gpu"))
+        layout["micro_batch"] = positive_int(
+            micro, path=path, field="train_micro_batch_size_per_gpu",
+            line=where.get("train_micro_batch_size_per_gpu"))
     stage = values.get("zero_optimization_stage",
                        (user.get("zero_optimization") or {}).get("stage"))
     if isinstance(stage, int) and not isinstance(stage, bool):

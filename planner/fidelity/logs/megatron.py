@@ -111,8 +111,9 @@ def _layout(values: dict[str, Any], path: str, lines: dict[str, int]) -> dict[st
             layout[key] = positive_int(values[arg], path=path, line=lines.get(arg), field=arg)
     if "virtual_pipeline_model_parallel_size" in values:
         vpp = values["virtual_pipeline_model_parallel_size"]
-        layout["vpp"] = 1 if vpp is None else positive_int(vpp, path=path, field="vpp",
-                                                           line=lines.get("virtual_pipeline_model_parallel_size"))
+        layout["vpp"] = 1 if vpp is None else positive_int(
+            vpp, path=path, field="virtual_pipeline_model_parallel_size",
+            line=lines.get("virtual_pipeline_model_parallel_size"))
     if "recompute_granularity" in values:
         layout["recompute"] = values["recompute_granularity"] or "none"
     if "sequence_parallel" in values:
@@ -123,14 +124,15 @@ def _layout(values: dict[str, Any], path: str, lines: dict[str, int]) -> dict[st
 
 
 def _model(values: dict[str, Any]) -> dict[str, int]:
-    """The model dims stated; the padded vocabulary (the embedding's size) before the tokenizer's."""
+    """The model dims stated; the padded vocabulary (the embedding's size) first."""
     model: dict[str, int] = {}
     for arg, key in MODEL_ARGS.items():
         value = values.get(arg)
         if key not in model and isinstance(value, int) and not isinstance(value, bool):
             model[key] = value
     if "heads" in model:
-        groups = values.get("num_query_groups") if values.get("group_query_attention", True) else None
+        gqa = values.get("group_query_attention", True)
+        groups = values.get("num_query_groups") if gqa else None
         model["kv_heads"] = groups if isinstance(groups, int) and groups > 0 else model["heads"]
     return model
 
@@ -141,7 +143,8 @@ def parse_megatron(lines: list[str], path: str, name: str) -> dict[str, Any]:
     values = {k: v for k, (v, _) in args.items()}
     where = {k: n for k, (_, n) in args.items()}
     steps, batch = iteration_steps(lines, path)
-    peaks = [number(m.group(1)) / MIB_PER_GIB for line in lines if (m := MEMORY_MB.search(line))]
+    peaks = [number(m.group(1)) / MIB_PER_GIB
+             for line in lines if (m := MEMORY_MB.search(line))]
     world = values.get("world_size")
     return run(name=name, path=path, framework="megatron", steps=steps,
                gpus=None if world is None else positive_int(world, path=path,

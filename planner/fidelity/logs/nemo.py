@@ -1,4 +1,4 @@
-"""NeMo 2 (Lightning) logs (NVIDIA/NeMo 8cfedd72; the prints are in tests/data/logs/nemo-prints.txt).
+"""NeMo 2 (Lightning) logs (NVIDIA/NeMo 8cfedd72; the prints: tests/data/logs/nemo-prints.txt).
 
 NeMo 2's `ProgressPrinter` (nemo/lightning/pytorch/callbacks/progress_printer.py) prints, every
 `log_interval` steps, `Training epoch E, iteration n/N | name: value | ...` with the metrics

@@ -23,7 +23,8 @@ from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, number,
                                           strip_ansi)
 
 STEP_LINE = re.compile(rf"(?<!validate )step:\s*(\d+)\s+loss:.*?memory:\s*({NUMBER})\s*GiB"
-                       rf"\(({NUMBER})%\)\s+tps:\s*({NUMBER})\s+tflops:\s*({NUMBER})\s+mfu:\s*(\S+)")
+                       rf"\(({NUMBER})%\)\s+tps:\s*({NUMBER})\s+tflops:\s*({NUMBER})"
+                       rf"\s+mfu:\s*(\S+)")
 MESH = re.compile(r"Building device mesh with parallelism: ((?:\w+=-?\d+(?:, )?)+)")
 TRAINER_V02 = re.compile(r"Trainer is initialized with local batch size (\d+), global batch size "
                          r"(\d+), gradient accumulation steps (\d+), sequence length (\d+)")
@@ -62,7 +63,8 @@ def _model(lines: list[str]) -> dict[str, int] | None:
             args = json.loads(text)
         except json.JSONDecodeError:
             return None
-        model = {key: args[arg] for arg, key in MODEL_KEYS.items() if isinstance(args.get(arg), int)}
+        model = {key: args[arg] for arg, key in MODEL_KEYS.items()
+                 if isinstance(args.get(arg), int)}
         if "heads" in model and "kv_heads" not in model:
             model["kv_heads"] = model["heads"]  # n_kv_heads None: one K/V head per query head
         return model or None
