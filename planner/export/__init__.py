@@ -8,8 +8,10 @@ guessed. The Megatron-LM split helpers live in export_megatron and are re-export
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planner.export.bridge import bridge_settings
-from planner.export.common import Export, is_even, launch, runs
+from planner.export.common import Export, comments, is_even, launch, runs, visible
 from planner.export.deepspeed import deepspeed_settings
 from planner.export.megatron import megatron_first_last, megatron_layout, megatron_pipeline_args, megatron_settings
 from planner.export.nemo import nemo_settings
@@ -49,5 +51,5 @@ def _with_power_cap(settings: Export, kind: str, scored: ScoredLayout) -> Export
         return settings
     note = (f"the layout was scored with GPUs capped at {scored.power_cap.power_cap_w:g} W: no {kind} setting; "
             f"set it on every node, e.g. nvidia-smi -pl {scored.power_cap.power_cap_w:g}")
-    text = settings.text if kind == "deepspeed" else f"# {note}\n{settings.text}"
-    return Export(text=text, notes=[note, *settings.notes])
+    text = settings.text if kind == "deepspeed" else "\n".join([*comments([note]), settings.text])
+    return replace(settings, text=text, notes=[visible(note), *settings.notes])

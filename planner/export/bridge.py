@@ -7,7 +7,9 @@ states, so the recipe's own choices do not decide what trains. What an override 
 MLA ranks outside GPTModelProvider) is a note."""
 from __future__ import annotations
 
-from planner.export.common import Export, Launch, comments, is_even, window_pattern
+import re
+
+from planner.export.common import Export, Launch, is_even, shell_export, visible, window_pattern
 from planner.export.megatron import megatron_first_last, moe_layer_pattern
 from planner.specs import ModelSpec
 
@@ -30,12 +32,17 @@ MIXED = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_delay
 
 
 def _value(v: object) -> str:
+    """A value as Hydra's override grammar (run_recipe.py's parse_hydra_overrides) reads it: true/false, null,
+    numbers, lists `[a,b]` of those and of plain names. Any other string is refused: quoted, Hydra would still
+    resolve `${...}` interpolations in it, and no Bridge setting the planner writes needs one."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:
         return "null"
     if isinstance(v, list):
-        return "[" + ",".join(str(x) for x in v) + "]"
+        return "[" + ",".join(_value(x) for x in v) + "]"
+    if isinstance(v, str) and not re.fullmatch(r"[A-Za-z_]\w*", v, re.ASCII):
+        raise ValueError(f"'{visible(v)[:80]}' is no plain name: no Megatron-Bridge override value the planner writes")
     return str(v)
 
 
@@ -147,5 +154,5 @@ def bridge_settings(lay: Launch, model: ModelSpec) -> Export:
     if t.grad_reduce_dtype == "bf16":
         o.append(("ddp.grad_reduce_in_fp32", False))
     notes += layout_notes + model_notes
-    lines = [f"python scripts/training/run_recipe.py --recipe {recipe} --mode pretrain"] + [f"{k}={_value(v)}" for k, v in o]
-    return Export(text="\n".join(comments(notes) + [line + " \\" for line in lines[:-1]] + lines[-1:]), notes=notes)
+    lines = [("python", "scripts/training/run_recipe.py", "--recipe", recipe, "--mode", "pretrain")]
+    return shell_export(notes, lines + [(f"{k}={_value(v)}",) for k, v in o], continued=True, program="python")

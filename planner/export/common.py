@@ -1,10 +1,12 @@
 """What every launch-settings export shares: the result record, the layout as the exporters read it,
-and the small helpers on a pipeline split (planner/export.py is the entry point)."""
+the one rule that turns words and notes into text, and the small helpers on a pipeline split
+(planner/export/__init__.py is the entry point)."""
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from planner.costs.pipeline_ranks import split_counts
 from planner.specs import ModelSpec
@@ -15,7 +17,11 @@ class Export:
     """Launch settings of one layout for one framework."""
 
     text: str  # what goes to stdout: flags, overrides or JSON
-    notes: list[str] = field(default_factory=list)  # what the framework has no equivalent for, said, not guessed
+    notes: list[str] = field(default_factory=list)  # what the framework has no equivalent for, said, not guessed;
+    # one line each, control characters written as visible escapes (visible())
+    argv: tuple[str, ...] = ()  # the words the text's lines mean, in order, as the program receives them
+    # (megatron: flags and values; megatron-bridge: the command after `python`; nemo, torchtitan: the
+    # overrides); () for JSON
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,13 +83,56 @@ def runs(stage_layers) -> str:
     return " ".join(out)
 
 
-def comments(notes: list[str]) -> list[str]:
-    return [f"# {n}" for n in notes]
+# Characters that end or rewrite a line or hide text when printed: control (Cc: newline, CR, tab, ESC,
+# U+0085), format (Cf: bidi overrides, zero-width), lone surrogates (Cs: no UTF-8 for them) and the
+# line and paragraph separators (Zl U+2028, Zp U+2029)
+_CONTROL = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def shell(value: Any) -> str:
-    """A value as one shell word (Python booleans and None as NeMo-Run and Megatron read them)."""
-    return shlex.quote(str(value))
+def _escape(c: str) -> str:
+    n = ord(c)
+    return _NAMED.get(c) or (f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+
+
+def _is_control(c: str) -> bool:
+    return unicodedata.category(c) in _CONTROL
+
+
+def visible(text: str) -> str:
+    """`text` as one printable line: each control character as a visible escape (`\\n`, `\\x1b`, `\\u2028`)."""
+    return "".join(_escape(c) if _is_control(c) else c for c in text)
+
+
+def comments(notes: Sequence[str]) -> list[str]:
+    """Notes as shell comments, exactly one `# ...` line each, whatever the note holds."""
+    return [f"# {visible(n)}" for n in notes]
+
+
+def word(value: Any) -> str:
+    """One shell word that the shell gives back unchanged (shlex.quote: a plain word stays as it is).
+    A word holding a control character is refused: no framework setting holds one, and quoted it would
+    break the one-setting-per-line layout."""
+    text = str(value)
+    if any(_is_control(c) for c in text):
+        raise ValueError(f"a launch setting holds a control character: '{visible(text)[:80]}'")
+    return shlex.quote(text)
+
+
+def shell_export(notes: Sequence[str], lines: Sequence[Sequence[Any]], *, continued: bool,
+                 header: Sequence[str] = (), program: str | None = None) -> Export:
+    """The one renderer of the line formats: `lines` are the intended words, grouped as printed (megatron:
+    a flag and its values; bridge: the command, then one override; nemo, torchtitan: one override). Every
+    word through word(), every note through comments(); `continued` joins the lines with ` \\` into one
+    command. `header`: constant comment lines first; `program`: the first word, which argv leaves out."""
+    assert all(h.startswith("# ") and h == visible(h) for h in header), header
+    words = [[str(w) for w in line] for line in lines]
+    body = (" \\\n" if continued else "\n").join(" ".join(map(word, line)) for line in words)
+    argv = tuple(w for line in words for w in line)
+    if program is not None:
+        assert argv[:1] == (program,), argv[:1]
+        argv = argv[1:]
+    return Export(text="\n".join([*header, *comments(notes), body]), notes=[visible(n) for n in notes], argv=argv)
 
 
 def window_pattern(model: ModelSpec) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from planner.export.common import Export, Launch, architecture_extras, is_even, runs, window_pattern
+from planner.export.common import Export, Launch, architecture_extras, is_even, runs, visible, window_pattern
 from planner.specs import ModelSpec
 
 
@@ -79,4 +79,6 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
 
 
 def deepspeed_settings(lay: Launch, model: ModelSpec) -> Export:
-    return Export(text=json.dumps(deepspeed_config(lay, model), indent=2), notes=deepspeed_notes(lay, model))
+    # json.dumps escapes what a string holds; the notes go to stderr, one line each (visible)
+    return Export(text=json.dumps(deepspeed_config(lay, model), indent=2),
+                  notes=[visible(n) for n in deepspeed_notes(lay, model)])

@@ -18,7 +18,7 @@ full_iteration, which d98e8a64dd still migrates).
 """
 from __future__ import annotations
 
-from planner.export.common import Export, Launch, comments, is_even, shell
+from planner.export.common import Export, Launch, is_even, shell_export
 from planner.specs.layers import windowed_layers
 from planner.specs import ModelSpec
 
@@ -345,7 +345,6 @@ def megatron_settings(lay: Launch, model: ModelSpec) -> Export:
     notes += overlap_notes + graph_notes + model_notes(model)
     flags = (model_args(model) + vocab + parallel_args(lay, model) + overlap + mem + graphs
              + [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", lay.global_batch)] + precision_args(model))
-    # a tuple is a list-valued flag (nargs='*', e.g. --recompute-modules): one shell word per item
-    lines = [flag if value is None else f"{flag} {' '.join(map(shell, value))}" if isinstance(value, tuple)
-             else f"{flag} {shell(value)}" for flag, value in flags]
-    return Export(text="\n".join(comments(notes) + [" \\\n".join(lines)]), notes=notes)
+    # a tuple is a list-valued flag (nargs='*', e.g. --recompute-modules): one word per item
+    lines = [(flag, *(() if value is None else value if isinstance(value, tuple) else (value,))) for flag, value in flags]
+    return shell_export(notes, lines, continued=True)

@@ -7,7 +7,7 @@ OptimizerConfig; checked in tests/data/frameworks/nemo.txt. Every layout value i
 default, since recipes set their own (gpt3_175b sets virtual_pipeline_model_parallel_size=6)."""
 from __future__ import annotations
 
-from planner.export.common import Export, Launch, comments, is_even, window_pattern
+from planner.export.common import Export, Launch, is_even, shell_export, window_pattern
 from planner.export.megatron import megatron_first_last, megatron_layout
 from planner.specs.layers import windowed_layers
 from planner.specs import ClusterSpec, ModelSpec
@@ -16,7 +16,19 @@ Overrides = list[tuple[str, object]]
 
 
 def _value(v: object) -> str:
-    return f"'{v}'" if isinstance(v, str) and any(c in v for c in "|*()") else str(v)
+    """A value as NeMo-Run's CLI reads it (nemo_run/cli/cli_parser.py v0.4.0): a list as a Python literal, which
+    its parse_list gives to ast.literal_eval, so its strings are quoted inside (`["core_attn", "mlp"]`); the rest
+    as str(), booleans and None as Python spells them. The whole `key=value` is then one shell word."""
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_python_str(x) if isinstance(x, str) else repr(x) for x in v) + "]"
+    return str(v)
+
+
+def _python_str(text: str) -> str:
+    """A Python string literal of `text`, double-quoted where repr allows (a shell-quoted word then needs no
+    `'"'"'`); ast.literal_eval gives `text` back either way."""
+    r = repr(text)
+    return f'"{r[1:-1]}"' if r[0] == "'" and '"' not in text else r
 
 
 def nemo_split(lay: Launch) -> Overrides:
@@ -41,7 +53,7 @@ def nemo_memory(lay: Launch, model: ModelSpec) -> Overrides:
     o: Overrides = [(c + "recompute_granularity", None if lay.recompute == "none" else lay.recompute),
                     (c + "recompute_method", "uniform" if full else None), (c + "recompute_num_layers", 1 if full else None)]
     if lay.recompute == "selective" and model.training.recompute_modules is not None:
-        o.append((c + "recompute_modules", "[" + ",".join(model.training.recompute_modules) + "]"))
+        o.append((c + "recompute_modules", list(model.training.recompute_modules)))
     o.append(("optim.config.use_distributed_optimizer", lay.zero >= 1))
     if lay.zero >= 2:
         o += [("trainer.strategy.fsdp", "megatron"),
@@ -204,4 +216,4 @@ def nemo_settings(lay: Launch, model: ModelSpec, cluster: ClusterSpec) -> Export
         notes += part[1]
     if lay.gpus % per_node:
         notes.append(f"{lay.gpus} GPUs do not fill whole nodes of {per_node}: NeMo runs devices x num_nodes GPUs")
-    return Export(text="\n".join(comments(notes) + [f"{k}={_value(v)}" for k, v in o]), notes=notes)
+    return shell_export(notes, [(f"{k}={_value(v)}",) for k, v in o], continued=False)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from math import ceil
 
 from planner.errors import SpecError
-from planner.export.common import Export, Launch, architecture_extras, comments, window_pattern
+from planner.export.common import Export, Launch, architecture_extras, shell_export, window_pattern
 from planner.specs import ModelSpec
 
 Overrides = list[tuple[str, object]]
@@ -272,7 +272,7 @@ def torchtitan_settings(lay: Launch, model: ModelSpec, rev: str = "main") -> Exp
         notes.append(f"{window_pattern(model)}: torchtitan has no job_config setting for it; the model's own "
                      "code and flavor (--model.name / --model.flavor) must set it")
     notes += titan_unmatched(model)
-    return Export(text="\n".join(comments(notes) + [_line(k, v) for k, v in o]), notes=notes)
+    return shell_export(notes, [(_line(k, v),) for k, v in o], continued=False)
 
 
 def torchtitan_main(lay: Launch, model: ModelSpec) -> Export:
@@ -305,4 +305,4 @@ def torchtitan_main(lay: Launch, model: ModelSpec) -> Export:
     notes += titan_unmatched(model, main=True)
     ac, ac_notes = titan_checkpointing(lay, main=True)
     notes = ac_notes + notes
-    return Export(text="\n".join([HEADER] + comments(notes) + [_line(k, v) for k, v in o + ac]), notes=notes)
+    return shell_export(notes, [(_line(k, v),) for k, v in o + ac], continued=False, header=[HEADER])

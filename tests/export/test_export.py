@@ -239,9 +239,10 @@ def test_nemo_overrides_are_nemo_attributes(case):
     for line in export.text.splitlines():
         if line.startswith("#"):
             continue
-        if "+=" in line.split("=", 1)[0] + "=":  # `list+='[pkg.Class(k=v)]'`: a section per appended class
+        [line] = shlex.split(line)  # one override per line, one shell word
+        if "+=" in line.split("=", 1)[0] + "=":  # `list+=[pkg.Class(k=v)]`: a section per appended class
             key, value = line.split("+=", 1)
-            cls, args = re.fullmatch(r"'\[([\w.]+)\((.*)\)\]'", value).groups()
+            cls, args = re.fullmatch(r"\[([\w.]+)\((.*)\)\]", value).groups()
             assert {a.split("=")[0] for a in args.split(",")} <= paths[f"{key}+={cls}"], line
             continue
         key = line.split("=", 1)[0]

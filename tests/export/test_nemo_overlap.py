@@ -2,6 +2,7 @@
 Names from tests/data/frameworks/nemo.txt (NVIDIA/NeMo v2.4.0 megatron_comm_overlap.py, recipes/gpt3_175b.py) and
 nemo-run.txt (NVIDIA/NeMo-Run v0.4.0 cli_parser.py)."""
 import re
+import shlex
 from pathlib import Path
 
 from planner.estimate import estimate_layout
@@ -10,7 +11,13 @@ from planner.export.nemo import TP_OVERLAP_CALLBACK
 from planner.specs.loading import load_cluster, load_model
 
 DATA = Path(__file__).parents[1] / "data" / "frameworks"
-LINE = f"trainer.callbacks+='[{TP_OVERLAP_CALLBACK}(tp_comm_overlap=True)]'"
+WORD = f"trainer.callbacks+=[{TP_OVERLAP_CALLBACK}(tp_comm_overlap=True)]"  # what NeMo-Run receives
+LINE = shlex.quote(WORD)  # as printed: one shell word
+
+
+def _words(text: str) -> list[str]:
+    """The overrides as the shell hands them over, one per line."""
+    return [w for line in text.splitlines() if not line.startswith("#") for w in shlex.split(line)]
 
 
 def _export(kind, overlap=True, **layout):
@@ -35,21 +42,21 @@ def test_overlap_line_where_megatron_has_its_flag():
     nemo = _export("nemo", tp=4, sequence_parallel=True).text.splitlines()
     megatron = _export("megatron", tp=4, sequence_parallel=True).text
     assert "--tp-comm-overlap \\" in megatron.splitlines() or megatron.rstrip().endswith("--tp-comm-overlap")
-    assert LINE in nemo
+    assert LINE in nemo and WORD in _words("\n".join(nemo))
     assert sum("MegatronCommOverlapCallback" in l for l in nemo if not l.startswith("#")) == 1
 
 
 def test_no_overlap_line_with_tp_1_without_sp_or_on_a_stack_without_it():
     for kind_layout in (dict(tp=1), dict(tp=4, sequence_parallel=False)):
         text = _export("nemo", **kind_layout).text
-        assert not any(l.startswith("trainer.callbacks") for l in text.splitlines()), kind_layout
+        assert not any(w.startswith("trainer.callbacks") for w in _words(text)), kind_layout
         megatron = _export("megatron", **kind_layout).text.splitlines()
         assert not any("--tp-comm-overlap" in l for l in megatron if not l.startswith("#"))
     # tp 4 without sequence parallelism: said, as the callback would drop it (megatron_comm_overlap.py)
     assert any("needs sequence parallelism" in n for n in _export("nemo", tp=4, sequence_parallel=False).notes)
     assert not any("MegatronCommOverlapCallback" in n for n in _export("nemo", tp=1).notes)
     old = _export("nemo", overlap=False, tp=4, sequence_parallel=True).text
-    assert not any(l.startswith("trainer.callbacks") for l in old.splitlines())
+    assert not any(w.startswith("trainer.callbacks") for w in _words(old))
 
 
 def test_overlap_names_are_vendored():
@@ -69,5 +76,5 @@ def test_overlap_names_are_vendored():
     run = _vendored("nemo-run.txt")
     assert 'ADD = "+="' in run and 'if "." in factory_name:' in run and "return fdl.build(partial_factory)()" in run
     # NeMo-Run's assignment regex (cli_parser.py parse) reads the line's key and operation
-    key = re.match(r"^([\w\[\]\.]+)\s*(=|\+=)", LINE)
+    key = re.match(r"^([\w\[\]\.]+)\s*(=|\+=)", WORD)
     assert key.groups() == ("trainer.callbacks", "+=")

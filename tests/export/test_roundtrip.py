@@ -513,6 +513,7 @@ def parse_bridge(text: str) -> tuple[str, dict[str, object]]:
     assert recipe in recipes, recipe
     out: dict[str, object] = {}
     for line in lines[1:]:
+        [line] = shlex.split(line)  # one override per line, one shell word
         key, _, value = line.partition("=")
         prefix, _, name = key.rpartition(".")
         if not prefix:
