@@ -70,4 +70,5 @@ def test_the_modules_reach_megatron_and_nemo(tmp_path):
     megatron = CliRunner().invoke(app, args + ["megatron"]).stdout
     assert "--recompute-modules moe_act layernorm " in megatron  # nargs='*': one word per module
     nemo = CliRunner().invoke(app, args + ["nemo"]).stdout
-    assert "model.config.recompute_modules=[moe_act,layernorm]" in nemo
+    # one shell word holding a Python literal NeMo-Run's ast.literal_eval reads (issue 38)
+    assert """'model.config.recompute_modules=["moe_act", "layernorm"]'""" in nemo
