@@ -40,21 +40,7 @@ from planner.fidelity.calibration import (  # noqa: E402
 )
 from planner.fidelity.held_out import SOURCES as NEW_SOURCES, fitting_cases, load_held_out  # noqa: E402
 
-# Collective latencies are not fitted: they come from NCCL's own tuning model (the GPU presets).
-# GEMM efficiency is bounded by what large, wave-aligned GEMMs reach in the vendors' own benchmarks
-# (cuBLASLt: ~75-80 % of the dense peak in FP8 on Hopper and Blackwell): on a handful of runs the
-# FP8 efficiency otherwise absorbs what the model lacks elsewhere (it went to 0.94 on Mixtral's).
-# Collective and attention efficiencies are bounded below by what the published kernels reach: NCCL's
-# large-message bus bandwidth is 75-95 % of the NVLink or NIC rate on DGX A100/H100 (nccl-tests
-# PERFORMANCE.md and NVIDIA's published DGX figures; 0.7 and 0.6 leave room for RoCE and EFA
-# fabrics), FlashAttention-2's forward 35-50 % of the H100's peak and 50-70 % of the A100's (Dao 2023,
-# Fig. 5-6; 0.3 below both). Without these bounds, a refit with torchtitan's and NeMo's long-context
-# runs put the H100's NVLink at 0.58, its network at 0.46 and flash attention at 0.26: what those
-# runs lack was absorbed by the hardware and carried to every Megatron run on the H100.
-HARDWARE = {
-    "gemm": (0.3, 1.0), "gemm_fp8": (0.2, 0.8), "gemm_half_gflop": (0.0, 20.0), "hbm": (0.5, 0.95), "flash_attention": (0.3, 0.9),
-    "nvlink": (0.7, 0.95), "network": (0.6, 0.95), "message_half_mb": (0.0, 8.0),
-}
+from planner.fidelity.bounds import HARDWARE, STACK, STACK_EXTRA  # noqa: E402  (their citations there)
 # Weak priors (a ridge term) keep constants that no source separates near published figures:
 # FlashAttention-2 forward reaches 50-70 % of peak on A100 and 35-50 % on H100 (Dao 2023, Fig. 5-6);
 # large cuBLAS GEMMs 75-85 % (NVIDIA Deep Learning Performance docs).
@@ -66,17 +52,6 @@ PRIORS = {"a100": {"gemm": 0.8, "flash_attention": 0.55}, "h100": {"gemm": 0.75,
 SPARSE_HARDWARE = ("gemm", "gemm_fp8", "flash_attention")
 PRIOR_WEIGHT = 0.1
 LAUNCH_PRIOR_WEIGHT = 0.03
-# The loss's passes over the logits are counted in each stack's code (its profile), not fitted: fitted,
-# they ranged from 1 to 25 as they absorbed other errors, and carried 25 over to runs whose loss is large.
-STACK = {"layer_overhead_us": (0.0, 300.0), "layer_launch_us": (0.0, 1000.0), "microbatch_overhead_us": (0.0, 5000.0),
-         "step_overhead_s": (0.0, 1.0)}
-# Megatron-Core's fixed cost a step is below its shortest published step: MLPerf Training's Llama 3.1
-# 8B runs of 0.085-0.5 s a step (NeMo/Megatron-Core with CUDA graphs; issue 29). Fitted on the dgxc runs
-# alone it reached 0.337 s, a third of a 1B model's step: what it stood in for was not per step.
-STACK_EXTRA = {"megatron-core": {"tp_overlap_exposed": (0.0, 1.0), "step_overhead_s": (0.0, 0.085)},
-               "pytorch-fsdp": {"zero3_unit_overhead_us": (0.0, 3000.0)},
-               "torchtitan": {"zero3_unit_overhead_us": (0.0, 3000.0)},
-               "deepspeed-zero3": {"zero3_unit_overhead_us": (0.0, 3000.0)}}
 METRICS = ("iteration_s", "layer_forward_ms", "layer_backward_ms")
 
 

@@ -232,23 +232,33 @@ def model_warnings(model: ModelSpec, loaded: LoadedYaml, prefix: tuple = ()) -> 
 
 def _part(loaded: LoadedYaml, key: str, kind: str, build: Callable) -> tuple[Any, list[Finding]]:
     """The plan's model or cluster (inline, a path beside the plan, or shipped), with its findings."""
-    value = loaded.data.get(key)
     try:
-        if isinstance(value, dict):
-            spec = build(loaded, value, (key,))
-            sub, prefix = loaded, (key,)
-        else:
-            path = resolve(value, kind, base=Path(loaded.file).parent)
-            sub = load_spec_file(path)
-            spec, prefix = build(sub), ()
+        spec, sub, prefix = spec_part(loaded, (key,), kind, build)
     except (SpecError, SpecErrors) as exc:
-        if isinstance(exc, SpecError) and exc.path is None and exc.line is None:  # unknown shipped name, missing file
-            shown_file = "" if exc.file is None or exc.file in exc.message else f": {clip_file(exc.file)}"
-            message = exc.message + shown_file
-            exc = SpecError(message, file=loaded.file, line=loaded.line_of((key,)), path=key, expected=exc.expected)
         return None, from_errors(exc, INVALID)
     warn = {"model": model_warnings, "cluster": cluster_warnings}[kind](spec, sub, prefix)
     return spec, warn
+
+
+def spec_part(loaded: LoadedYaml, where: tuple, kind: str, build: Callable) -> tuple[Any, LoadedYaml, tuple]:
+    """(spec, the file it was read from, its path there) of the model or cluster at `where` in `loaded`:
+    inline, a path relative to `loaded`'s file, or a shipped name. An unknown name or a missing file
+    is said at `where` (file, line, field path)."""
+    value = loaded.data
+    for k in where:
+        value = value[k]
+    try:
+        if isinstance(value, dict):
+            return build(loaded, value, where), loaded, where
+        path = resolve(value, kind, base=Path(loaded.file).parent)
+        sub = load_spec_file(path)
+        return build(sub), sub, ()
+    except SpecError as exc:
+        if exc.path is None and exc.line is None:  # unknown shipped name, missing file
+            shown_file = "" if exc.file is None or exc.file in exc.message else f": {clip_file(exc.file)}"
+            raise SpecError(exc.message + shown_file, file=loaded.file, line=loaded.line_of(where),
+                            path=".".join(map(str, where)), expected=exc.expected) from None
+        raise
 
 
 def check_plan(loaded: LoadedYaml, *, headroom: float | None = None, against_best: float | None = None) -> list[Finding]:

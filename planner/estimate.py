@@ -1,6 +1,7 @@
 """Score one given layout (the `plan estimate` command) with the same models and constraints."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -75,3 +76,18 @@ def check_split(model: ModelSpec, pp: int, vpp: int, stage_layers: list[int]) ->
         raise SpecError(f"{len(stage_layers)} stages holding {sum(stage_layers)} layers",
                         path="--stage-layers", expected=f"pp*vpp = {pp * vpp} counts >= 0 that sum to the "
                         f"{model.layers} layers, in schedule order (chunk j of rank r at j*pp + r)")
+
+
+def estimate_defaults(given: dict, gpus: int | None, cluster: ClusterSpec) -> dict:
+    """The axes not given that default as search picks (Axis.estimate_default: sequence parallelism
+    when tp > 1, ZeRO 1 when dp*cp > 1), from the degrees given and the GPU count."""
+    unset = [a for a in AXES if a.estimate_default is not None and given.get(a.name) is None]
+    if not unset:
+        return given
+    degrees = {a.name: given.get(a.name) if given.get(a.name) is not None else a.default
+               for a in AXES if a.role == "degree"}
+    if degrees["dp"] is None:  # as estimate_layout derives it; a mismatch is reported there
+        total = gpus or given_gpus(degrees) or cluster.total_gpus
+        others = math.prod(v for k, v in degrees.items() if k != "dp")
+        degrees["dp"] = total // others if total % others == 0 else 1
+    return {**given, **{a.name: a.estimate_default(degrees) for a in unset}}

@@ -36,6 +36,7 @@ def scored_json(s: ScoredLayout) -> dict:
         "step_time_error_basis": s.error_band.basis,
         "time_breakdown_s": asdict(s.time_breakdown_s),
         "memory_gib": memory,
+        **({} if s.error_band.memory_pct is None else {"memory_error_pct": round(s.error_band.memory_pct, 2)}),
         "tokens_per_s": s.tokens_per_s,
         "model_tflops_per_gpu": s.model_tflops_per_gpu,
         "mfu": s.mfu,
@@ -302,6 +303,8 @@ def render_estimate(r: ScoredLayout, console: Console, memory_gib: float, title:
     console.print(f"step {r.step_time_s:.3f} s ±{r.error_band.pct:.0f}%, {r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, "
                   f"{r.model_tflops_per_gpu:.1f} TFLOP/s per GPU, {r.avg_power_kw:,.1f} kW")
     console.print(f"[dim]expected error: {escape(r.error_band.basis)}[/dim]")
+    if r.error_band.memory_pct is not None:
+        console.print(f"memory {r.memory_gib.total:.1f} GiB ±{r.error_band.memory_pct:.0f}% (the profile's measured peaks)")
     render_breakdown(r, memory_gib, console, title)
     for v in r.violations:
         console.print(f"[red]violates {v.constraint}[/red]: {escape(v.message)}")

@@ -21,7 +21,8 @@ from planner.costs.power_caps import cap_levels, capped_cluster, uncapped
 from planner.costs.pipeline_ranks import PipelineRanks
 from planner.costs.reliability import (Reliability, TrainingTotals, batch_token_factor, checkpoint_bytes_per_gpu,
                                       reliability, training_totals)
-from planner.fidelity.error_bands import ErrorBand, error_band
+from planner.fidelity.error_bands import ErrorBand
+from planner.fidelity.own_bands import band
 from planner.specs import ClusterSpec, ModelSpec, PowerCap
 from planner.units import TERA
 
@@ -128,7 +129,7 @@ def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap 
         mfu=tflops_per_gpu * TERA / cluster.gpu.peak_flops(prec.mfu_peak or prec.peak),
         mfu_fp8_peak=tflops_per_gpu * TERA / cluster.gpu.peak_flops(prec.peak) if prec.is_fp8 else None,
         reliability=rel,
-        error_band=error_band(model, cluster.gpu.name, gpus),
+        error_band=band(model, cluster.gpu.name, gpus, layouts),
         statistical_efficiency=stat,
         training=totals,
         cost_usd_per_step=step_cost_usd(cluster, gpus, step, energy.energy_j_per_step),

@@ -11,7 +11,7 @@ from planner.constraints import Limits, Mask, evaluate
 from planner.costs.power_caps import cap_levels
 from planner.costs.pipeline_ranks import default_split
 from planner.refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
-from planner.errors import InfeasibleError, SpecError
+from planner.errors import InfeasibleError, SpecError, SpecErrors
 from planner.frontier import pareto_front
 from planner.results import ScoredLayout, Violation, scored_layout
 from planner.score import Scores, score
@@ -114,6 +114,43 @@ def with_global_batch(model: ModelSpec, global_batch: int | None) -> ModelSpec:
     if global_batch <= 0:
         raise SpecError("global batch must be positive", path="--global-batch", expected="an integer > 0")
     return model.model_copy(update={"training": model.training.model_copy(update={"global_batch": global_batch})})
+
+
+def with_run(model: ModelSpec, *, seq_len: int | None = None, precision: str | None = None,
+             recompute_modules: tuple[str, ...] | None = None, flags: dict[str, str], file: str | None = None,
+             line: int | None = None) -> ModelSpec:
+    """`model` as if its spec said `seq_len`, `training.precision` and `training.recompute_modules`,
+    validated by the spec's own rules (bounds, choices, cross-field checks); a problem is said under
+    what set the field (`flags`: spec path -> flag or field path), at `file`/`line` when given."""
+    from planner.specs.loading import validate
+    from planner.specs.yamlio import LoadedYaml
+
+    values = {"seq_len": seq_len, "training.precision": precision, "training.recompute_modules": recompute_modules}
+    given = {path: flags[path] for path, v in values.items() if v is not None}
+    if not given:
+        return model
+    # Only the fields the spec set (exclude_unset): `--stack` keeps telling a stated setting from a
+    # stack default, as with_stack does.
+    data = model.model_dump(exclude_unset=True)
+    for path in given:
+        if path == "seq_len":
+            data["seq_len"] = seq_len
+        else:
+            data["training"] = {**data.get("training", {}), path.split(".")[1]: values[path]}
+    try:
+        return validate(ModelSpec, data, LoadedYaml(data=data, file=None, lines={}))
+    except SpecErrors as exc:
+        raise SpecErrors([_said_under(e, given, file, line) for e in exc.errors]) from None
+    except SpecError as exc:
+        raise _said_under(exc, given, file, line) from None
+
+
+def _said_under(exc: SpecError, given: dict[str, str], file: str | None, line: int | None) -> SpecError:
+    """The spec's error about an overridden field under what set it; a cross-field one (fp8_param_gather
+    with --precision bf16) under everything given."""
+    flag = given.get(exc.path or "") or "/".join(given.values())
+    message = exc.message if exc.path in given or not exc.path else f"{exc.path}: {exc.message}"
+    return SpecError(message, path=flag, expected=exc.expected, file=file, line=line)
 
 
 def with_stack(model: ModelSpec, stack: str | None) -> ModelSpec:

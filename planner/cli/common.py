@@ -199,37 +199,11 @@ RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision"}  # spe
 
 
 def with_run(model, *, seq_len: int | None = None, precision: str | None = None):
-    """`model` as if its spec said `seq_len` and `training.precision`: validated by the spec's own
-    rules (bounds, choices, cross-field checks), a problem said naming the flag (exit 2)."""
-    from planner.specs import ModelSpec
-    from planner.specs.loading import validate
-    from planner.specs.yamlio import LoadedYaml
+    """`model` as if its spec said `seq_len` and `training.precision` (planner/search.py with_run), a
+    problem said naming the flag (exit 2)."""
+    from planner.search import with_run as run_as
 
-    given = {path: flag for path, flag in RUN_FLAGS.items()
-             if (seq_len if path == "seq_len" else precision) is not None}
-    if not given:
-        return model
-    # Only the fields the spec set (exclude_unset): `--stack` keeps telling a stated setting from a
-    # stack default, as planner/search.py with_stack does.
-    data = model.model_dump(exclude_unset=True)
-    if seq_len is not None:
-        data["seq_len"] = seq_len
-    if precision is not None:
-        data["training"] = {**data.get("training", {}), "precision": precision}
-    try:
-        return validate(ModelSpec, data, LoadedYaml(data=data, file=None, lines={}))
-    except SpecErrors as exc:
-        raise SpecErrors([_flag_named(e, given) for e in exc.errors]) from None
-    except SpecError as exc:
-        raise _flag_named(exc, given) from None
-
-
-def _flag_named(exc: SpecError, given: dict[str, str]) -> SpecError:
-    """The spec's error about an overridden field under the flag that set it; a cross-field one
-    (fp8_param_gather with --precision bf16) under the flags given."""
-    flag = given.get(exc.path or "") or "/".join(given.values())
-    message = exc.message if exc.path in given or not exc.path else f"{exc.path}: {exc.message}"
-    return SpecError(message, path=flag, expected=exc.expected)
+    return run_as(model, seq_len=seq_len, precision=precision, flags=RUN_FLAGS)
 
 
 def check_nvlink_segment(cluster, gpus: int | None, flag: str = "--nvlink-domain-gpus"):

@@ -17,6 +17,7 @@ from planner.cli import check as cli_check
 from planner.cli import sweep as cli_sweep
 from planner.cli import allocate as cli_allocate
 from planner.cli import hf_import as cli_import
+from planner.cli import calibrate as cli_calibrate
 from planner.cli.edge import PlanApp
 from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, numbers_checked, option_params, out,
                          read_axes, read_limits, read_options, run, setting, with_params, with_run, check_nvlink_segment)
@@ -116,6 +117,8 @@ Framework = Annotated[Optional[str], typer.Option("--framework", help=(
 SeqLen = Annotated[Optional[int], typer.Option("--seq-len", help="tokens per sequence (overrides the model spec's seq_len)")]
 Precision = Annotated[Optional[str], typer.Option("--precision", help=(
     f"{' | '.join(PRECISIONS)} (overrides the model spec's training.precision)"))]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help=(
+    "a profile from plan calibrate (kind: profile): price with the constants fitted to your own runs, bands from their errors"))]
 NvlinkSegment = Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
     "GPUs of an NVLink domain (an NVL72 rack) the job's consecutive ranks fill, e.g. 64 of 72 "
     "(overrides the cluster's node.nvlink_segment_gpus)"))]
@@ -151,7 +154,8 @@ def _require_finite(data) -> None:
 
 
 def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, stack: str | None = None, *,
-          seq_len: int | None = None, precision: str | None = None, nvlink_segment: int | None = None):
+          seq_len: int | None = None, precision: str | None = None, nvlink_segment: int | None = None,
+          profile: str | None = None):
     from planner.specs.loading import load_cluster, load_model, precision_line
     from planner.search import check_precision, with_global_batch, with_stack
 
@@ -161,6 +165,8 @@ def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, 
     m = with_run(load_model(model), seq_len=seq_len, precision=precision)
     m = with_stack(with_global_batch(m, global_batch), stack)
     c = check_nvlink_segment(load_cluster(cluster), nvlink_segment)
+    if profile is not None:
+        m, c = _with_profile(m, c, profile, stack)
     try:
         check_precision(m, c, *precision_line(model))
     except SpecError as exc:
@@ -172,6 +178,18 @@ def _load(model: str, cluster: str, global_batch: int | None, gpus: int | None, 
         raise SpecError(f"--gpus {gpus} is more than the {total} GPUs of {c.name}", path="--gpus",
                         expected=f"at most {total}")
     return m, c
+
+
+def _with_profile(model, cluster, path: str, stack: str | None):
+    """The model and cluster priced with a calibration profile; a --stack (or --framework's stack)
+    other than the profile's is refused: the profile's constants are that stack's."""
+    from planner.fidelity.profile import apply_profile, load_profile
+
+    prof = load_profile(path)
+    if stack is not None and stack != prof.stack:
+        raise SpecError(f"the profile was fitted with stack {prof.stack}, --stack or --framework asks for {stack}",
+                        path="--profile", expected=f"no --stack, or --stack {prof.stack} (or a profile of {stack})")
+    return apply_profile(model, cluster, prof)
 
 
 def _check_stack_name(stack: str | None) -> None:
@@ -203,6 +221,7 @@ def search(
     model: ModelArg = DEFAULT_MODEL, cluster: ClusterArg = DEFAULT_CLUSTER, gpus: Gpus = None,
     global_batch: GlobalBatch = None, seq_len: SeqLen = None, precision: Precision = None,
     nvlink_domain_gpus: NvlinkSegment = None, stack: Stack = None, framework: Framework = None,
+    profile: ProfileOpt = None,
     objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
     top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
     export: Export = None,
@@ -235,7 +254,7 @@ def search(
                       framework=framework)
         span = None if gpus_range is None else parse_range(gpus_range)
         m, c = _load(model, cluster, global_batch, gpus, stack_, seq_len=seq_len, precision=precision,
-                     nvlink_segment=nvlink_domain_gpus)
+                     nvlink_segment=nvlink_domain_gpus, profile=profile)
         if span is not None:
             counts = search_gpu_counts(m, c, *span, **common)
             _require_finite(report.gpus_range_json(counts))
@@ -387,8 +406,8 @@ def parse_range(text: str) -> tuple[int, int]:
 @with_params(axis_params("give"), option_params("estimate"))
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
              seq_len: SeqLen = None, precision: Precision = None, nvlink_domain_gpus: NvlinkSegment = None,
-             stack: Stack = None, framework: Framework = None, json_out: AsJson = False, export: Export = None,
-             timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
+             stack: Stack = None, framework: Framework = None, profile: ProfileOpt = None, json_out: AsJson = False,
+             export: Export = None, timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
                  "draw the pipeline schedule and memory per rank to FILE (.png or .svg; needs matplotlib)"))] = None,
              stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
                  "layers per virtual stage in schedule order, comma-separated or runs like 7,8x14,7 "
@@ -398,7 +417,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
     def go():
         from planner import report
         from planner.layout.axes import AXES
-        from planner.estimate import estimate_layout
+        from planner.estimate import estimate_defaults, estimate_layout
 
         check_option(GPUS, gpus)
         check_export(export, json_out)
@@ -409,8 +428,8 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         limits = read_limits(options, "estimate", fix=False)
         split = parse_split(stage_layers)
         m, c = _load(model, cluster, global_batch, None, stack_, seq_len=seq_len, precision=precision,
-                     nvlink_segment=nvlink_domain_gpus)
-        given = _estimate_defaults(given, gpus, c)
+                     nvlink_segment=nvlink_domain_gpus, profile=profile)
+        given = estimate_defaults(given, gpus, c)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
         _check_framework_runs(framework, result)
         result = _with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)
@@ -462,23 +481,6 @@ def _check_framework_runs(framework: str | None, result) -> None:
     if not bool(ok[0]):
         raise SpecError(f"{framework} cannot run this layout: {reason[0]}", path="--framework",
                         expected="a layout the framework runs (planner/export/frameworks.py)")
-
-
-def _estimate_defaults(given: dict, gpus: int | None, cluster) -> dict:
-    """The axes not given that default as search picks (Axis.estimate_default: sequence parallelism
-    when tp > 1, ZeRO 1 when dp*cp > 1), from the degrees given and the GPU count."""
-    from planner.layout.axes import AXES, given_gpus
-
-    unset = [a for a in AXES if a.estimate_default is not None and given.get(a.name) is None]
-    if not unset:
-        return given
-    degrees = {a.name: given.get(a.name) if given.get(a.name) is not None else a.default
-               for a in AXES if a.role == "degree"}
-    if degrees["dp"] is None:  # as estimate_layout derives it; a mismatch is reported there
-        total = gpus or given_gpus(degrees) or cluster.total_gpus
-        others = math.prod(v for k, v in degrees.items() if k != "dp")
-        degrees["dp"] = total // others if total % others == 0 else 1
-    return {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
 
 
 def _with_memory_hint(result, model, cluster, *, gpus, limits, given):
@@ -634,6 +636,7 @@ cli_check.register(app)
 cli_sweep.register(app)
 cli_allocate.register(app)
 cli_import.register(app)
+cli_calibrate.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -31,7 +31,8 @@ class ErrorBand:
     """Expected |error| of each layout's step time [%] and what it rests on."""
 
     pct: np.ndarray
-    basis: str
+    basis: str | np.ndarray  # one text, or one per layout (a profile's band widens layout by layout)
+    memory_pct: np.ndarray | None = None  # expected |error| of peak memory [%] (a profile with measured memory)
 
 
 def band_of_cases(cases: np.ndarray, gpus: np.ndarray, params_b: float) -> np.ndarray:
@@ -55,7 +56,8 @@ def _widen_beyond(pct: np.ndarray, cases: np.ndarray, gpus: np.ndarray) -> tuple
 
 
 def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
-    """The band of a prediction of `model` on `gpus` GPUs of `gpu_name` (gpus: an array)."""
+    """The band of a prediction of `model` on `gpus` GPUs of `gpu_name` (gpus: an array); with a
+    profile (--profile), planner/fidelity/own_bands.py band()."""
     stack = model.training.stack
     gpus = np.asarray(gpus, dtype=float)
     params_b = model.total_params() / 1e9

@@ -32,7 +32,10 @@ def _row_value(value, i):
         return None
     if is_dataclass(value):
         return row(value, i)
-    return value[i].item() if isinstance(value, np.ndarray) else value
+    if not isinstance(value, np.ndarray):
+        return value
+    v = value[i]
+    return v.item() if isinstance(v, np.generic) else v  # an object array's row is the object itself
 
 
 def scatter(n: int, parts: list[tuple[np.ndarray, T]]) -> T:

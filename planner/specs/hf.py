@@ -807,21 +807,7 @@ def parse_config(text: str, file: str) -> LoadedYaml:
     return LoadedYaml(data=data, file=file, lines=lines)
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
-
-
-def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    """Quoted unless plainly a word: a name like `1e5` or `no` must load back as a string."""
-    plain = _PLAIN.fullmatch(text) and text.lower() not in _WORDS
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=None if plain else '"')
-
-
-_Dumper.add_representer(str, _str)
+from planner.specs.yamlio import SpecDumper as _Dumper  # noqa: E402  (strings that load back as strings)
 
 
 def spec_yaml(imported: Imported, source: str | None = None) -> str:

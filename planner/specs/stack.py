@@ -63,6 +63,32 @@ class StackGpuConstants(Spec):
     moe_sync_us: float | None = Field(default=None, ge=0, le=1e6)
 
 
+AxisValue = int | bool | str
+
+
+class MeasuredRange(Spec):
+    """What a profile's runs covered (plan calibrate): predictions outside it get wider bands."""
+
+    gpus: tuple[int, int] = Field(strict=False, description="fewest and most GPUs measured")
+    params_b: tuple[float, float] = Field(strict=False, description="smallest and largest model measured [billions]")
+    seq_len: tuple[int, int] = Field(strict=False, description="shortest and longest sequence measured [tokens]")
+    precisions: tuple[str, ...] = Field(strict=False, max_length=16)
+    axes: dict[str, Annotated[tuple[AxisValue, ...], Field(strict=False, max_length=1000)]] = Field(default_factory=dict, max_length=32, description=(
+        "each layout axis and the values the runs had (one value: never varied)"))
+
+
+class OwnRuns(Spec):
+    """The leave-one-out errors of a profile's runs, which a profiled stack's bands come from
+    (planner/fidelity/error_bands.py); set by --profile, never written in a stack file by hand."""
+
+    profile: str = Field(min_length=1, max_length=128)
+    gpu: str = Field(min_length=1, max_length=128)
+    errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)], Annotated[float, Field(ge=0, le=1000)]], ...] = Field(
+        strict=False, max_length=10_000, description="(GPUs, parameters [billions], leave-one-out |error| [%]) per run")
+    memory_errors_pct: tuple[float, ...] = Field(default=(), strict=False, max_length=10_000)
+    measured: MeasuredRange
+
+
 class StackSpec(StackConstants):
     """A software-stack profile (configs/stacks/*.yaml): the kernels it runs, what it overlaps and how
     well, its fixed overheads and how ZeRO-3/FSDP gathers parameters. The GPU preset keeps what the
@@ -100,6 +126,8 @@ class StackSpec(StackConstants):
         "(benchmarks/calibrate.py; planner/fidelity/error_bands.py adds it to every band)"))
     gpus: dict[str, StackGpuConstants] = Field(default_factory=dict, description=(
         "constants fitted on a GPU type (benchmarks/calibrate.py); other GPUs carry the profile's over"))
+    own_runs: OwnRuns | None = Field(default=None, description=(
+        "set by --profile: the user's own runs, whose leave-one-out errors give the bands"))
 
     def for_gpu(self, gpu_name: str) -> StackConstants:
         """The constants on `gpu_name`: the fitted ones where this GPU was calibrated."""

@@ -317,18 +317,19 @@ def _open_regular(path: str | os.PathLike, file: str) -> int:
     return fd
 
 
-def read_bounded(path: str | os.PathLike) -> bytes:
-    """The bytes of a regular file of at most MAX_FILE_BYTES (read, never written); else `SpecError`."""
+def read_bounded(path: str | os.PathLike, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (read, never written); else `SpecError`."""
     file = os.fsdecode(path)
     with os.fdopen(_open_regular(path, file), "rb") as handle:  # bounded: a growing file cannot exhaust memory
         size = os.fstat(handle.fileno()).st_size
         try:
-            raw = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+            raw = handle.read(limit + 1) if size <= limit else b""
         except OSError as exc:  # EIO, EISDIR on odd file systems
             raise SpecError(f"cannot read the file: {exc.strerror or exc}", file=file) from None
-    if max(size, len(raw)) > MAX_FILE_BYTES:
-        raise SpecError(f"file too large ({max(size, len(raw))} bytes; the limit is {MAX_FILE_BYTES} bytes)",
-                        file=file, expected="a spec file under 1 MB")
+    if max(size, len(raw)) > limit:
+        what = "a spec file under 1 MB" if limit == MAX_FILE_BYTES else f"a file of at most {limit} bytes"
+        raise SpecError(f"file too large ({max(size, len(raw))} bytes; the limit is {limit} bytes)",
+                        file=file, expected=what)
     return raw
 
 
@@ -343,3 +344,32 @@ def load_yaml_file(path: str | os.PathLike) -> LoadedYaml:
         raise SpecError(f"not valid UTF-8: byte 0x{raw[offset]:02x} at offset {offset}", file=file,
                         line=raw[:offset].count(b"\n") + 1, expected="a UTF-8 text file") from None
     return load_yaml_text(text, file)
+
+
+class SpecDumper(yaml.SafeDumper):
+    """YAML out that the strict reader reads back as written."""
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    """Quoted unless plainly a word: a name like `1e5` or `no` must load back as a string."""
+    plain = _PLAIN.fullmatch(text) and text.lower() not in _WORDS
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=None if plain else '"')
+
+
+SpecDumper.add_representer(str, _str)
+
+
+def _tuple(dumper: yaml.SafeDumper, value: tuple) -> yaml.SequenceNode:
+    return dumper.represent_list(list(value))
+
+
+SpecDumper.add_representer(tuple, _tuple)
+
+
+def dump_yaml(data) -> str:
+    """A spec's mapping as YAML that load_yaml_text reads back equal (plan calibrate, plan runs import)."""
+    return yaml.dump(data, Dumper=SpecDumper, sort_keys=False, default_flow_style=None, allow_unicode=True, width=120)

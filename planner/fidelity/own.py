@@ -1,0 +1,357 @@
+"""Calibrate on your own cluster (`plan calibrate`): fit the constants of one GPU type and software
+stack to a user's measured runs, starting from the shipped GPU preset and stack profile (the
+priors) and never leaving the cited bounds (planner/fidelity/bounds.py).
+
+The fit: residuals log(predicted / measured) of the step times, and a ridge term pulling each
+constant to its prior (a full bound's range costs as much as a RIDGE misfit), minimised by
+Levenberg-Marquardt over the constants mapped to the unit box. Which constants: as many as the runs
+can determine, at most `max_free(n)` of n runs, chosen by pivoted Gram-Schmidt on the Jacobian at
+the priors (the most sensitive first, then those that explain what it cannot); a constant no run
+moves by MIN_SENSITIVITY stays at its prior. Every run is also predicted from the others
+(leave-one-out, the whole procedure refitted), which is the error a band promises. Peak memory,
+where measured, fits the GPU's memory reserve (the memory no formula gives: CUDA context, NCCL
+buffers, fragmentation) as the ridge-weighted mean of what the formulas leave.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.costs.context import job_context
+from planner.costs.memory import memory_breakdown
+from planner.costs.pipeline import step_time
+from planner.errors import SpecError
+from planner.fidelity.bounds import HARDWARE, MEMORY, stack_bounds
+from planner.fidelity.runs import MeasuredRun
+from planner.specs import ClusterSpec, ModelSpec
+
+RIDGE = 0.05  # a constant moved over its whole bound's range costs as much as a 5 % misfit of one run
+MEMORY_RIDGE = 0.5  # the prior reserve counts as half a measured run
+MIN_SENSITIVITY = 0.005  # a constant whose whole range moves no run's time by 0.5 % is left at its prior
+MAX_ITERATIONS = 40
+CONTRADICTION = 1.5  # the same layout measured this many times apart: the runs contradict each other
+OUTLIER = 3.0  # a run this many times the others' RMS error off the fit is named
+LAYOUT_AXES = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "recompute", "sequence_parallel", "zero")
+
+
+def max_free(n_runs: int) -> int:
+    """Constants n runs may determine: one of one run, then one more per two runs (a fit of as many
+    constants as runs interpolates them, and its leave-one-out error says nothing)."""
+    return max(1, math.ceil(n_runs / 2))
+
+
+@dataclass(frozen=True)
+class Constant:
+    name: str
+    group: str  # "hardware" (the GPU preset's efficiency), "stack" (the stack profile), "memory" (the GPU)
+    value: float
+    prior: float
+    bounds: tuple[float, float]
+    fitted: bool
+
+    @property
+    def at_bound(self) -> bool:
+        lo, hi = self.bounds
+        return self.fitted and min(self.value - lo, hi - self.value) <= 1e-3 * (hi - lo)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: MeasuredRun
+    layout: dict  # the layout as scored (every axis, estimate's defaults filled in)
+    fitted_s: float
+    loo_s: float | None  # predicted from the other runs (None with one run)
+    fitted_memory_gib: float
+    loo_memory_gib: float | None
+    infeasible: tuple[str, ...]  # what the planner says stops this layout (a run that trained: a model to mend)
+
+    @property
+    def loo_error_pct(self) -> float | None:
+        return None if self.loo_s is None else 100 * (self.loo_s / self.run.step_time_s - 1)
+
+    @property
+    def fitted_error_pct(self) -> float:
+        return 100 * (self.fitted_s / self.run.step_time_s - 1)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fit of one GPU type and stack to measured runs: the profile `plan calibrate` writes."""
+
+    gpu: str
+    stack: str
+    constants: tuple[Constant, ...]
+    runs: tuple[RunResult, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def constant(self, name: str) -> Constant:
+        return next(c for c in self.constants if c.name == name)
+
+
+@dataclass
+class _Job:
+    """A run as the fit predicts it: the model and cluster at the priors and its one-row layout."""
+
+    run: MeasuredRun
+    layouts: object
+    scored: object  # estimate_layout's ScoredLayout at the priors
+
+
+def _jobs(runs: list[MeasuredRun]) -> list[_Job]:
+    from planner.estimate import estimate_defaults, estimate_layout, layout_of
+
+    jobs = []
+    for r in runs:
+        given = estimate_defaults(r.given, r.gpus, r.cluster)
+        try:
+            lay = layout_of(r.model, r.gpus, given, gpus_said=f"the run uses {r.gpus} GPUs", in_file=True)
+            scored = estimate_layout(r.model, r.cluster, gpus=r.gpus, gpus_said=f"the run uses {r.gpus} GPUs",
+                                     in_file=True, **given)
+        except SpecError as exc:
+            raise SpecError(f"{r.name}: {exc.message}", file=r.file, line=r.line, path=exc.path,
+                            expected=exc.expected) from None
+        jobs.append(_Job(r, lay, scored))
+    return jobs
+
+
+def _one_kind(runs: list[MeasuredRun], stack: str | None) -> tuple[str, str]:
+    gpus = {r.cluster.gpu.name for r in runs}
+    if len(gpus) > 1:
+        odd = next(r for r in runs if r.cluster.gpu.name != runs[0].cluster.gpu.name)
+        raise SpecError(f"runs on {len(gpus)} GPU types ({', '.join(sorted(gpus))}): a profile is for one",
+                        file=odd.file, line=odd.line, path="cluster", expected="runs on one GPU type (one runs file each)")
+    stacks = {r.model.training.stack.name for r in runs} if stack is None else {stack}
+    if len(stacks) > 1:
+        odd = next(r for r in runs if r.model.training.stack.name != runs[0].model.training.stack.name)
+        raise SpecError(f"runs of {len(stacks)} software stacks ({', '.join(sorted(stacks))}): a profile is for one",
+                        file=odd.file, line=odd.line, path="stack", expected="one stack (or --stack NAME)")
+    return gpus.pop(), stacks.pop()
+
+
+class _Problem:
+    """The candidate constants of a set of jobs in the unit box, and the jobs' predicted step times."""
+
+    def __init__(self, jobs: list[_Job], stack: str):
+        run0 = jobs[0].run
+        eff = run0.cluster.gpu.efficiency
+        constants = run0.model.training.stack.for_gpu(run0.cluster.gpu.name)
+        fp8 = any(j.run.model.training.numerics.is_fp8 for j in jobs)
+        hw = {k: b for k, b in HARDWARE.items() if (k != "gemm_fp8" or fp8) and getattr(eff, k, None) is not None}
+        self.names = [("hardware", k) for k in hw] + [("stack", k) for k in stack_bounds(stack)]
+        self.bounds = np.array([hw[k] if g == "hardware" else stack_bounds(stack)[k] for g, k in self.names])
+        prior = [getattr(eff if g == "hardware" else constants, k) for g, k in self.names]
+        lo, hi = self.bounds[:, 0], self.bounds[:, 1]
+        self.prior = np.clip(np.array(prior, dtype=float), lo, hi)
+        self.u0 = (self.prior - lo) / (hi - lo)
+        self.jobs = jobs
+
+    def values(self, u: np.ndarray) -> np.ndarray:
+        lo, hi = self.bounds[:, 0], self.bounds[:, 1]
+        return lo + np.clip(u, 0, 1) * (hi - lo)
+
+    def log_times(self, u: np.ndarray, jobs: list[_Job]) -> np.ndarray:
+        v = self.values(u)
+        hw = {k: float(x) for (g, k), x in zip(self.names, v) if g == "hardware"}
+        st = {k: float(x) for (g, k), x in zip(self.names, v) if g == "stack"}
+        out = []
+        for j in jobs:
+            model, cluster = with_constants(j.run.model, j.run.cluster, hw, st)
+            out.append(float(step_time(job_context(model, cluster, j.layouts)).total[0]))
+        return np.log(np.array(out))
+
+
+def with_constants(model: ModelSpec, cluster: ClusterSpec, hardware: dict, stack: dict,
+                   memory_reserve_gib: float | None = None) -> tuple[ModelSpec, ClusterSpec]:
+    """`model` and `cluster` with the GPU's efficiencies, the stack's constants on this GPU and the
+    GPU's memory reserve replaced by the given values."""
+    gpu = cluster.gpu
+    update = {}
+    if hardware:
+        update["efficiency"] = gpu.efficiency.model_copy(update=hardware)
+    if memory_reserve_gib is not None:
+        update["memory_reserve_gib"] = memory_reserve_gib
+    if update:
+        cluster = cluster.model_copy(update={"gpu": gpu.model_copy(update=update)})
+    if stack:
+        profile = model.training.stack
+        gpus = {k: v for k, v in profile.gpus.items() if k != gpu.name}
+        base = {**profile.for_gpu(gpu.name).model_dump(), **stack}
+        profile = profile.model_copy(update={**base, "gpus": gpus})
+        model = model.model_copy(update={"training": model.training.model_copy(update={"stack": profile})})
+    return model, cluster
+
+
+def _jacobian(p: _Problem, u: np.ndarray, free: list[int], jobs: list[_Job], base: np.ndarray) -> np.ndarray:
+    """d log t / d u of the free constants: a step of 0.02 of the range, inward at a bound."""
+    cols = []
+    for i in free:
+        h = 0.02 if u[i] <= 0.98 else -0.02
+        v = u.copy()
+        v[i] += h
+        cols.append((p.log_times(v, jobs) - base) / h)
+    return np.array(cols).T.reshape(len(jobs), len(free))
+
+
+def select_free(p: _Problem, jobs: list[_Job], limit: int) -> list[int]:
+    """Up to `limit` constants, by pivoted Gram-Schmidt on the sensitivities over the whole range."""
+    sens = []
+    for i in range(len(p.names)):
+        lo, hi = p.u0.copy(), p.u0.copy()
+        lo[i], hi[i] = 0.0, 1.0
+        sens.append(p.log_times(hi, jobs) - p.log_times(lo, jobs))
+    cols = np.array(sens).T.reshape(len(jobs), len(p.names))
+    chosen, rest = [], cols.copy()
+    for _ in range(min(limit, len(p.names))):
+        norms = np.linalg.norm(rest, axis=0) / math.sqrt(len(jobs))
+        norms[chosen] = 0.0
+        i = int(np.argmax(norms))
+        if norms[i] < MIN_SENSITIVITY:
+            break
+        chosen.append(i)
+        q = rest[:, i] / np.linalg.norm(rest[:, i])
+        rest = rest - np.outer(q, q @ rest)
+    return sorted(chosen)
+
+
+def _fit_times(p: _Problem, jobs: list[_Job], measured: np.ndarray, limit: int) -> tuple[np.ndarray, list[int]]:
+    """(u, free constants) minimising the runs' log errors plus the ridge, by Levenberg-Marquardt."""
+    free = select_free(p, jobs, limit)
+    u = p.u0.copy()
+    if not free:
+        return u, free
+    target = np.log(measured)
+
+    def residuals(x):
+        t = p.log_times(x, jobs)
+        return np.concatenate([t - target, math.sqrt(RIDGE) * (x[free] - p.u0[free])]), t
+
+    r, t = residuals(u)
+    cost, mu = float(r @ r), 1e-2
+    for _ in range(MAX_ITERATIONS):
+        J = np.vstack([_jacobian(p, u, free, jobs, t), math.sqrt(RIDGE) * np.eye(len(free))])
+        g, A = J.T @ r, J.T @ J
+        improved = False
+        for _ in range(8):
+            step = np.linalg.solve(A + mu * (np.diag(np.diag(A)) + 1e-9 * np.eye(len(free))), -g)
+            trial = u.copy()
+            trial[free] = np.clip(u[free] + step, 0, 1)
+            r2, t2 = residuals(trial)
+            if float(r2 @ r2) < cost:
+                improved, done = True, cost - float(r2 @ r2) < 1e-10 + 1e-7 * cost
+                u, r, t, cost, mu = trial, r2, t2, float(r2 @ r2), max(mu / 3, 1e-7)
+                break
+            mu *= 4
+        if not improved or done:
+            break
+    return u, free
+
+
+def _memory_base_gib(job: _Job) -> float:
+    """The busiest GPU's memory without the reserve (the formulas' part) [GiB]."""
+    run = job.run
+    reserve = run.cluster.gpu.memory_reserve_gib
+    return float(memory_breakdown(job_context(run.model, run.cluster, job.layouts)).total[0]) - reserve
+
+
+def _fit_reserve(base: np.ndarray, measured: np.ndarray, prior: float) -> float:
+    lo, hi = MEMORY["memory_reserve_gib"]
+    return float(np.clip((np.sum(measured - base) + MEMORY_RIDGE * prior) / (measured.size + MEMORY_RIDGE), lo, hi))
+
+
+def calibrate(runs: list[MeasuredRun], *, stack: str | None = None) -> Calibration:
+    """Fit the GPU's and the stack's constants to `runs` (one GPU type, one stack) and predict each
+    run from the others. `stack`: a shipped stack profile every run is priced with."""
+    from planner.search import with_stack
+
+    if not runs:
+        raise SpecError("no runs to calibrate on", expected="at least one measured run")
+    if stack is not None:
+        runs = [_with_model(r, with_stack(r.model, stack)) for r in runs]
+    gpu, stack_name = _one_kind(runs, stack)
+    jobs = _jobs(runs)
+    p = _Problem(jobs, stack_name)
+    measured = np.array([r.step_time_s for r in runs])
+    u, free = _fit_times(p, jobs, measured, max_free(len(runs)))
+    fitted = np.exp(p.log_times(u, jobs))
+    loo = [None] * len(runs)
+    if len(runs) > 1:
+        for i in range(len(runs)):
+            rest = [j for k, j in enumerate(jobs) if k != i]
+            ui, _ = _fit_times(p, rest, np.delete(measured, i), max_free(len(rest)))
+            loo[i] = float(np.exp(p.log_times(ui, [jobs[i]]))[0])
+    mem_fit, mem_loo, reserve = _memory(jobs, runs)
+    values = p.values(u)
+    constants = [Constant(k, g, float(v), float(pr), (float(b[0]), float(b[1])), i in free)
+                 for i, ((g, k), v, pr, b) in enumerate(zip(p.names, values, p.prior, p.bounds))]
+    constants.append(reserve)
+    results = tuple(RunResult(j.run, j.scored.layout, float(f), lo, mf, ml,
+                              tuple(f"{v.constraint}: {v.message}" for v in j.scored.violations))
+                    for j, f, lo, mf, ml in zip(jobs, fitted, loo, mem_fit, mem_loo))
+    cal = Calibration(gpu, stack_name, tuple(constants), results)
+    return Calibration(gpu, stack_name, tuple(constants), results, tuple(notes_of(cal, len(free))))
+
+
+def _with_model(run: MeasuredRun, model: ModelSpec) -> MeasuredRun:
+    from dataclasses import replace
+
+    return replace(run, model=model)
+
+
+def _memory(jobs: list[_Job], runs: list[MeasuredRun]) -> tuple[list[float], list[float | None], Constant]:
+    """Predicted peak memory per run with the fitted reserve, each also from the others' fit."""
+    prior = runs[0].cluster.gpu.memory_reserve_gib
+    bounds = MEMORY["memory_reserve_gib"]
+    base = np.array([_memory_base_gib(j) for j in jobs])
+    have = np.array([r.peak_memory_gib is not None for r in runs])
+    if not have.any():
+        return list(base + prior), [None] * len(runs), Constant("memory_reserve_gib", "memory", prior, prior, bounds, False)
+    meas = np.array([r.peak_memory_gib or 0.0 for r in runs])
+    reserve = _fit_reserve(base[have], meas[have], prior)
+    loo: list[float | None] = [None] * len(runs)
+    for i in np.flatnonzero(have) if have.sum() > 1 else ():
+        others = have.copy()
+        others[i] = False
+        loo[i] = float(base[i] + _fit_reserve(base[others], meas[others], prior))
+    return list(base + reserve), loo, Constant("memory_reserve_gib", "memory", reserve, prior, bounds, True)
+
+
+def notes_of(cal: Calibration, n_free: int) -> list[str]:
+    """What a user must be told of a fit: how many constants the runs could set, bounds reached,
+    runs that contradict each other, runs far off the fit, runs the planner would refuse."""
+    n = len(cal.runs)
+    fitted = [c.name for c in cal.constants if c.fitted and c.group != "memory"]
+    out = [f"{n} run{'s' if n != 1 else ''} fit {n_free} constant{'s' if n_free != 1 else ''} "
+           f"({', '.join(fitted) or 'none'}; at most {max_free(n)} of {n} run{'s' if n != 1 else ''}); "
+           "the others keep their priors"]
+    if n == 1:
+        out.append("one run: no leave-one-out error, so bands stay those of the shipped calibration")
+    out += [f"{c.name} reached its bound {c.value:g} (range {c.bounds[0]:g}-{c.bounds[1]:g}): what the runs ask "
+            "for lies outside what its cited figures allow; another mechanism is missing" for c in cal.constants if c.at_bound]
+    out += _contradictions(cal.runs)
+    errs = np.array([abs(r.fitted_error_pct) for r in cal.runs])
+    for i, r in enumerate(cal.runs):
+        others = np.delete(errs, i)
+        if others.size >= 2 and errs[i] > max(OUTLIER * float(np.sqrt(np.mean(others ** 2))), 10.0):
+            out.append(f"{r.run.name} is {r.fitted_error_pct:+.1f} % off the fit, the others {np.sqrt(np.mean(others ** 2)):.1f} % "
+                       "(RMS): a mis-stated run, or a mechanism the planner lacks")
+    out += [f"{r.run.name}: the planner calls this layout infeasible ({'; '.join(r.infeasible)}), yet it was measured; "
+            "kept in the fit" for r in cal.runs if r.infeasible]
+    return out
+
+
+def _contradictions(results) -> list[str]:
+    out, seen = [], {}
+    for r in results:
+        key = (r.run.model.name, r.run.model.training.global_batch, r.run.model.seq_len, r.run.gpus,
+               repr(sorted(r.layout.items())))
+        if key in seen:
+            a = seen[key]
+            ratio = max(a.run.step_time_s, r.run.step_time_s) / min(a.run.step_time_s, r.run.step_time_s)
+            if ratio >= CONTRADICTION:
+                out.append(f"{a.run.name} and {r.run.name} are the same layout measured {ratio:.2f}x apart: the runs "
+                           "contradict each other (a slow node, another setting not stated?)")
+        else:
+            seen[key] = r
+    return out

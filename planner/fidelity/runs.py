@@ -1,0 +1,231 @@
+"""A runs file (`kind: runs`): training runs measured on the user's own cluster, the input of
+`plan calibrate` (planner/fidelity/own.py).
+
+Each run names a model and a cluster as a plan file does (a shipped name, a path relative to the
+runs file, or inline), the GPUs, the layout as `plan estimate`'s flags spell it (an axis left out
+takes estimate's default) and what was measured: the step time, or tokens per second of the whole
+job or per GPU, and optionally the peak memory (max allocated) of the busiest GPU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+from planner.errors import SpecError, SpecErrors
+from planner.layout.axes import AXES
+from planner.options import axis_field
+from planner.specs import ClusterSpec, ModelSpec
+from planner.specs.loading import cluster_from_loaded, model_from_loaded, raise_all, strip_kind, validate
+from planner.specs.model import RECOMPUTE_MODULES
+from planner.specs.precision import PRECISIONS
+from planner.specs.yamlio import LoadedYaml
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+MAX_RUNS = 1000
+PRECISION_NAMES = tuple(PRECISIONS)
+
+RunLayout = create_model(
+    "RunLayout", __config__=_STRICT, __module__=__name__,
+    __doc__="The measured layout, as plan estimate's flags; an axis left out takes estimate's default.",
+    recompute_modules=(Optional[tuple[Literal[RECOMPUTE_MODULES], ...]], Field(  # type: ignore[valid-type]
+        default=None, strict=False, max_length=16, description="Megatron's --recompute-modules of a selective run")),
+    **{a.name: axis_field(a, optional=True) for a in AXES if a.given is not None})
+
+
+class Measured(BaseModel):
+    """What the run measured: one time figure (averaged over steps after warm-up), memory optional."""
+
+    model_config = _STRICT
+    step_time_s: float | None = Field(default=None, gt=0, le=1e6, description="seconds per optimizer step")
+    tokens_per_s: float | None = Field(default=None, gt=0, le=1e13, description="tokens per second of the whole job")
+    tokens_per_s_per_gpu: float | None = Field(default=None, gt=0, le=1e9, description="tokens per second per GPU")
+    peak_memory_gib: float | None = Field(default=None, gt=0, le=4096, description=(
+        "peak memory of the busiest GPU [GiB] (Megatron's 'max allocated', torch.cuda.max_memory_allocated)"))
+
+    @model_validator(mode="after")
+    def _one_time(self):
+        given = [k for k in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"step_time_s: give exactly one of step_time_s, tokens_per_s, tokens_per_s_per_gpu "
+                             f"({len(given)} given)")
+        return self
+
+
+class RunEntry(BaseModel):
+    """One measured run."""
+
+    model_config = _STRICT
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    model: str | dict = Field(description="a shipped model name, a path relative to this file, or inline")
+    cluster: str | dict = Field(description="a shipped cluster name, a path relative to this file, or inline")
+    gpus: int = Field(gt=0, le=10_000_000)
+    global_batch: int | None = Field(default=None, gt=0, le=100_000_000, description="sequences a step (default: the model's)")
+    seq_len: int | None = Field(default=None, gt=0, le=100_000_000, description="tokens a sequence (default: the model's)")
+    precision: Literal[PRECISION_NAMES] | None = None  # type: ignore[valid-type]
+    stack: str | None = Field(default=None, min_length=1, max_length=128, description="a shipped stack profile (default: the model's)")
+    layout: RunLayout  # type: ignore[valid-type]
+    measured: Measured
+    source: dict[str, str | int | float] | None = Field(default=None, max_length=32, description=(
+        "where the run was read from (plan runs import): framework, log file, steps used"))
+
+
+class RunsFile(BaseModel):
+    """A runs file: the runs of one cluster and software stack to calibrate on."""
+
+    model_config = _STRICT
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    description: str | None = Field(default=None, max_length=10_000)
+    runs: list[RunEntry] = Field(min_length=1, max_length=MAX_RUNS)
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One run, resolved: the model as it trained (batch, sequence, precision, stack), the cluster,
+    the layout's axis values and the measured figures in base units."""
+
+    name: str
+    model: ModelSpec
+    cluster: ClusterSpec
+    gpus: int
+    given: dict[str, Any]  # axis values stated (plan estimate's names); the others take estimate's defaults
+    step_time_s: float
+    peak_memory_gib: float | None
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def params_b(self) -> float:
+        return self.model.total_params() / 1e9
+
+
+def runs_from_loaded(loaded: LoadedYaml) -> list[MeasuredRun]:
+    """Every run of a runs file, each model and cluster loaded; all problems at once (exit 2)."""
+    from planner.check import spec_part
+
+    data = strip_kind(loaded.data, loaded, "runs")
+    shell = data
+    if isinstance(data, dict) and isinstance(data.get("runs"), list):
+        shell = {**data, "runs": [{k: (v if k not in ("model", "cluster") or not isinstance(v, dict) else {})
+                                   for k, v in r.items()} if isinstance(r, dict) else r for r in data["runs"]]}
+    spec = validate(RunsFile, shell, loaded)
+    runs, errors = [], []
+    for i, entry in enumerate(spec.runs):
+        where = ("runs", i)
+        try:
+            model = spec_part(loaded, where + ("model",), "model", model_from_loaded)[0]
+            cluster = spec_part(loaded, where + ("cluster",), "cluster", cluster_from_loaded)[0]
+            runs.append(_resolved(entry, model, cluster, loaded, where))
+        except SpecErrors as exc:
+            errors += exc.errors
+        except SpecError as exc:
+            errors.append(exc)
+    raise_all(errors)
+    return runs
+
+
+def _resolved(entry: RunEntry, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, where: tuple) -> MeasuredRun:
+    from planner.search import with_global_batch, with_run, with_stack
+
+    at = dict(file=loaded.file, line=loaded.line_of(where))
+    lay = entry.layout.model_dump(exclude_none=True)
+    modules = lay.pop("recompute_modules", None)
+    model = with_run(model, seq_len=entry.seq_len, precision=entry.precision,
+                     recompute_modules=modules, flags=_run_paths(where), **at)
+    model = with_stack(with_global_batch(model, entry.global_batch), entry.stack)
+    if entry.gpus > cluster.total_gpus:
+        raise SpecError(f"{entry.gpus} GPUs is more than the {cluster.total_gpus} of {cluster.name}",
+                        path=".".join(map(str, where + ("gpus",))), expected=f"at most {cluster.total_gpus}",
+                        file=loaded.file, line=loaded.line_of(where + ("gpus",)))
+    m = entry.measured
+    tokens = model.training.global_batch * model.seq_len
+    step = m.step_time_s or (tokens / m.tokens_per_s if m.tokens_per_s else tokens / (m.tokens_per_s_per_gpu * entry.gpus))
+    if not math.isfinite(step) or step <= 0:
+        raise SpecError("the measured time gives no finite step time", path=".".join(map(str, where + ("measured",))),
+                        expected="a positive, finite figure", **at)
+    name = entry.name or f"run {where[1] + 1}"
+    return MeasuredRun(name, model, cluster, entry.gpus, lay, float(step), m.peak_memory_gib, **at)
+
+
+def _run_paths(where: tuple) -> dict[str, str]:
+    """Spec paths a run overrides -> the runs file's field path that sets them (for error messages)."""
+    base = ".".join(map(str, where))
+    return {"seq_len": f"{base}.seq_len", "training.precision": f"{base}.precision",
+            "training.recompute_modules": f"{base}.layout.recompute_modules"}
+
+
+def load_runs(path) -> list[MeasuredRun]:
+    from planner.specs.loading import load_yaml_file
+
+    return runs_from_loaded(load_yaml_file(path))
+
+
+MAX_LOG_BYTES = 256 * 2**20  # a training log of a long run; more is not a log to read whole
+
+
+def read_runs(paths: list, *, cluster: str | None = None, model: str | None = None) -> list[MeasuredRun]:
+    """The runs of runs files (`*.yaml`, `*.yml`) and of training logs (any other file: Megatron-LM,
+    NeMo / Megatron-Bridge, torchtitan, DeepSpeed; planner/fidelity/logs.py). A log names no cluster:
+    `cluster` (a shipped name or a path) is its cluster, `model` its model where the log states none."""
+    from pathlib import Path
+
+    runs: list[MeasuredRun] = []
+    for path in paths:
+        if Path(path).suffix.lower() in (".yaml", ".yml"):
+            runs += load_runs(path)
+        else:
+            runs += runs_from_log(path, cluster=cluster, model=model)
+    if len(runs) > MAX_RUNS:
+        raise SpecError(f"{len(runs)} runs", path="RUNS", expected=f"at most {MAX_RUNS} runs")
+    return runs
+
+
+def log_entries(path, *, cluster: str | None, model: str | None) -> dict:
+    """A runs file's content (kind: runs) of one training log, as `plan runs import` writes it."""
+    import os
+
+    from planner.fidelity.logs import parse_log
+    from planner.specs.yamlio import read_bounded
+
+    file = os.fsdecode(path)
+    raw = read_bounded(path, MAX_LOG_BYTES)
+    text = raw.decode("utf-8", errors="replace")
+    run = parse_log(text, file)
+    entry = {k: v for k, v in run.items() if k in RunEntry.model_fields and v is not None and k not in ("model",)}
+    if model is not None:
+        entry["model"] = model
+    elif run.get("model"):
+        entry["model"] = _log_model(run, file)
+    else:
+        raise SpecError("the log does not state the model's dimensions", file=file, path="--model",
+                        expected="--model NAME (a shipped name or a path)")
+    if cluster is None:
+        raise SpecError("a training log names no cluster", file=file, path="--cluster",
+                        expected="--cluster NAME (a shipped name or a path)")
+    entry["cluster"] = cluster
+    first = ("name", "model", "cluster", "gpus")
+    entry = {**{k: entry[k] for k in first if k in entry}, **{k: v for k, v in entry.items() if k not in first}}
+    m = entry.get("measured", {})
+    entry["measured"] = {k: float(f"{v:.6g}") for k, v in m.items()}  # a mean of logged figures: 6 digits
+    return {"kind": "runs", "runs": [entry]}
+
+
+def _log_model(run: dict, file: str) -> dict:
+    """An inline model spec of the dimensions a log prints (named after the log)."""
+    from pathlib import Path
+
+    dims = dict(run["model"])
+    name = dims.pop("name", None) or Path(file).stem[:100] or "model"
+    training = {"global_batch": run.get("global_batch") or 1}
+    if run.get("precision"):
+        training["precision"] = run["precision"]
+    return {"name": name, **dims, "training": training}
+
+
+def runs_from_log(path, *, cluster: str | None, model: str | None) -> list[MeasuredRun]:
+    import os
+
+    data = log_entries(path, cluster=cluster, model=model)
+    return runs_from_loaded(LoadedYaml(data=data, file=os.fsdecode(path), lines={}))
