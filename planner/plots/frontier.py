@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.layout.axes import layout_cell
 from planner.frontier import pareto_front
-from planner.plots.sweep import DPI, figure_path, require_matplotlib, save_figure
+from planner.plots.canvas import DPI, figure_path, require_matplotlib, save_figure
 from planner.layout.space import tiebreak_rank
 
 SIZE_PX = (1500, 650)
@@ -53,36 +53,37 @@ def plot_frontier(result, path: str | Path) -> DrawnFrontier:
     """The frontier of a search (planner.search.SearchResult) in `path` (.png or .svg)."""
     path = figure_path(path, FLAG)
     plt = require_matplotlib(FLAG)
-    s = result.scores
-    feasible = np.flatnonzero(result.feasible)
-    front = frontier_rows(result)
-    t, e = s.step_time_s, s.energy_j_per_token
-    w, h = SIZE_PX
-    fig = plt.figure(figsize=(w / DPI, h / DPI), dpi=DPI)
-    grid = fig.add_gridspec(1, 3, width_ratios=(0.8, 0.95, 1.25), left=0.05, right=0.995, top=0.86, bottom=0.1, wspace=0.22)
-    overview, near, listing = (fig.add_subplot(grid[0, k]) for k in range(3))
-    overview.scatter(t[feasible], e[feasible], s=3, color="#9E9E9E", alpha=0.25, linewidths=0, rasterized=True,
-                     gid="candidates")
-    overview.plot(t[front], e[front], color="#C44E52", marker="o", markersize=4, linewidth=1.2, gid="frontier")
-    overview.set_xscale("log")
-    overview.set_yscale("log")
-    overview.set_title(f"all {feasible.size:,} feasible candidates (log axes)", fontsize=10)
-    labels = _near_panel(near, result, front, feasible)
-    _listing(listing, labels, front.size)
-    _log_ticks(overview)
-    for ax in (overview, near):
-        ax.set_xlabel("step time [s]")
-        ax.set_ylabel("energy per token [J/token]")
-        ax.grid(True, which="both", alpha=0.25)
-    m = result.model
-    fig.suptitle(f"{m.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), global batch "
-                 f"{m.training.global_batch} x {m.seq_len} tokens: step time vs energy per token\n"
-                 f"{front.size} layouts on the Pareto frontier (red) of {feasible.size:,} feasible", fontsize=11)
-    cand = np.column_stack([t[feasible], e[feasible]])
-    drawn = DrawnFrontier(path, SIZE_PX, _offsets(overview, "candidates", cand), _line(overview, "frontier"),
-                          tuple(labels))
-    save_figure(plt, fig, path, FLAG)
-    return drawn
+    with plt.literal():  # names drawn as they are spelled, on matplotlib's defaults
+        s = result.scores
+        feasible = np.flatnonzero(result.feasible)
+        front = frontier_rows(result)
+        t, e = s.step_time_s, s.energy_j_per_token
+        w, h = SIZE_PX
+        fig = plt.figure(figsize=(w / DPI, h / DPI), dpi=DPI)
+        grid = fig.add_gridspec(1, 3, width_ratios=(0.8, 0.95, 1.25), left=0.05, right=0.995, top=0.86, bottom=0.1, wspace=0.22)
+        overview, near, listing = (fig.add_subplot(grid[0, k]) for k in range(3))
+        overview.scatter(t[feasible], e[feasible], s=3, color="#9E9E9E", alpha=0.25, linewidths=0, rasterized=True,
+                         gid="candidates")
+        overview.plot(t[front], e[front], color="#C44E52", marker="o", markersize=4, linewidth=1.2, gid="frontier")
+        overview.set_xscale("log")
+        overview.set_yscale("log")
+        overview.set_title(f"all {feasible.size:,} feasible candidates (log axes)", fontsize=10)
+        labels = _near_panel(near, result, front, feasible)
+        _listing(listing, labels, front.size)
+        _log_ticks(overview)
+        for ax in (overview, near):
+            ax.set_xlabel("step time [s]")
+            ax.set_ylabel("energy per token [J/token]")
+            ax.grid(True, which="both", alpha=0.25)
+        m = result.model
+        fig.suptitle(f"{m.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), global batch "
+                     f"{m.training.global_batch} x {m.seq_len} tokens: step time vs energy per token\n"
+                     f"{front.size} layouts on the Pareto frontier (red) of {feasible.size:,} feasible", fontsize=11)
+        cand = np.column_stack([t[feasible], e[feasible]])
+        drawn = DrawnFrontier(path, SIZE_PX, _offsets(overview, "candidates", cand), _line(overview, "frontier"),
+                              tuple(labels))
+        save_figure(plt, fig, path, FLAG)
+        return drawn
 
 
 def _near_panel(ax, result, front: np.ndarray, feasible: np.ndarray) -> list[tuple[str, ...]]:

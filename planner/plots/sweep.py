@@ -1,7 +1,8 @@
-"""PNG figures of a sweep's rows (planner.sweep.COLUMNS), drawn with matplotlib's Agg backend.
+"""PNG figures of a sweep's rows (planner.sweep.COLUMNS), drawn on matplotlib's Agg canvas.
 
-matplotlib is an optional extra (`[plot]`) imported only when a plot is asked
-for. Figures have a fixed size in pixels (`SIZES_PX`): no tight bounding box, so tests can check it.
+matplotlib is an optional extra (`[plot]`) imported only when a plot is asked for
+(planner/plots/canvas.py: no pyplot, names drawn literally). Figures have a fixed size in pixels
+(`SIZES_PX`): no tight bounding box, so tests can check it.
 """
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from pathlib import Path
 
 from planner.layout.axes import AXES, filling
 from planner.errors import SpecError
+from planner.plots.canvas import DPI, FORMATS, figure_path, require_matplotlib, save_figure  # noqa: F401 - re-exported
 from planner.sweep import params_label
 
-DPI = 100
-FORMATS = {".png": "png", ".svg": "svg"}  # suffix -> matplotlib format
 # The parallel degrees, one heat map each: the given ones in registry order, then the filling one (dp).
 LAYOUT_DEGREES = tuple(a.name for a in AXES if a.role == "degree" and not a.fills) + (filling().name,)
 RECOMPUTE_SHORT = {"none": "-", "selective": "sel", "full": "full"}  # one cell is ~6 characters wide at 16 GPU counts
@@ -24,47 +24,6 @@ SIZES_PX = {
     "energy_per_token_vs_params.png": (1000, 600),
     "layout_vs_gpus.png": (1500, 600),
 }
-
-
-def require_matplotlib(flag: str = "--plot"):
-    """pyplot on the Agg backend, or a SpecError (on the option `flag`) saying how to install it."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise SpecError("plots need matplotlib, which is not installed", path=flag,
-                        expected="`pip install matplotlib` (or the extra: pip install -e '.[plot]' in a clone)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def figure_path(path: str | Path, flag: str) -> Path:
-    """The file a figure goes to: SVG or PNG by its suffix, any other suffix is bad input."""
-    path = Path(path)
-    if path.suffix.lower() not in FORMATS:
-        raise SpecError(f"cannot draw '{path.name}': unknown picture format '{path.suffix}'", path=flag,
-                        expected=".png or .svg")
-    # Checked before the search it would follow (planner/atomic.py's output check): writing into a
-    # FIFO would wait for a reader, and a missing folder would be found only after the work.
-    from planner.atomic import check_output
-
-    check_output(path, flag)
-    if not path.parent.is_dir():
-        raise SpecError(f"cannot write the picture: no folder '{path.parent}'", path=flag,
-                        expected="a file in an existing folder")
-    return path
-
-
-def save_figure(plt, fig, path: Path, flag: str) -> Path:
-    """Write `fig` at its own size (no tight bounding box) in the format of the suffix, then close it."""
-    try:
-        fig.savefig(path, dpi=DPI, format=FORMATS[path.suffix.lower()])
-    except OSError as exc:
-        raise SpecError(f"cannot write the picture: {exc.strerror or exc}", file=str(path), path=flag) from None
-    finally:
-        plt.close(fig)
-    return path
 
 
 def _label(row: dict) -> str:
@@ -244,6 +203,11 @@ def _layout_chart(plt, rows):
 
 def sweep_figures(plt, rows: list[dict]) -> dict:
     """The five figures of `SIZES_PX` (name -> matplotlib Figure, not yet saved) from sweep rows."""
+    with plt.literal():
+        return _sweep_figures(plt, rows)
+
+
+def _sweep_figures(plt, rows: list[dict]) -> dict:
     return {
         "mfu_vs_gpus.png": _lines(plt, rows, "mfu_vs_gpus.png", x="gpus", y="mfu", per=("params", "model"), scale_y=100,
                                   base_x=2, title="MFU of the best layout vs cluster size", xlabel="GPUs [count, log scale]",

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.layout.axes import layout_summary
-from planner.plots.sweep import DPI, figure_path, require_matplotlib, save_figure
+from planner.plots.canvas import DPI, figure_path, require_matplotlib, save_figure
 from planner.costs.pipeline_ranks import warmup_units
 from planner.timeline import KINDS, Timeline, layout_row, timeline_events
 
@@ -88,27 +88,28 @@ def draw_timeline(tl: Timeline, path: str | Path, title: str) -> DrawnTimeline:
     """The figure of `tl` in `path` (.png or .svg): `title` on top, the schedule's own line below."""
     path = figure_path(path, FLAG)
     plt = require_matplotlib(FLAG)
-    w, h = SIZE_PX
-    fig = plt.figure(figsize=(w / DPI, h / DPI), dpi=DPI)
-    grid = fig.add_gridspec(2, 3, left=0.055, right=0.985, top=0.82, bottom=0.06, hspace=0.32, wspace=0.28)
-    full, zoom, mem = fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, :2]), fig.add_subplot(grid[1, 2])
-    _schedule(full, tl, tl.step_time_s)
-    full.axvline(tl.predicted_step_time_s, color="black", linestyle=":", linewidth=1.2)
-    full.set_title("whole step, every micro-batch of every rank; dotted: the layout's step_time_s", fontsize=10)
-    end = zoom_end_s(tl)
-    _schedule(zoom, tl, end)
-    _unit_labels(zoom, tl, end, w)
-    zoom.set_title(f"zoom on the first {end:.3g} s (labels: micro-batch" + (", chunk as subscript)" if tl.vpp > 1 else ")"),
-                   fontsize=10)
-    _memory(mem, tl)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[k]) for k in KINDS if (tl.kind == KINDS.index(k)).any()]
-    names = [NAMES[k] for k in KINDS if (tl.kind == KINDS.index(k)).any()]
-    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.895), ncol=len(names), fontsize=9,
-               frameon=False)
-    fig.suptitle(title + "\n" + subtitle(tl), fontsize=11, y=0.985)
-    drawn = DrawnTimeline(path, SIZE_PX, _read_bars(full), _read_memory(mem), tl.gpu_memory_gib, end)
-    save_figure(plt, fig, path, FLAG)
-    return drawn
+    with plt.literal():  # names drawn as they are spelled, on matplotlib's defaults
+        w, h = SIZE_PX
+        fig = plt.figure(figsize=(w / DPI, h / DPI), dpi=DPI)
+        grid = fig.add_gridspec(2, 3, left=0.055, right=0.985, top=0.82, bottom=0.06, hspace=0.32, wspace=0.28)
+        full, zoom, mem = fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, :2]), fig.add_subplot(grid[1, 2])
+        _schedule(full, tl, tl.step_time_s)
+        full.axvline(tl.predicted_step_time_s, color="black", linestyle=":", linewidth=1.2)
+        full.set_title("whole step, every micro-batch of every rank; dotted: the layout's step_time_s", fontsize=10)
+        end = zoom_end_s(tl)
+        _schedule(zoom, tl, end)
+        _unit_labels(zoom, tl, end, w)
+        zoom.set_title(f"zoom on the first {end:.3g} s (labels: micro-batch" + (", chunk as subscript)" if tl.vpp > 1 else ")"),
+                       fontsize=10)
+        _memory(mem, tl)
+        handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[k]) for k in KINDS if (tl.kind == KINDS.index(k)).any()]
+        names = [NAMES[k] for k in KINDS if (tl.kind == KINDS.index(k)).any()]
+        fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.895), ncol=len(names), fontsize=9,
+                   frameon=False)
+        fig.suptitle(title + "\n" + subtitle(tl), fontsize=11, y=0.985)
+        drawn = DrawnTimeline(path, SIZE_PX, _read_bars(full), _read_memory(mem), tl.gpu_memory_gib, end)
+        save_figure(plt, fig, path, FLAG)
+        return drawn
 
 
 def subtitle(tl: Timeline) -> str:
@@ -154,7 +155,7 @@ def _unit_labels(ax, tl: Timeline, end: float, fig_width_px: int) -> None:
             text = str(tl.micro_batch[i]) if tl.vpp == 1 else f"${tl.micro_batch[i]}_{{{tl.chunk[i]}}}$"
             small = tl.duration_s[i] * px_per_s < 2 * MIN_LABEL_PX or tl.pp > 16
             ax.text(tl.start_s[i] + tl.duration_s[i] / 2, tl.rank[i], text, ha="center", va="center",
-                    fontsize=6 if small else 8, color="white")
+                    fontsize=6 if small else 8, color="white", parse_math=True)  # numbers only: the subscript
 
 
 def _memory(ax, tl: Timeline) -> None:
