@@ -214,11 +214,16 @@ def check_fixed_axes(model: ModelSpec, gpus: int, fixed: dict) -> None:
                             expected="values that obey the rule")
 
 
-def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), cap_levels: int = 1):
+def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), cap_levels: int = 1,
+              fixed: dict | None = None):
+    """The layouts a search scores; `fixed` (Limits.fixed) values are tried wherever the rules allow
+    them, beyond the values a search tries of its own (an uneven vpp, a micro-batch above
+    max_micro_batch): every layout `plan estimate` accepts is in the space with its axes fixed."""
     return enumerate_layouts(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                              global_batch=model.training.global_batch, seq_len=model.seq_len,
                              experts=model.moe.experts if model.moe else 0, limits=space,
-                             cap_levels=cap_levels, fp8_param_gather=model.training.fp8_param_gather)
+                             cap_levels=cap_levels, fp8_param_gather=model.training.fp8_param_gather,
+                             include=fixed)
 
 
 def search(
@@ -252,7 +257,7 @@ def search(
     levels = cap_levels(cluster.gpu) if caps else None
     check_fixed_axes(model, gpus, {**limits.fixed, **{a.name: getattr(space, a.name) for a in AXES
                                                     if getattr(space, a.name, None) is not None}})
-    layouts = space_for(model, gpus, space, len(levels) if caps else 1)
+    layouts = space_for(model, gpus, space, len(levels) if caps else 1, limits.fixed)
     if not len(layouts):
         raise InfeasibleError(empty_space_reason(model, gpus))
     if framework is not None:

@@ -138,9 +138,17 @@ def _passes(rules: tuple[Rule, ...], values: Mapping[str, Any], ctx: SpaceContex
 
 def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int, seq_len: int = 0,
                       experts: int = 0, limits=None, cap_levels: int = 1, axes: tuple[Axis, ...] = AXES,
-                      rules: tuple[Rule, ...] = RULES, fp8_param_gather: bool = False) -> Any:
+                      rules: tuple[Rule, ...] = RULES, fp8_param_gather: bool = False,
+                      include: Mapping[str, Any] | None = None) -> Any:
     """All valid layouts for `gpus` GPUs. Rows come degree by degree (tp, then pp, ...), the options
-    of each as a product in registry order; outer axes (power caps) repeat the whole space."""
+    of each as a product in registry order; outer axes (power caps) repeat the whole space.
+
+    `include`: a value per option axis (as users write it) tried beside its candidates, which are a
+    search's choice of values, narrower than the rules (vpp that split the layers unevenly, micro-
+    batches above max_micro_batch, etp other than 1 and tp): an axis a search fixes by a constraint
+    (`Limits.fixed`, `--vpp 8`) is then enumerated at every value the rules accept, as `plan estimate`
+    accepts it. Unlike a `limits` value it does not drop the other values (whose rows the
+    `fixed_<axis>` constraints count)."""
     limits = limits if limits is not None else (SpaceLimits() if axes is AXES else spacelimits_class(axes)())
     cls = Layouts if axes is AXES else layouts_class(axes)
     fixed_cp = getattr(limits, "cp", None)
@@ -164,7 +172,8 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
         fixed_fill = getattr(limits, filler.name, None)
         if (fixed_fill is None or rest == fixed_fill) and _passes(early, chosen, ctx):
             combos.append(chosen)
-    values = [_option_values(a, limits, ctx, combos, single[a.name]) for a in options]
+    include = {k: v for k, v in (include or {}).items() if v is not None}
+    values = [_option_values(a, limits, ctx, combos, single[a.name], include.get(a.name)) for a in options]
     blocks = [(chosen, _product([v[i] for v in values])) for i, chosen in enumerate(combos)
               if all(v[i].size for v in values)]
     # Derived axes and the remaining rules run once over all blocks (one vectorised pass).
@@ -181,12 +190,17 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
     return _expand_outer(cls, cols, [a for a in axes if a.role == "outer"], ctx, limits)
 
 
-def _option_values(a: Axis, limits, ctx: SpaceContext, combos: list[dict], rules: tuple[Rule, ...]) -> list:
-    """The values option `a` tries under each degree combination, less those breaking `rules` (which
-    read only `a` and the degrees; one vectorised test over all combinations): the product of the
-    options shrinks, its row order stays."""
+def _option_values(a: Axis, limits, ctx: SpaceContext, combos: list[dict], rules: tuple[Rule, ...],
+                   extra: Any = None) -> list:
+    """The values option `a` tries under each degree combination (with `extra`, as a user writes it,
+    where the candidates leave it out), less those breaking `rules` (which read only `a` and the
+    degrees; one vectorised test over all combinations): the product of the options shrinks, its
+    row order stays."""
     fixed = getattr(limits, a.name, None)
     lists = [[a.to_stored(fixed)] if fixed is not None else a.candidates(ctx, c) for c in combos]
+    if fixed is None and extra is not None:
+        value = a.to_stored(extra)
+        lists = [x if value in x else sorted([*x, value]) for x in lists]
     sizes = np.array([len(x) for x in lists], dtype=np.int64)
     values = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
     if rules and values.size:
