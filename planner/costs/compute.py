@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.specs.layers import (LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, eager_clamp,
-                                  expert_rows, flash_work_fraction, layer_kinds)
+                                  expert_rows, flash_work_fraction, layer_kinds, window_work_fraction)
 from planner.specs.precision import BF16, FP32_BYTES, Precision, precision
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from planner.specs import GpuSpec, ModelSpec, StackConstants
@@ -148,13 +148,17 @@ def _attention_core(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts,
     if model.training.attention == "flash":
         # Fused kernel in 16 bits; causal masking skips half the blocks, a sliding window the blocks
         # outside its band (flash_work_fraction). Backward recomputes the scores: ~2.5x.
-        work = 0.5 * attn_flops * flash_work_fraction(model)
+        # Never fewer blocks than the window's pairs: the model FLOPs (planner/costs/flops.py
+        # causal_attention_flops_per_seq) count those, and no kernel does them faster than the peak.
+        work = 0.5 * attn_flops * max(flash_work_fraction(model), window_work_fraction(model))
         # QK^T runs over qk_dim, attention-over-V over v_dim (MLA: 192 and 128): their mean.
         rate = flash_sequence_factor(s / c, eff.flash_half_seq) * flash_head_dim_factor(
             (d.qk_dim + d.v_dim) / 2, eff.flash_half_head_dim)
         if model.training.stack.attention_kernel == "fa2":  # FlashAttention-2 where the preset's kernel is faster
             rate = rate * eff.flash_fa2_relative
-        core_fwd = work / (peak16 * eff.flash_attention * rate)
+        # The saturation factors are relative to 2,048 tokens and head dim 128, so above those they pass
+        # 1: a long sequence of wide heads ran above the peak (issue 38). No kernel beats the peak.
+        core_fwd = work / (peak16 * np.minimum(1.0, eff.flash_attention * rate))
         return core_fwd, 2.5 * core_fwd
     # The unfused path computes, masks and stores every score, a sliding window's too (Megatron-Core's
     # own DotProductAttention applies the window as an s x s mask: transformer/utils.py

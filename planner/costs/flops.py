@@ -7,7 +7,7 @@ terms below reduce to that; they generalise it to GQA (kv < h) and SwiGLU (three
 """
 from __future__ import annotations
 
-from planner.specs.layers import attention_core_flops_per_seq, gemm_flops_per_token, layer_kinds
+from planner.specs.layers import LayerKind, attention_core_flops_per_seq, gemm_flops_per_token, layer_kinds
 from planner.specs import ModelSpec
 
 
@@ -31,11 +31,47 @@ def logits_flops_per_token(model: ModelSpec) -> float:
     return 2.0 * model.hidden * model.vocab
 
 
+def causal_attention_flops_per_seq(model: ModelSpec) -> float:
+    """Forward FLOPs of QK^T and attention-over-V of one sequence of the mean layer under a causal
+    mask: half of `layer_attention_flops_per_seq`'s square, 2 s^2 h for multi-head attention (the
+    s / 2 pairs of the diagonal left out, as Megatron-LM's num_floating_point_operations halves it).
+    What a causal kernel must compute: FlashAttention skips the masked blocks (planner/costs/compute.py
+    prices half the square, and a window's blocks at least the pairs its window keeps)."""
+    return 0.5 * layer_attention_flops_per_seq(model)
+
+
+def dropped_expert_flops_per_token(model: ModelSpec, kind: LayerKind) -> float:
+    """Forward FLOPs per token of the routed-expert GEMMs that a capacity factor below 1 drops: an
+    expert takes at most capacity_factor x its even share of the routed copies (Megatron-Core
+    --moe-expert-capacity-factor, drop-and-pad), so at least 1 - capacity_factor of them pass no
+    expert (Fedus et al. 2021, Switch Transformer Sec. 2.2). Dropped tokens are not model FLOPs."""
+    moe = model.moe
+    if not kind.is_moe or moe.capacity_factor is None or moe.capacity_factor >= 1:
+        return 0.0
+    per_copy = 2.0 * sum(m.params for m in kind.expert)
+    return kind.top_k * per_copy * (1.0 - moe.capacity_factor)
+
+
 def model_flops_per_seq(model: ModelSpec) -> float:
-    """Model FLOPs (forward + backward = 3 x forward, no recomputation) of one sequence. A
-    mixture-of-experts layer counts the parameters a token passes through: its top_k routed
-    experts, the shared experts and the router (Megatron-LM's num_floating_point_operations); MLA
-    counts its down and up projections and the attention core over qk_dim + v_dim."""
+    """Model FLOPs (forward + backward = 3 x forward, no recomputation) of one sequence: the work
+    the model needs, which no step can do faster than at the GPUs' peak. A mixture-of-experts layer
+    counts the parameters a token passes through: its top_k routed experts (less those a capacity
+    factor below 1 drops), the shared experts and the router (Megatron-LM's
+    num_floating_point_operations); MLA counts its down and up projections and the attention core
+    over qk_dim + v_dim. The attention core counts the causal half only
+    (`causal_attention_flops_per_seq`), not the s^2 of Korthikanti et al.'s Eq. 7
+    (`published_model_flops_per_seq`): with the whole square, a long sequence's MFU passed 100 %."""
+    s = model.seq_len
+    fwd = sum(k.count * s * (gemm_flops_per_token(k) - dropped_expert_flops_per_token(model, k))
+              for k in layer_kinds(model))
+    fwd += model.layers * causal_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
+    return 3.0 * fwd
+
+
+def published_model_flops_per_seq(model: ModelSpec) -> float:
+    """Model FLOPs as the published tables count them (Korthikanti et al. 2022 Eq. 7, Narayanan et al.
+    2021, PaLM's MFU): the attention core over the whole s^2 square and every routed copy, dropped or
+    not. For comparing with a published MFU; planner outputs use `model_flops_per_seq`."""
     s = model.seq_len
     fwd = sum(k.count * s * gemm_flops_per_token(k) for k in layer_kinds(model))
     fwd += model.layers * layer_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
@@ -44,3 +80,7 @@ def model_flops_per_seq(model: ModelSpec) -> float:
 
 def model_flops_per_step(model: ModelSpec) -> float:
     return model.training.global_batch * model_flops_per_seq(model)
+
+
+def published_model_flops_per_step(model: ModelSpec) -> float:
+    return model.training.global_batch * published_model_flops_per_seq(model)

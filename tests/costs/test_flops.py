@@ -12,6 +12,8 @@ from planner.costs.flops import (
     logits_flops_per_token,
     model_flops_per_seq,
     model_flops_per_step,
+    published_model_flops_per_seq,
+    published_model_flops_per_step,
 )
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -22,16 +24,21 @@ GPT3_175B = dict(name="gpt3-175b", layers=96, hidden=12288, heads=96, vocab=5120
 def test_gpt3_175b_model_flops_match_korthikanti_eq7(make_model):
     model = make_model(**GPT3_175B)
     s, l, h, V = 2048, 96, 12288, 51200
-    # Eq. 7 with B = 1: 72 s l h^2 (1 + s/(6h) + V/(12 h l))
+    # Eq. 7 with B = 1: 72 s l h^2 (1 + s/(6h) + V/(12 h l)), the published convention (the whole s^2 square)
     #   72 * 2048 * 96 * 12288^2 = 14,155,776 * 150,994,944 = 2.137451e15
     #   bracket = 1 + 2048/73728 + 51200/14155776 = 1 + 0.0277778 + 0.0036169 = 1.0313947
     eq7 = 72 * s * l * h**2 * (1 + s / (6 * h) + V / (12 * h * l))
-    assert model_flops_per_seq(model) == approx(eq7, rel=1e-12)  # the per-GEMM terms reduce to Eq. 7
-    assert model_flops_per_seq(model) == approx(2.137451e15 * 1.0313947, rel=1e-6)  # 2.204556e15
-    assert model_flops_per_seq(model) == approx(2.20e15, rel=5e-3)
-    # per step: 1536 sequences x 2.204556e15 = 3.386198e18
-    assert model_flops_per_step(model) == approx(1536 * eq7, rel=1e-12)
-    assert model_flops_per_step(model) == approx(3.386198e18, rel=1e-6)
+    assert published_model_flops_per_seq(model) == approx(eq7, rel=1e-12)  # the per-GEMM terms reduce to Eq. 7
+    assert published_model_flops_per_seq(model) == approx(2.137451e15 * 1.0313947, rel=1e-6)  # 2.204556e15
+    assert published_model_flops_per_step(model) == approx(1536 * eq7, rel=1e-12)
+    # The planner's model FLOPs count the causal half of the square (issue 38: the whole square let a
+    # long sequence's MFU pass 100 %): s/(6h) becomes s/(12h), bracket 1 + 0.0138889 + 0.0036169 = 1.0175058
+    causal = 72 * s * l * h**2 * (1 + s / (12 * h) + V / (12 * h * l))
+    assert model_flops_per_seq(model) == approx(causal, rel=1e-12)
+    assert model_flops_per_seq(model) == approx(2.137451e15 * 1.0175058, rel=1e-6)  # 2.174868e15
+    # per step: 1536 sequences x 2.174868e15 = 3.340598e18
+    assert model_flops_per_step(model) == approx(1536 * causal, rel=1e-12)
+    assert model_flops_per_step(model) == approx(3.340598e18, rel=1e-6)
 
 
 def test_gpt3_175b_terms(make_model):
@@ -54,11 +61,13 @@ def test_gqa_swiglu_tiny_model_by_hand(make_model):
     assert layer_attention_flops_per_seq(model) == 65536
     # logits: 2 h V = 2 * 64 * 100
     assert logits_flops_per_token(model) == 12800
-    # forward = 2 layers x (16 tokens x 69632 + 65536) + 16 x 12800
-    #         = 2 x 1,179,648 + 204,800 = 2,564,096; model FLOPs = 3 x forward = 7,692,288
-    assert model_flops_per_seq(model) == 7_692_288
+    # forward, the square (published): 2 layers x (16 tokens x 69632 + 65536) + 16 x 12800
+    #         = 2 x 1,179,648 + 204,800 = 2,564,096; x 3 = 7,692,288
+    assert published_model_flops_per_seq(model) == 7_692_288
+    # the causal half of the attention core: 2 x (1,114,112 + 32,768) + 204,800 = 2,498,560; x 3 = 7,495,680
+    assert model_flops_per_seq(model) == 7_495_680
     # global batch 8 (the builder's default)
-    assert model_flops_per_step(model) == 8 * 7_692_288
+    assert model_flops_per_step(model) == 8 * 7_495_680
 
 
 def test_gqa_and_swiglu_change_only_their_own_terms(make_model):

@@ -85,7 +85,8 @@ def test_mla_projections_and_flops(make_model):
     # attention core per sequence: 2 s^2 heads (qk + v) = 2 x 32^2 x 4 x (16 + 10)
     projections = 64 * 16 + 16 * 64 + 64 * 12 + 8 * 88 + 40 * 64
     mlp = 64 * 256 + 256 * 64  # GeLU, ffn 4h
-    expected = 3 * (32 * 2 * (projections + mlp) + 2 * 32**2 * 4 * 26 + 32 * 2 * 64 * 100)
+    # (model FLOPs: its causal half, 32^2 x 4 x 26)
+    expected = 3 * (32 * 2 * (projections + mlp) + 32**2 * 4 * 26 + 32 * 2 * 64 * 100)
     assert model_flops_per_seq(model) == approx(expected, rel=REL)
     # stored per token (BF16, tp 1, flash): LN inputs 4 h, GEMM inputs 2 x 2 h, masks 2 h, the latents
     # 2 x (16 + 8 + 4), Q, K, V 2 x (64 + 64 + 40), attention-out input 2 x 40, MLP 4 x 256
@@ -319,7 +320,8 @@ def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_c
     # model FLOPs: causal pairs 512 x 128 - 128 x 127 / 2 = 57,408 of 512 x 513 / 2 = 131,328 on 4 layers
     pairs = (4 + 4 * 57_408 / 131_328) / 8
     attention = 2 * 512**2 * 16 * 128  # forward, per layer, per sequence, no window
-    assert model_flops_per_seq(full) - model_flops_per_seq(windowed) == approx(3 * 8 * attention * (1 - pairs), rel=1e-9)
+    # (model FLOPs count the causal half of the square: attention / 2)
+    assert model_flops_per_seq(full) - model_flops_per_seq(windowed) == approx(3 * 8 * attention / 2 * (1 - pairs), rel=1e-9)
     # the unfused path computes and stores every score, window or not
     std = dict(training=dict(attention="standard"))
     assert layer_compute_on(make_model(sliding_window=128, **std), cluster.gpu, one).fwd_s[0] == approx(
