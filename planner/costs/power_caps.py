@@ -34,10 +34,13 @@ def capped_gpu(gpu: GpuSpec, cap: PowerCap) -> GpuSpec:
         return gpu
     peak = gpu.peak_tflops
     scaled = {k: (None if v is None else v * cap.speed) for k, v in peak.model_dump().items()}
-    busy = gpu.busy_w * cap.power
+    # The cap is what nvidia-smi -pl enforces: no state draws more, whatever the preset's rounded fraction
+    # says (an H100's 700 W x 0.429 is 300.3 W, which --max-gpu-power-w 300 refused at the 300 W cap).
+    busy = min(gpu.busy_w * cap.power, cap.cap_w)
     power = GpuPower(busy_w=busy, comm_w=min(gpu.comm_w, busy),
                      full_power_compute_fraction=gpu.power.full_power_compute_fraction)
-    return gpu.model_copy(update={"peak_tflops": peak.model_copy(update=scaled), "power": power, "power_caps": ()})
+    return gpu.model_copy(update={"peak_tflops": peak.model_copy(update=scaled), "power": power, "power_caps": (),
+                                  "idle_w": min(gpu.idle_w, busy)})
 
 
 def capped_cluster(cluster: ClusterSpec, cap: PowerCap) -> ClusterSpec:
