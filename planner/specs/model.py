@@ -13,8 +13,10 @@ from planner.specs.precision import PRECISIONS, Precision, precision
 from planner.specs.shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
 from planner.specs.stack import StackSpec
 
-# Megatron-Core --recompute-modules (transformer_config.py) the planner prices; not `moe`, which repeats the all-to-all
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts", "mla_up_proj")
+# Megatron-Core --recompute-modules (transformer_config.py) the planner prices
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts", "mla_up_proj", "moe")
+# Modules whose recomputation the MoE layer's (moe) already includes (its experts' activation, its shared experts)
+_WITHIN_MOE = ("moe_act", "shared_experts")
 
 
 def _stack_profile(value):
@@ -80,14 +82,30 @@ class TrainingSpec(Spec):
             "what a layout's selective recomputation recomputes (Megatron --recompute-modules; default: "
             "core_attn): core_attn, layernorm (the MoE layers' pre-MLP norm: TE fuses the others into "
             "their GEMM), mlp (dense MLP), moe_act (the experts' activation), shared_experts, "
-            "mla_up_proj. Not moe: recomputing the MoE layer repeats its all-to-all"))
+            "mla_up_proj, moe (the whole MoE layer: router, dispatch and combine all-to-alls, experts and "
+            "shared experts run forward again in the backward; only its input is kept)"))
+    recompute_method: Literal["uniform", "block"] = Field(default="uniform", description=(
+        "which layers a layout's full recomputation recomputes (Megatron --recompute-method): uniform: every "
+        "layer, checkpointing the input of each group of recompute_num_layers layers of a model chunk and "
+        "rebuilding a group at a time; block: only the first recompute_num_layers layers of each model "
+        "chunk, the others store their activations as without recomputation"))
+    recompute_num_layers: int = Field(default=1, gt=0, le=100_000, description=(
+        "layers per checkpointed group (uniform) or recomputed per model chunk (block) under full "
+        "recomputation (Megatron --recompute-num-layers; default 1: every layer its own checkpoint)"))
 
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
 
     @property
     def recomputed(self) -> tuple[str, ...]:
-        """The modules selective recomputation recomputes."""
-        return self.recompute_modules or ("core_attn",)
+        """The modules selective recomputation recomputes; moe_act and shared_experts left out when
+        moe is in (the MoE layer's recomputation rebuilds them: priced once)."""
+        modules = self.recompute_modules or ("core_attn",)
+        return tuple(m for m in modules if m not in _WITHIN_MOE) if "moe" in modules else modules
+
+    @property
+    def recompute_default_method(self) -> bool:
+        """Whether full recomputation is Megatron's uniform over single layers (the planner's default)."""
+        return self.recompute_method == "uniform" and self.recompute_num_layers == 1
 
     @property
     def numerics(self) -> Precision:
@@ -208,7 +226,7 @@ class ModelSpec(Spec):
         "the layers' norm (Megatron --normalization; Llama-style models: rmsnorm); null: not stated, "
         "Megatron's default LayerNorm. The parameter count keeps LayerNorm's 4h per layer either way "
         "(RMSNorm's 2h: under 0.01 % of a layer)"))
-    rope_theta: float | None = Field(default=None, gt=0, le=1e12, description=(
+    rope_theta: float | None = Field(default=None, ge=1, le=1e12, description=(
         "RoPE base (HF rope_theta, Megatron --rotary-base); null: 10,000 (Megatron's default); only names "
         "the model for the exports, the cost models do not read it"))
     rope_scaling_factor: float | None = Field(default=None, gt=1, le=1e6, description=(
@@ -227,6 +245,16 @@ class ModelSpec(Spec):
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
     training: TrainingSpec
+
+    @field_validator("rope_theta", mode="before")
+    @classmethod
+    def _rope_base_above_one(cls, v):
+        # RoPE's frequencies are base^(-2i/d): a base below 1 inverts the scale; Megatron's --rotary-base is
+        # an integer, so 0.5 was written as 0 (issue 38). Before the field's ge=1, for a message that says so.
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 1:
+            raise ValueError(f"rope_theta ({v:g}) is a RoPE base (HF rope_theta, Megatron --rotary-base): expected at "
+                             "least 1 (10,000 for Llama 2, 500,000 for Llama 3)")
+        return v
 
     @model_validator(mode="after")
     def _shapes_divide(self) -> "ModelSpec":
