@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import yaml
+from pydantic import ValidationError
 
 from planner.costs.comm import tp_comm_per_layer_s, tp_exposed, tp_passes
 from planner.costs.context import job_context
@@ -21,7 +22,8 @@ from planner.costs.flops import layer_attention_flops_per_seq, layer_gemm_flops_
 from planner.costs.pipeline_ranks import rank_layers
 from planner.specs.loading import load_gpu_data, load_model
 from planner.score import score
-from planner.specs.shipped import shared_dir, stack_data
+from planner.errors import SpecError
+from planner.specs.shipped import config_dir, shared_dir, stack_data
 from planner.layout.space import Layouts, single_layout
 from planner.specs import ClusterSpec, ModelSpec
 from planner.units import GIB, TERA
@@ -343,12 +345,26 @@ def fitting(model: ModelSpec, cluster: ClusterSpec, layouts: Layouts) -> np.ndar
     return memory_breakdown(job_context(model, cluster, layouts)).total <= cluster.gpu.memory_gib
 
 
+def _replayable(raw: dict, file) -> Case | None:
+    """`_build`, with a spec the environment fails to provide (a PLANNER_CONFIG_DIR without the stack or
+    GPU a published run used) said as one line naming the case and the folder: exit 2, not 3 (issue 38)."""
+    try:
+        return _build(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"]))
+        raise SpecError(f"cannot replay calibration case '{raw.get('id')}' with the specs of {config_dir()}: "
+                        f"{where}: {err['msg'].removeprefix('Value error, ')}", file=str(file),
+                        expected="a PLANNER_CONFIG_DIR holding the shipped stacks/, gpus/ and models/ "
+                        "(or PLANNER_CONFIG_DIR unset)") from None
+
+
 def load_cases(files=FILES, vtrain: bool = False) -> list[Case]:
     """Every replayable case of the shared files (and, with `vtrain`, vTrain's runs by model shape)."""
     cases = []
     for name in files:
         for raw in yaml.safe_load((DATA_DIR / name).read_text()):
-            case = _build(raw)
+            case = _replayable(raw, DATA_DIR / name)
             if case is not None:
                 cases.append(case)
     if vtrain:

@@ -16,7 +16,7 @@ from planner.errors import SpecError
 from planner.options import limits_from
 from planner.layout.space import SpaceLimits
 from planner.specs import ClusterSpec, ModelSpec
-from planner.sweep.family import batch_from_tokens, scale_model
+from planner.sweep.family import batch_from_tokens, params_label, scale_model
 from planner.sweep.spec import (MAX_PARAMS, MAX_POINTS, ConstraintsSpec, SweepSpec, check_size,  # noqa: F401
                                 parse_gpus, parse_params)
 
@@ -118,11 +118,33 @@ def sweep_models(spec: SweepSpec, base_dir: Path | None = None) -> list[ModelSpe
         base = _load(spec.scale_model.base, "model", base_dir)
         counts = spec.scale_model.params
         counts = parse_params(counts, "scale_model.params") if isinstance(counts, str) else counts
-        models += [scale_model(base, p) for p in dict.fromkeys(counts)]
+        models += [_scaled(base, p) for p in dict.fromkeys(counts)]
     if not models:
         raise SpecError("nothing to sweep: no model", path="models",
                         expected="a SWEEP.yaml with models: or scale_model:, or --models / --scale-model with --params")
     return models
+
+
+def _scaled(base: ModelSpec, params: float) -> ModelSpec:
+    """`scale_model` of a base whose layers differ in a period (planner/sweep/family.py grows a family one
+    layer at a time, from the sizes of its one- and two-layer shapes). Full-attention layers among
+    windowed ones (full_attention_every) hold the same parameters: the family is grown without them and
+    they are put back, a size with fewer layers than the period refused by name (issue 38: every size of
+    gpt-oss-120b was exit 3, its one-layer shape invalid). MoE layers every n-th layer do not hold the
+    same parameters: refused by name (llama4-maverick's 'nearest shape' blamed the embeddings)."""
+    if base.moe is not None and base.moe.layer_every > 1:
+        raise SpecError(f"cannot scale {base.name}: one layer in {base.moe.layer_every} is MoE (moe.layer_every {base.moe.layer_every}), "
+                        "and a family is grown one layer at a time", path="scale_model.base",
+                        expected="a base model whose layers are all alike (a dense model, or a MoE whose every layer is MoE)")
+    every = base.full_attention_every
+    if every is None:
+        return scale_model(base, params)
+    model = scale_model(base.model_copy(update={"full_attention_every": None}), params)
+    if model.layers < every:
+        raise SpecError(f"cannot scale {base.name} to {params_label(params)} parameters: the shape has {model.layers} "
+                        f"layers, fewer than full_attention_every ({every}), so no layer would keep full attention",
+                        path="scale_model.params", expected=f"counts whose shape has at least {every} layers")
+    return ModelSpec.model_validate({**model.model_dump(), "full_attention_every": every})
 
 
 def _point_model(model: ModelSpec, spec: SweepSpec) -> ModelSpec:
