@@ -545,11 +545,49 @@ def yarn_mscale(factor: float, attention_factor: float | None = None, mscale: fl
     return get_mscale(factor)
 
 
+# transformers 5 folds rope_theta and rope_scaling into one `rope_parameters` mapping (modeling_rope_utils.py
+# RotaryEmbeddingConfigMixin: convert_rope_params_to_dict takes a given rope_scaling first, else
+# rope_parameters, and setdefault("rope_theta", the config's rope_theta), so the mapping's own base wins;
+# standardize_rope_params reads `type` as `rope_type`, default "default"; a mapping whose keys are the
+# config's layer types holds one such mapping per layer type: Gemma 3's full_attention and
+# sliding_attention). The spec has one base: the full-attention layers'.
+LAYER_TYPE_NAMES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+def _rope_parameters(r: _Reader) -> tuple[dict | None, tuple | None]:
+    """(the RoPE mapping transformers would use, its key path): a rope_scaling when given, else
+    rope_parameters (one layer type's, for a mapping per layer type), else (None, None)."""
+    if not r.text.get("rope_scaling") and r.text.get("rope_parameters") is not None:
+        params, path = r.get(("rope_parameters",), dict, required=False)
+    else:  # a config's rope_scaling, else its config class's default
+        return r.get(("rope_scaling",), dict, required=False)
+    if not params:
+        return None, None
+    types, _ = r.get(("layer_types",), _Names, required=False)
+    names = set(types or ()) | set(LAYER_TYPE_NAMES)
+    if all(isinstance(v, dict) for v in params.values()) and set(params) <= names:
+        key = "full_attention" if "full_attention" in params else sorted(params)[0]
+        return params[key], path + (key,)
+    return params, path
+
+
+def _rope_type(scaling: dict | None) -> str | None:
+    return None if not scaling else scaling.get("rope_type", scaling.get("type"))
+
+
+def _rope_theta(r: _Reader) -> tuple[float | None, tuple | None]:
+    """The RoPE base: rope_parameters' own rope_theta when it has one, else the config's rope_theta."""
+    params, path = _rope_parameters(r)
+    if params is not None and params.get("rope_theta") is not None:
+        return r._typed(params["rope_theta"], path + ("rope_theta",), float), path + ("rope_theta",)
+    return r.get(("rope_theta",), float, required=False)
+
+
 def _rope(r: _Reader, spec: dict, sources: dict, notes: list[str]) -> None:
     """rope_mscale from a YaRN rope_scaling (`rope_type`, or `type` as older configs spell it); every other
     rope type leaves cos and sin unscaled (1, the spec's default). YaRN's frequency interpolation costs nothing."""
-    scaling, path = r.get(("rope_scaling",), dict, required=False)
-    if not scaling or scaling.get("rope_type", scaling.get("type")) != "yarn":
+    scaling, path = _rope_parameters(r)
+    if _rope_type(scaling) != "yarn":
         return
     given = {}
     for key in ("factor", "attention_factor", "mscale", "mscale_all_dim"):
@@ -603,14 +641,14 @@ def _norm_and_rope_base(r: _Reader, family: Family, spec: dict, sources: dict) -
         if eps is not None:
             spec["normalization"], sources[("normalization",)] = "layernorm", path
     if family.position_embedding == "rope":
-        theta, path = r.get(("rope_theta",), float, required=False)
+        theta, path = _rope_theta(r)
         if theta is not None:
-            if not 0 < theta <= 1e12:
-                raise SpecError(f"got {clip(theta)}", path=".".join(path), expected="a RoPE base from 0 to 1e12")
+            if not 1 <= theta <= 1e12:
+                raise SpecError(f"got {clip(theta)}", path=".".join(path), expected="a RoPE base from 1 to 1e12")
             spec["rope_theta"], sources[("rope_theta",)] = int(theta) if theta == int(theta) else theta, path
-        scaling, path = r.get(("rope_scaling",), dict, required=False)
+        scaling, path = _rope_parameters(r)
         factor = (scaling or {}).get("factor")
-        if (scaling or {}).get("rope_type", (scaling or {}).get("type")) == "llama3" and isinstance(factor, (int, float)) \
+        if _rope_type(scaling) == "llama3" and isinstance(factor, (int, float)) \
                 and not isinstance(factor, bool) and 1 < factor <= 1e6:
             spec["rope_scaling_factor"], sources[("rope_scaling_factor",)] = float(factor), path + ("factor",)
     if family.name in QK_NORM_TYPES:
@@ -620,8 +658,8 @@ def _norm_and_rope_base(r: _Reader, family: Family, spec: dict, sources: dict) -
 def _yarn_and_mtp(r: _Reader, spec: dict, sources: dict) -> None:
     """yarn (a YaRN rope_scaling's factor, original context and betas, mscales) and mtp_layers
     (num_nextn_predict_layers): for the exports only, the cost models read neither."""
-    scaling, path = r.get(("rope_scaling",), dict, required=False)
-    if scaling and scaling.get("rope_type", scaling.get("type")) == "yarn":
+    scaling, path = _rope_parameters(r)
+    if _rope_type(scaling) == "yarn":
         keys = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
         yarn = {k: scaling[k] for k in keys if isinstance(scaling.get(k), (int, float)) and not isinstance(scaling[k], bool)
                 and 0 <= scaling[k] <= 1e6 and (k.startswith("mscale") or scaling[k] > 0)}  # YarnSpec's bounds
