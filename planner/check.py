@@ -122,7 +122,8 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
         return from_errors(exc, UNREADABLE)
     kind = detect_kind(loaded.data)
     checks = {"gpu": _check_gpu, "cluster": _check_cluster, "model": _check_model, "layout": _check_layout,
-              "sweep": _check_sweep, "stack": _check_stack, "jobs": _check_jobs}
+              "sweep": _check_sweep, "stack": _check_stack, "jobs": _check_jobs, "runs": _check_runs,
+              "profile": _check_profile}
     try:
         if kind == "plan":
             return check_plan(loaded, headroom=headroom, against_best=against_best)
@@ -133,6 +134,27 @@ def check_file(file: str, *, headroom: float | None = None, against_best: float 
             f"a `kind:` key ({', '.join(FILE_KINDS[:-1])} or {FILE_KINDS[-1]}) or the keys of one of them"))
     except (SpecError, SpecErrors) as exc:
         return from_errors(exc, INVALID)
+
+
+def _check_runs(loaded: LoadedYaml) -> list[Finding]:
+    """A runs file of `plan calibrate`: its keys, every model and cluster it names, each layout
+    scored (a run the planner calls infeasible is a warning: it trained, so the model is wrong)."""
+    from planner.fidelity.own import _jobs
+    from planner.fidelity.runs import runs_from_loaded
+
+    out = []
+    for job in _jobs(runs_from_loaded(loaded)):
+        for v in job.scored.violations:
+            out.append(Finding(loaded.file, job.run.line, "warning", v.constraint, "runs",
+                               f"{job.run.name}: the planner calls this measured layout infeasible: {v.message}"))
+    return out
+
+
+def _check_profile(loaded: LoadedYaml) -> list[Finding]:
+    from planner.specs.profile import ProfileSpec
+
+    validate(ProfileSpec, loaded.data, loaded)
+    return []
 
 
 def _check_jobs(loaded: LoadedYaml) -> list[Finding]:

@@ -25,7 +25,7 @@ T = TypeVar("T", bound=BaseModel)
 # Software constants that GPU presets held before stack profiles existed.
 MOVED_TO_STACK = ("layer_overhead_us", "step_overhead_s", "tp_overlap_exposed", "dp_overlap_exposed",
                   "elementwise_backward_factor")
-FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep", "jobs")
+FILE_KINDS = ("gpu", "cluster", "model", "stack", "layout", "plan", "sweep", "jobs", "runs", "profile")
 SUGGEST_CHARS = 64  # names and keys longer than this get no "did you mean" (difflib is quadratic)
 
 
@@ -248,7 +248,8 @@ def validate(model: type[T], data: Any, loaded: LoadedYaml, prefix: tuple = ()) 
 SIGNATURES = {"plan": {"model", "cluster", "layout"}, "cluster": {"nodes", "node", "pools"}, "model": {"layers", "hidden"},
               "gpu": {"peak_tflops", "hbm_gbps"}, "layout": {"layout", "dp", "tp", "pp"},
               "sweep": {"models", "scale_model", "batch_tokens"},
-              "stack": {"tp_comm_overlap", "layer_overhead_us", "zero3_gather"}, "jobs": {"jobs"}}
+              "stack": {"tp_comm_overlap", "layer_overhead_us", "zero3_gather"}, "jobs": {"jobs"}, "runs": {"runs"},
+              "profile": {"stack_constants"}}
 
 
 def detect_kind(data: dict) -> str | None:

@@ -17,6 +17,18 @@ from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec
 from planner.specs.jobs import JobsSpec  # not planner.allocate: that imports OR-Tools
 
 
+def _runs() -> type[BaseModel]:
+    from planner.fidelity.runs import RunsFile
+
+    return RunsFile
+
+
+def _profile() -> type[BaseModel]:
+    from planner.specs.profile import ProfileSpec
+
+    return ProfileSpec
+
+
 def _sweep() -> type[BaseModel]:
     from planner.sweep.spec import SweepSpec
 
@@ -26,7 +38,7 @@ def _sweep() -> type[BaseModel]:
 # kind -> its spec class (that of sweep imported when needed), in the order of FILE_KINDS
 SPECS: dict[str, type[BaseModel] | Callable[[], type[BaseModel]]] = {
     "gpu": GpuSpec, "cluster": ClusterSpec, "model": ModelSpec, "stack": StackSpec, "layout": PlanLayout,
-    "plan": PlanFile, "sweep": _sweep, "jobs": JobsSpec}
+    "plan": PlanFile, "sweep": _sweep, "jobs": JobsSpec, "runs": _runs, "profile": _profile}
 assert tuple(SPECS) == FILE_KINDS, "a kind plan check reads has no schema"
 # kinds whose keys may all be left out: `plan check` tells them by `kind:` or one of their keys (SIGNATURES)
 _DETECTED = ("stack", "sweep")

@@ -1,0 +1,139 @@
+"""`plan calibrate`, `plan runs import` and `--profile` as a user types them: exit codes, messages,
+the profile file and the bands it gives."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+
+runner = CliRunner()
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+
+RUNS = """kind: runs
+runs:
+  - name: eight
+    model: llama3.1-8b
+    cluster: dgx-h100-1024
+    gpus: 8
+    global_batch: 128
+    layout: {tp: 1, pp: 1, micro_batch: 1}
+    measured: {step_time_s: 15.0, peak_memory_gib: 60}
+  - name: sixteen
+    model: llama3.1-8b
+    cluster: dgx-h100-1024
+    gpus: 16
+    global_batch: 128
+    layout: {tp: 2, pp: 1, micro_batch: 1}
+    measured: {step_time_s: 7.9, peak_memory_gib: 40}
+  - name: seventy
+    model: llama3.1-70b
+    cluster: dgx-h100-1024
+    gpus: 64
+    global_batch: 128
+    layout: {tp: 8, pp: 2, micro_batch: 1, vpp: 5}
+    measured: {step_time_s: 17.5}
+"""
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("calibrate")
+    (folder / "runs.yaml").write_text(RUNS)
+    result = invoke("calibrate", folder / "runs.yaml", "-o", folder / "mine.yaml")
+    assert result.exit_code == 0, result.output
+    return folder / "mine.yaml", result
+
+
+def test_calibrate_prints_each_run_and_writes_a_profile(profile):
+    path, result = profile
+    for name in ("eight", "sixteen", "seventy"):
+        assert name in result.stdout
+    assert "left out" in result.stdout and "constants (prior -> fitted" in result.stdout
+    assert "wrote" in result.stderr and "--profile" in result.stderr
+    text = path.read_text()
+    assert text.startswith("kind: profile\nname: mine\ngpu: h100-sxm-80gb\nstack: megatron-core\n")
+
+
+def test_calibrate_json_is_the_profile(tmp_path, profile):
+    (tmp_path / "runs.yaml").write_text(RUNS)
+    result = invoke("calibrate", tmp_path / "runs.yaml", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["kind"] == "profile" and len(data["runs"]) == 3
+    assert data["measured"]["gpus"] == [8, 64]
+    # each run's error is its fitted time against its measured one
+    for run in data["runs"]:
+        assert run["error_pct"] == pytest.approx(100 * (run["fitted_step_time_s"] / run["measured_step_time_s"] - 1), abs=2e-3)
+
+
+def test_search_and_estimate_with_a_profile_say_where_the_band_comes_from(profile):
+    path, _ = profile
+    result = invoke("estimate", "llama3.1-8b", "dgx-h100-1024", "--gpus", 16, "--global-batch", 128, "--tp", 2, "--pp", 1,
+                    "--micro-batch", 1, "--profile", path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["step_time_error_basis"].startswith("3 runs of profile mine")
+    assert "memory_error_pct" in data
+    result = invoke("search", "llama3.1-70b", "dgx-h100-1024", "--gpus", 256, "--profile", path, "--top", 1)
+    assert result.exit_code == 0, result.output
+    assert "runs of profile mine" in result.stdout and "GPUs outside the 8-64 measured" in result.stdout
+
+
+def test_a_profile_of_another_gpu_or_stack_is_refused(profile):
+    path, _ = profile
+    result = invoke("search", "llama3.1-8b", "dgx-a100-1024", "--gpus", 8, "--profile", path)
+    assert result.exit_code == 2 and "measured on h100-sxm-80gb" in result.stderr
+    result = invoke("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", 8, "--profile", path, "--stack", "torchtitan")
+    assert result.exit_code == 2 and "fitted with stack megatron-core" in result.stderr
+
+
+def test_a_runs_file_with_a_missing_measurement_is_exit_2_with_file_and_line(tmp_path):
+    bad = RUNS.replace("measured: {step_time_s: 17.5}", "measured: {peak_memory_gib: 70}")
+    (tmp_path / "runs.yaml").write_text(bad)
+    result = invoke("calibrate", tmp_path / "runs.yaml")
+    assert result.exit_code == 2
+    line = bad.splitlines().index("    measured: {peak_memory_gib: 70}") + 1
+    assert f"runs.yaml:{line}:" in result.stderr and "runs.2.measured" in result.stderr
+
+
+def test_a_layout_that_does_not_fill_the_gpus_is_exit_2(tmp_path):
+    (tmp_path / "runs.yaml").write_text(RUNS.replace("gpus: 64", "gpus: 60"))
+    result = invoke("calibrate", tmp_path / "runs.yaml")
+    assert result.exit_code == 2 and "seventy" in result.stderr
+
+
+def test_a_profile_file_that_is_not_one_is_exit_2(tmp_path):
+    (tmp_path / "p.yaml").write_text(RUNS)
+    result = invoke("search", "llama3.1-8b", "dgx-h100-1024", "--profile", tmp_path / "p.yaml")
+    assert result.exit_code == 2 and "not a profile file" in result.stderr
+
+
+def test_runs_import_reads_a_megatron_log_into_a_runs_file_calibrate_takes(tmp_path):
+    result = invoke("runs", "import", LOGS / "megatron.log", "--cluster", "dgx-h100-1024", "-o", tmp_path / "runs.yaml")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "runs.yaml").read_text()
+    assert text.startswith("kind: runs\nruns:\n- name: megatron\n")
+    result = invoke("calibrate", tmp_path / "runs.yaml")
+    assert result.exit_code == 0, result.output
+    assert "from 1 run" in result.stdout and "one run: no leave-one-out error" in result.stdout
+
+
+def test_a_log_needs_a_cluster(tmp_path):
+    result = invoke("calibrate", LOGS / "megatron.log")
+    assert result.exit_code == 2 and "--cluster" in result.stderr
+
+
+def test_a_file_that_is_no_log_is_exit_2_naming_the_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\nworld\n")
+    result = invoke("calibrate", tmp_path / "notes.txt", "--cluster", "dgx-h100-1024")
+    assert result.exit_code == 2 and "notes.txt:" in result.stderr
