@@ -541,14 +541,16 @@ def memory_fix(result, model, cluster, *, gpus, limits, given):
 
 
 @app.command()
-def validate(json_out: AsJson = False) -> None:
-    """Replay the published measurements in data/calibration and print predicted vs measured."""
+def validate(json_out: AsJson = False, profile: ProfileOpt = None) -> None:
+    """Replay the published measurements in data/calibration (or a profile's own runs) and print predicted vs measured."""
 
     def go():
         from rich.table import Table
 
         from planner.fidelity.calibration import errors, load_cases, summary
 
+        if profile is not None:
+            return _validate_profile(profile, json_out)
         rows = errors(load_cases())
         if json_out:
             _print_json([{"case": c.id, "metric": k, "measured": m, "predicted": p, "error": e} for c, k, m, p, e in rows])
@@ -563,6 +565,29 @@ def validate(json_out: AsJson = False) -> None:
         out.print(f"{s['n']} figures: mean |error| {s['mean_abs']:.2%}, max {s['max_abs']:.2%}")
 
     run(go)
+
+
+def _validate_profile(path: str, json_out: bool) -> None:
+    """A profile's runs replayed: each predicted now with the profile's constants (where its model is a
+    shipped one: a runs file's own model files are not in the profile), beside what the fit said."""
+    from rich.table import Table
+
+    from planner.fidelity.profile import load_profile, replay
+
+    prof = load_profile(path)
+    rows = replay(prof)
+    if json_out:
+        _print_json({"profile": prof.name, "gpu": prof.gpu, "stack": prof.stack, "runs": rows})
+        return
+    t = Table(title=f"profile {escape(prof.name)}: its runs replayed", caption=f"{escape(prof.stack)} on {escape(prof.gpu)}",
+              title_justify="left")
+    for col in ("run", "measured s", "fitted s", "now s", "error", "left out"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for r in rows:
+        now = "-" if r["predicted_now_s"] is None else f"{r['predicted_now_s']:.4g}"
+        left = "-" if r["loo_error_pct"] is None else f"{r['loo_error_pct']:+.1f}%"
+        t.add_row(escape(r["name"]), f"{r['measured_s']:.4g}", f"{r['fitted_s']:.4g}", now, f"{r['error_pct']:+.1f}%", left)
+    out.print(t)
 
 
 LIST_KINDS = {"models": "model", "clusters": "cluster", "gpus": "gpu", "stacks": "stack"}

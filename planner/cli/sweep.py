@@ -179,13 +179,15 @@ def register(app: typer.Typer) -> None:
         precision: Annotated[Optional[str], typer.Option("--precision", help=f"{' | '.join(PRECISIONS)} (overrides every model's training.precision)")] = None,
         nvlink_domain_gpus: Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
             "GPUs of an NVLink domain (an NVL72 rack) a job's consecutive ranks fill (overrides node.nvlink_segment_gpus)"))] = None,
+        profile: Annotated[Optional[str], typer.Option("--profile", help=(
+            "a profile from plan calibrate: every point priced with its fitted constants (clusters of its GPU only)"))] = None,
         **options,
     ) -> None:
         """Best layout over model sizes x clusters x GPU counts x objectives: a table, a file, plots."""
         flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
                      framework=framework)
-        stated = dict(seq_len=seq_len, precision=precision, nvlink_segment=nvlink_domain_gpus)
+        stated = dict(seq_len=seq_len, precision=precision, nvlink_segment=nvlink_domain_gpus, profile=profile)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
                                                 workers=workers, force=force, quiet=quiet, stated=stated)))
 
@@ -232,7 +234,7 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
 
 
 def with_stated(points: list, spec, *, seq_len: int | None = None, precision: str | None = None,
-                nvlink_segment: int | None = None) -> list:
+                nvlink_segment: int | None = None, profile: str | None = None) -> list:
     """The points with --seq-len, --precision and --nvlink-domain-gpus applied as if each model and
     cluster spec said so (planner/cli/common.py with_run); a --batch-tokens batch is recomputed for
     the new sequence length. Points that become identical run once."""
@@ -243,6 +245,7 @@ def with_stated(points: list, spec, *, seq_len: int | None = None, precision: st
     from planner.search import check_precision
     from planner.sweep.family import batch_from_tokens
 
+    points = with_profile(points, profile)
     if seq_len is None and precision is None and nvlink_segment is None:
         return points
     models: dict[int, tuple] = {}  # id -> (the original, kept so the id stays its own; the new one)
@@ -265,6 +268,26 @@ def with_stated(points: list, spec, *, seq_len: int | None = None, precision: st
                 raise SpecError(exc.message, path="--precision", expected=exc.expected) from None
         unique.setdefault(q.key, q)
     return list(unique.values())
+
+
+def with_profile(points: list, profile: str | None) -> list:
+    """Every point priced with a calibration profile (planner/fidelity/profile.py): its key holds the
+    fitted constants, so a resume never takes rows computed without them."""
+    from dataclasses import replace
+
+    from planner.fidelity.profile import apply_profile, load_profile
+
+    if profile is None:
+        return points
+    prof = load_profile(profile)
+    done: dict[tuple[int, int], tuple] = {}
+    out = []
+    for p in points:
+        key = (id(p.model), id(p.cluster))
+        if key not in done:
+            done[key] = apply_profile(p.model, p.cluster, prof)
+        out.append(replace(p, model=done[key][0], cluster=done[key][1]))
+    return out
 
 
 def worker_count(workers: int | None, err: Console) -> int:

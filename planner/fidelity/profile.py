@@ -37,7 +37,7 @@ def profile_data(cal: Calibration, name: str, version: str = "") -> dict:
     for r in cal.runs:
         m = r.run.model
         runs.append({
-            "name": r.run.name, "model": m.name, "gpus": r.run.gpus, "params_b": round(r.run.params_b, 3),
+            "name": r.run.name, "model": m.name, "cluster": r.run.cluster.name, "gpus": r.run.gpus, "params_b": round(r.run.params_b, 3),
             "seq_len": m.seq_len, "global_batch": m.training.global_batch, "precision": m.training.precision,
             "layout": {k: v for k, v in r.layout.items() if k != "power_cap"},
             "measured_step_time_s": r.run.step_time_s, "fitted_step_time_s": round(r.fitted_s, 6),
@@ -114,3 +114,26 @@ def apply_profile(model: ModelSpec, cluster: ClusterSpec, profile: ProfileSpec,
                   measured=profile.measured)
     stack = model.training.stack.model_copy(update={"own_runs": own})
     return model.model_copy(update={"training": model.training.model_copy(update={"stack": stack})}), cluster
+
+
+def replay(profile: ProfileSpec) -> list[dict]:
+    """Each run of the profile predicted now with its constants (None where its model is no shipped
+    name: an inline or path model is not kept in the profile), beside its measured and fitted times."""
+    from planner.estimate import estimate_layout
+    from planner.search import with_global_batch, with_run
+    from planner.specs.loading import load_cluster, load_model
+    from planner.specs.shipped import shipped_names
+
+    models, clusters, out = set(shipped_names("model")), set(shipped_names("cluster")), []
+    for r in profile.runs:
+        now = None
+        if r.model in models and r.cluster in clusters:
+            cluster = load_cluster(r.cluster)
+            m = with_global_batch(load_model(r.model), r.global_batch)
+            m = with_run(m, seq_len=r.seq_len, precision=r.precision, flags={"seq_len": "seq_len", "training.precision": "precision"})
+            m, c = apply_profile(m, cluster, profile)
+            given = {k: v for k, v in r.layout.items() if k not in ("num_microbatches", "stage_layers", "dp")}
+            now = estimate_layout(m, c, gpus=r.gpus, **given).step_time_s
+        out.append({"name": r.name, "measured_s": r.measured_step_time_s, "fitted_s": r.fitted_step_time_s,
+                    "predicted_now_s": now, "error_pct": r.error_pct, "loo_error_pct": r.loo_error_pct})
+    return out

@@ -32,6 +32,7 @@ class ProfileRun(Spec):
 
     name: str = Field(min_length=1, max_length=128)
     model: str = Field(min_length=1, max_length=128)
+    cluster: str = Field(min_length=1, max_length=128)
     gpus: int = Field(gt=0, le=10_000_000)
     params_b: float = Field(gt=0, le=1e6)
     seq_len: int = Field(gt=0, le=100_000_000)

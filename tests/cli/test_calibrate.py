@@ -137,3 +137,28 @@ def test_a_file_that_is_no_log_is_exit_2_naming_the_line(tmp_path):
     (tmp_path / "notes.txt").write_text("hello\nworld\n")
     result = invoke("calibrate", tmp_path / "notes.txt", "--cluster", "dgx-h100-1024")
     assert result.exit_code == 2 and "notes.txt:" in result.stderr
+
+
+def test_validate_replays_a_profiles_runs_as_it_fitted_them(profile):
+    path, _ = profile
+    result = invoke("validate", "--profile", path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["name"] for r in data["runs"]] == ["eight", "sixteen", "seventy"]
+    for r in data["runs"]:  # shipped model and cluster: predicted again, as the fit did
+        assert r["predicted_now_s"] == pytest.approx(r["fitted_s"], rel=1e-5)
+
+
+def test_a_sweep_with_a_profile_prices_every_point_with_it(profile, tmp_path):
+    path, _ = profile
+    args = ("sweep", "--models", "llama3.1-8b", "--cluster", "dgx-h100-1024", "--gpus", "16", "--global-batch", "128",
+            "--quiet", "--out")
+    plain = invoke(*args, tmp_path / "plain.jsonl")
+    mine = invoke(*args, tmp_path / "mine.jsonl", "--profile", path)
+    assert plain.exit_code == 0 and mine.exit_code == 0, mine.output
+    a = json.loads((tmp_path / "plain.jsonl").read_text().splitlines()[0])
+    b = json.loads((tmp_path / "mine.jsonl").read_text().splitlines()[0])
+    assert a["step_time_s"] != b["step_time_s"]
+    result = invoke("sweep", "--models", "llama3.1-8b", "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet",
+                    "--profile", path)
+    assert result.exit_code == 2 and "measured on h100-sxm-80gb" in result.stderr
