@@ -22,7 +22,7 @@ import numpy as np
 
 from planner.specs.layers import LayerKind, attention_dims, layer_kinds, windowed_layers
 from planner.specs.precision import BF16, Precision
-from planner.layout.space import RECOMPUTE_FULL, process_group
+from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, process_group
 from planner.specs import ClusterSpec, ModelSpec, StackConstants
 from planner.units import GB, MB, US
 
@@ -352,7 +352,11 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     network = network_bytes / (cluster.node.network_gbps * eff.network * GB)
     latency = np.where(domains > 1, eff.network_latency_s, eff.latency_s)
     a2a = np.where(ep > 1, np.maximum(nvlink, network) + latency, 0.0)
+    # forward and backward, and the forward again under full recomputation or a recomputed MoE layer
+    # (selective with the moe module: its dispatch and combine rerun before its backward)
     passes = 2.0 + (layouts.recompute == RECOMPUTE_FULL)
+    if "moe" in model.training.recomputed:
+        passes = passes + (layouts.recompute == RECOMPUTE_SELECTIVE)
     etp_bytes = nbytes * layouts.etp
     etp_links = group_links(cluster, layouts.etp, np.ones_like(layouts.etp), layouts.gpus)
     etp = 2.0 * reduce_scatter_s(etp_bytes, layouts.etp, *_flat(etp_links))

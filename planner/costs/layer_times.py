@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planner.costs import comm
+from planner.costs import comm, recompute
 from planner.costs.compute import LayerCompute, layer_compute
 from planner.layout.arrays import take, unique_rows
-from planner.layout.space import RECOMPUTE_FULL
+from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from planner.specs import ClusterSpec, ModelSpec, StackConstants
 from planner.specs.layers import layer_kinds
 
@@ -51,19 +51,23 @@ def kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layou
     if not model.training.moe_a2a_overlap:
         return kinds
     # The overlap depends on the schedule (pp, vpp, micro-batches), not only on LAYER_AXES.
-    return [KindTimes(k.count, k.moe, k.lc, k.tp, k.cp, ep_exposed_s(layouts, k.lc, k.ep)) if k.moe else k
+    again = recompute.recomputes_moe(model, layouts)
+    return [KindTimes(k.count, k.moe, k.lc, k.tp, k.cp, ep_exposed_s(layouts, k.lc, k.ep, again)) if k.moe else k
             for k in kinds]
 
 
-def layer_rows(layouts) -> tuple[np.ndarray, np.ndarray]:
-    """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them."""
-    return unique_rows([getattr(layouts, a) for a in LAYER_AXES])
+def layer_rows(layouts, model: ModelSpec | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them;
+    and pp and vpp, when full recomputation goes by method and layers (planner/costs/recompute.py:
+    the layers of a model chunk then count)."""
+    extra = ("pp", "vpp") if model is not None and recompute.by_method(model) else ()
+    return unique_rows([getattr(layouts, a) for a in (*LAYER_AXES, *extra)])
 
 
 def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple:
     """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
     when every row is one). `rows`: layer_rows(layouts), when already known."""
-    first, inverse = rows or layer_rows(layouts)
+    first, inverse = rows or layer_rows(layouts, model)
     if first.size == len(layouts):
         return _kind_times(model, cluster, st, layouts), None
     return _kind_times(model, cluster, st, layouts.take(first)), inverse
@@ -106,7 +110,7 @@ def kind_sums(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layout
     return sums, tuple(k.moe for k in kinds)
 
 
-def ep_exposed_s(layouts, lc: LayerCompute, ep) -> np.ndarray:
+def ep_exposed_s(layouts, lc: LayerCompute, ep, moe_again=False) -> np.ndarray:
     """Token dispatch and combine of one MoE layer per micro-batch left exposed by the combined-1F1B
     schedule of training.moe_a2a_overlap (Megatron-Core --overlap-moe-expert-parallel-comm with
     --delay-wgrad-compute; megatron/core/pipeline_parallel/combined_1f1b.py): a forward runs beside
@@ -122,17 +126,41 @@ def ep_exposed_s(layouts, lc: LayerCompute, ep) -> np.ndarray:
     paired = np.maximum(ep / 2 - lc.bwd_s - lc.recompute_s, 0.0) + np.maximum(ep / 2 - lc.fwd_s, 0.0)
     lone = np.minimum(layouts.pp / m, 1.0)
     allowed = (layouts.recompute != RECOMPUTE_FULL) & ((layouts.pp == 1) | (layouts.vpp > 1))
+    # Megatron refuses it with the moe module recomputed too (transformer_config.py): nothing hides there
+    allowed = allowed & ~np.asarray(moe_again, dtype=bool)
     return np.where(allowed, lone * ep + (1.0 - lone) * paired, ep)
 
 
 def _kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts) -> list[KindTimes]:
+    """Per-layer times of each kind; block recomputation (planner/costs/recompute.py) mixes a chunk's
+    fully recomputed layers with those run as without recomputation."""
+    full = _kind_times_as_given(model, cluster, st, layouts)
+    if model.training.recompute_method != "block" or not np.any(layouts.recompute == RECOMPUTE_FULL):
+        return full
+    f = recompute.full_fraction(model, layouts)
+    none = _kind_times_as_given(model, cluster, st, recompute.without_full(layouts))
+    return [KindTimes(a.count, a.moe, replace(a.lc, recompute_s=f * a.lc.recompute_s + (1 - f) * b.lc.recompute_s),
+                      f * a.tp + (1 - f) * b.tp, f * a.cp + (1 - f) * b.cp, f * a.ep + (1 - f) * b.ep)
+            for a, b in zip(full, none)]
+
+
+def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts) -> list[KindTimes]:
     act = model.training.numerics.activation_bytes
     out = []
+    moe_again = recompute.recomputes_moe(model, layouts)
     for kind in layer_kinds(model):
         lc = layer_compute(model, cluster.gpu, st, layouts, kind)
-        pairs = 2.0 if not kind.is_moe else 1.0 + (1.0 if any(m.name == "shared_up" for m in kind.tp_matrices) else 0.0)
-        tp = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, pairs)
-        tp = tp * comm.tp_passes(layouts) * comm.tp_exposed(model.training.tp_comm_overlap, st)
+        shared = any(m.name == "shared_up" for m in kind.tp_matrices)
+        pairs = 2.0 if not kind.is_moe else 1.0 + (1.0 if shared else 0.0)
+        per_pair = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, 1.0)
+        passes = comm.tp_passes(layouts)
+        tp = pairs * per_pair * passes
+        if kind.is_moe and np.any(moe_again):
+            # the recomputed MoE layer runs its forward again: its shared experts' TP collectives once more
+            tp = tp + np.where(moe_again, per_pair if shared else 0.0, 0.0)
+            lc = replace(lc, recompute_s=lc.recompute_s + np.where(
+                moe_again, recompute.moe_forward_s(model, cluster.gpu, st, layouts, kind), 0.0))
+        tp = tp * comm.tp_exposed(model.training.tp_comm_overlap, st)
         cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc)
         ep = comm.ep_comm_per_layer_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
         out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))

@@ -25,6 +25,7 @@ from planner.specs.precision import FP32_BYTES
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import ModelSpec
 from planner.units import GIB
+from planner.costs import recompute
 from planner.costs.context import JobContext
 from planner.costs.pipeline_ranks import (PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
                                           rank_param_split)
@@ -85,6 +86,13 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
     # The layer rebuilt during full recomputation stores everything, scores included.
     rebuilt = replicated + tp_region + (scores if model.training.attention == "standard" else 0.0)
+    if recompute.by_method(model):
+        # --recompute-method (planner/costs/recompute.py): uniform stores a checkpoint per group of N
+        # layers and rebuilds a group at once; block checkpoints a fraction f of a chunk's layers, the
+        # others store all (as `rebuilt`: without recomputation).
+        f = recompute.full_fraction(model, layouts)
+        checkpoint = f * checkpoint * recompute.checkpoints_per_layer(model, layouts) + (1.0 - f) * rebuilt
+        rebuilt = rebuilt * recompute.rebuilt_layers(model, layouts)
     return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
 
 
@@ -101,6 +109,8 @@ def _recomputed_bytes(model: ModelSpec, layouts, kind: LayerKind, g: float, sb, 
         out = out + np.where(sp, g * sb * model.hidden / t, g * sb * model.hidden)
     if ("mlp" in modules and not kind.is_moe) or ("shared_experts" in modules and kind.is_moe):
         out = out + _mlp_bytes(model, g) * mlp_width * sb / t
+    if "moe" in modules and kind.is_moe:  # the whole MoE layer: only its input (the norm's output) stays
+        out = out + _mlp_bytes(model, g) * mlp_width * sb / t + _expert_activations(model, layouts, kind, g)
     if "moe_act" in modules and kind.is_moe:
         rows, local = expert_rows(model, layouts)
         out = out + g * rows * local * kind.expert[-1].k / layouts.etp.astype(float)

@@ -64,7 +64,8 @@ def bridge_layout(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
                          "(the Megatron export's --pipeline-model-parallel-layout string), set in the recipe's Python")
     full = lay.recompute == "full"
     o += [(m + "recompute_granularity", None if lay.recompute == "none" else lay.recompute),
-          (m + "recompute_method", "uniform" if full else None), (m + "recompute_num_layers", 1 if full else None)]
+          (m + "recompute_method", model.training.recompute_method if full else None),
+          (m + "recompute_num_layers", model.training.recompute_num_layers if full else None)]
     if lay.recompute == "selective" and model.training.recompute_modules is not None:
         o.append((m + "recompute_modules", list(model.training.recompute_modules)))
     o += [("ddp.use_distributed_optimizer", lay.zero == 1), ("optimizer.use_distributed_optimizer", lay.zero == 1)]

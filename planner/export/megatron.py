@@ -231,6 +231,8 @@ def moe_overlap_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
         notes.append("moe_a2a_overlap with ep=1: Megatron's --overlap-moe-expert-parallel-comm asserts ep > 1")
     if lay.recompute == "full":
         notes.append("moe_a2a_overlap with recompute=full: Megatron refuses it (the planner hides nothing here)")
+    if lay.recompute == "selective" and "moe" in model.training.recomputed:
+        notes.append("moe_a2a_overlap with the moe module recomputed: Megatron refuses it (the planner hides nothing here)")
     if lay.pp > 1 and lay.vpp < 2:
         notes.append("moe_a2a_overlap with pp > 1 needs virtual stages in Megatron (the planner hides nothing here)")
     return [("--overlap-moe-expert-parallel-comm", None), ("--delay-wgrad-compute", None)], notes
@@ -281,15 +283,16 @@ def graph_args(model: ModelSpec) -> tuple[Flags, list[str]]:
 
 
 def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
-    """Recompute and ZeRO. Full recomputation checkpoints every layer's input (the planner's memory
-    model): uniform, one layer per unit. Selective recomputes the core attention (Megatron's default
+    """Recompute and ZeRO. Full recomputation as training.recompute_method and recompute_num_layers say
+    (default uniform, one layer per unit: every layer's input checkpointed). Selective recomputes the core attention (Megatron's default
     --recompute-modules core_attn, Korthikanti et al. 2022), or the model's training.recompute_modules. ZeRO-1 is the distributed optimizer;
     ZeRO-2/3 are Megatron FSDP's optim_grads / optim_grads_params ("similar to ZeRO-2/ZeRO-3",
     megatron/core/distributed/fsdp/src/README.md), which arguments.py requires with the fsdp_dtensor
     checkpoint format."""
+    t = model.training
     f: Flags = {"none": [], "selective": [("--recompute-granularity", "selective")],
-                "full": [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
-                         ("--recompute-num-layers", 1)]}[lay.recompute]
+                "full": [("--recompute-granularity", "full"), ("--recompute-method", t.recompute_method),
+                         ("--recompute-num-layers", t.recompute_num_layers)]}[lay.recompute]
     notes = []
     if lay.recompute == "selective" and model.training.recompute_modules is not None:
         f.append(("--recompute-modules", tuple(model.training.recompute_modules)))

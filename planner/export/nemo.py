@@ -51,7 +51,8 @@ def nemo_memory(lay: Launch, model: ModelSpec) -> Overrides:
     c = "model.config."
     full = lay.recompute == "full"
     o: Overrides = [(c + "recompute_granularity", None if lay.recompute == "none" else lay.recompute),
-                    (c + "recompute_method", "uniform" if full else None), (c + "recompute_num_layers", 1 if full else None)]
+                    (c + "recompute_method", model.training.recompute_method if full else None),
+                    (c + "recompute_num_layers", model.training.recompute_num_layers if full else None)]
     if lay.recompute == "selective" and model.training.recompute_modules is not None:
         o.append((c + "recompute_modules", list(model.training.recompute_modules)))
     o.append(("optim.config.use_distributed_optimizer", lay.zero >= 1))

@@ -134,10 +134,14 @@ def refuse_unrunnable_main(lay: Launch, shard: int, model: ModelSpec) -> None:
                         expected="microbatch tokens divisible by tp x 2cp")
 
 
-def titan_checkpointing(lay: Launch, main: bool) -> tuple[Overrides, list[str]]:
+def titan_checkpointing(lay: Launch, main: bool, model: ModelSpec) -> tuple[Overrides, list[str]]:
     """v0.2.2: --activation_checkpoint.mode; main: the tyro subcommand activation-checkpoint:full|none (its default
     is op-level SelectiveAC), as torchtitan's own scripts write it (experiments/transformers_modeling_backend/tests/
-    run_moe_tests.sh)."""
+    run_moe_tests.sh). Full recomputation of a block of N layers per chunk (training.recompute_method block) is
+    v0.2.2's layer-frequency selective AC, every k-th layer checkpointed (selective_ac_option k), where each
+    chunk's Lc layers are k N; uniform groups of N > 1 layers torchtitan has not (it wraps each block alone)."""
+    if lay.recompute == "full" and not model.training.recompute_default_method:
+        return _titan_layer_ac(lay, main, model), []
     notes = []
     if lay.recompute == "selective":
         notes.append("recompute=selective (Megatron's core-attention recompute) has no torchtitan equivalent: its "
@@ -147,12 +151,32 @@ def titan_checkpointing(lay: Launch, main: bool) -> tuple[Overrides, list[str]]:
     return [(f"activation-checkpoint:{mode}", None) if main else ("--activation_checkpoint.mode", mode)], notes
 
 
+def _titan_layer_ac(lay: Launch, main: bool, model: ModelSpec) -> Overrides:
+    t, stages = model.training, lay.pp * lay.vpp
+    n = t.recompute_num_layers
+    said = f"recompute_method {t.recompute_method} with recompute_num_layers {n}"
+    if t.recompute_method == "uniform":
+        raise SpecError(f"{said}: torchtitan checkpoints each transformer block alone, never a group of {n}",
+                        path="--export torchtitan", expected="recompute_num_layers 1, or recompute_method block")
+    if main:
+        raise SpecError(f"{said}: torchtitan main ({MAIN}) has no layer-frequency activation checkpointing (full, "
+                        "op-level selective or memory_budget: torchtitan/distributed/activation_checkpoint.py)",
+                        path="--export torchtitan", expected="--export torchtitan@0.2 (selective_ac_option N)")
+    chunk = model.layers // stages if model.layers % stages == 0 else 0
+    if not chunk or chunk % min(n, chunk):
+        raise SpecError(f"{said}: {model.layers} layers over pp*vpp = {stages} chunks are no whole multiple of {n} "
+                        "per chunk, which torchtitan's every-k-th-layer checkpointing needs", path="--export torchtitan",
+                        expected="recompute_num_layers dividing the layers of a model chunk")
+    return [("--activation_checkpoint.mode", "selective"),
+            ("--activation_checkpoint.selective_ac_option", chunk // min(n, chunk))]
+
+
 def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool, main: bool = False) -> tuple[Overrides, list[str]]:
     """Sequence parallelism and precision (with v0.2.2, recompute first)."""
     t, notes = model.training, []
     o: Overrides = []
     if not main:
-        o, notes = titan_checkpointing(lay, main)
+        o, notes = titan_checkpointing(lay, main, model)
     if main and lay.tp > 1:
         o.append(("--parallelism.enable_sequence_parallel", lay.sequence_parallel))  # configs.py, default True
     elif lay.tp > 1 and not lay.sequence_parallel:
@@ -303,6 +327,6 @@ def torchtitan_main(lay: Launch, model: ModelSpec) -> Export:
         notes.append(f"{window_pattern(model)}: torchtitan has no CLI setting for it; the model config of the config "
                      "function (--module / --config) must set it")
     notes += titan_unmatched(model, main=True)
-    ac, ac_notes = titan_checkpointing(lay, main=True)
+    ac, ac_notes = titan_checkpointing(lay, main=True, model=model)
     notes = ac_notes + notes
     return shell_export(notes, [(_line(k, v),) for k, v in o + ac], continued=False, header=[HEADER])
