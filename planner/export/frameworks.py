@@ -4,8 +4,9 @@ Every restriction is declared once in RESTRICTIONS with the framework's own chec
 commit, file and the condition's line, verbatim; tests/data/frameworks/restrictions.txt holds each line as found
 there, tests/data/frameworks/extract.py the steps). Only what the source refuses (or silently changes) is here;
 how the planner's axes map onto a framework's settings (ZeRO-1 as Megatron's distributed optimizer, ZeRO-2/3 as
-Megatron FSDP or torchtitan FSDP, ...) is the exporters' business, listed in MAPPINGS, and no check. Checks that
-need the model (layers per virtual stage, sequence length over cp or tp) are left to the exporters.
+Megatron FSDP or torchtitan FSDP, ...) is the exporters' business, listed in MAPPINGS, and no check. A restriction
+that reads the model (precision, MoE) says `needs_model`; `refuse_unrunnable` is the export's refusal of the same
+declarations, so `--framework` never proposes what `--export` refuses.
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ class Source:
 @dataclass(frozen=True)
 class Restriction:
     frameworks: tuple[str, ...]
-    ok: Callable  # Layouts -> bool array (True: the framework runs it as stated)
+    ok: Callable  # Layouts (and the ModelSpec, with needs_model) -> bool array (True: the framework runs it as stated)
     message: str
     sources: tuple[Source, ...]
+    needs_model: bool = False  # a check of the model with the layout (precision, MoE, ...): ok(layouts, model)
 
 
 def _dp_shard(l):
@@ -91,6 +93,31 @@ RESTRICTIONS: tuple[Restriction, ...] = (
     Restriction(("torchtitan",), lambda l: (_dp_shard(l) * l.cp * l.tp) % l.ep == 0,
                 "torchtitan main needs ep to divide dp_shard*cp*tp (dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)",
                 (Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/distributed/parallel_dims.py", "if sparse_region % ep != 0:"),)),
+    # torchtitan's data parallelism is DDP (replicate) or FSDP (shard): no sharding of the optimizer states alone.
+    # A ZeRO-1 layout runs as DDP, with every state replicated (Llama 3 70B at ZeRO 0 needed 96 GiB of 80).
+    Restriction(("torchtitan", "torchtitan@0.2"), lambda l: l.zero != 1,
+                "torchtitan has no ZeRO-1: its data parallelism is DDP (data_parallel_replicate_degree, every state "
+                "replicated: ZeRO-0) or FSDP (data_parallel_shard_degree: ZeRO-2/3)",
+                tuple(Source("pytorch/torchtitan", rev, path, q) for rev, path in (("v0.2.2", "torchtitan/config/job_config.py"),
+                                                                                    (TITAN_MAIN, "torchtitan/config/configs.py"))
+                      for q in ("data_parallel_replicate_degree: int = 1", "data_parallel_shard_degree: int = -1"))),
+    Restriction(("torchtitan", "torchtitan@0.2"), lambda l, m: np.full(len(l.tp), m.training.precision != "fp16"),
+                "torchtitan has no FP16 training: its mixed_precision_param is bfloat16 or float32",
+                tuple(Source("pytorch/torchtitan", rev, path, 'mixed_precision_param: Literal["bfloat16", "float32"] = "bfloat16"')
+                      for rev, path in (("v0.2.2", "torchtitan/config/job_config.py"), (TITAN_MAIN, "torchtitan/config/configs.py"))),
+                needs_model=True),
+    Restriction(("deepspeed",), lambda l: l.cp == 1,
+                "DeepSpeed has no ring or all-gather context parallelism (cp > 1): its sequence parallelism is "
+                "Ulysses' all-to-alls (DistributedAttention), which these layouts are not priced with",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/sequence/layer.py", "class DistributedAttention(torch.nn.Module):"),)),
+    Restriction(("deepspeed",), lambda l: l.vpp == 1,
+                "DeepSpeed's pipeline runs one stage per rank (TrainSchedule, no interleaved schedule): vpp must be 1",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/schedule.py", "class TrainSchedule(PipeSchedule):"),)),
+    Restriction(("deepspeed",), lambda l, m: (l.zero != 3) | (m.moe is None),
+                "DeepSpeed refuses its native MoE layers with ZeRO-3",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/engine.py",
+                        'raise AssertionError("Native DeepSpeed MoE is not supported with ZeRO Stage 3. "'),),
+                needs_model=True),
     Restriction(("deepspeed",), lambda l: (l.pp == 1) | (l.zero <= 1),
                 "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism",
                 (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/engine.py",
@@ -102,7 +129,7 @@ MAPPINGS = (
     ("megatron", "zero 1: --use-distributed-optimizer; zero 2/3: Megatron FSDP optim_grads / optim_grads_params"),
     ("megatron-bridge", "zero 1: ddp/optimizer.use_distributed_optimizer; zero 2/3: ddp.use_megatron_fsdp"),
     ("nemo", "zero 1: optim.config.use_distributed_optimizer; zero 2/3: trainer.strategy.fsdp=megatron"),
-    ("torchtitan", "zero 0/1: DDP (data_parallel_replicate_degree; ZeRO-1 said in a note); zero 2/3: FSDP "
+    ("torchtitan", "zero 0: DDP (data_parallel_replicate_degree); zero 2/3: FSDP "
                    "fsdp_reshard_after_forward never/always"),
     ("torchtitan@0.2", "as torchtitan"),
     ("deepspeed", "zero: zero_optimization.stage; tp, pp, ep, cp: the model code's, not the ds_config's"),
@@ -119,14 +146,28 @@ def restrictions(framework: str) -> tuple[Restriction, ...]:
     return tuple(r for r in RESTRICTIONS if framework in r.frameworks)
 
 
-def framework_mask(framework: str, layouts) -> tuple[np.ndarray, np.ndarray]:
+def framework_mask(framework: str, layouts, model=None) -> tuple[np.ndarray, np.ndarray]:
     """(ok, reason) per layout row: ok where `framework` runs the layout as stated; reason '' there, else the
-    messages of the restrictions it breaks, in RESTRICTIONS order, joined by '; '."""
+    messages of the restrictions it breaks, in RESTRICTIONS order, joined by '; '. The restrictions that
+    read the model (`needs_model`) apply when `model` is given."""
     n = len(np.asarray(layouts.tp))
     ok = np.ones(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
     for r in restrictions(framework):
-        bad = ~np.broadcast_to(np.asarray(r.ok(layouts), dtype=bool), (n,))
+        if r.needs_model and model is None:
+            continue
+        bad = ~np.broadcast_to(np.asarray(r.ok(layouts, model) if r.needs_model else r.ok(layouts), dtype=bool), (n,))
         reason[bad] = np.where(reason[bad] == "", r.message, reason[bad] + "; " + r.message)
         ok &= ~bad
     return ok, reason.astype(str)
+
+
+def refuse_unrunnable(framework: str, layouts, model) -> None:
+    """An export of a layout `framework` refuses at start-up is exit 2 naming the check (issue 38): the
+    export would write settings the framework stops on, or silently runs as another layout."""
+    from planner.errors import SpecError
+
+    ok, reason = framework_mask(framework, layouts, model)
+    if not ok.all():
+        raise SpecError(f"{framework} cannot run this layout: {reason[int(np.flatnonzero(~ok)[0])]}", path="--export",
+                        expected="a layout the framework runs (plan search --framework finds one)")

@@ -77,7 +77,7 @@ def test_torchtitan_02_etp_is_tp_or_1():
 def test_torchtitan_02_expert_mesh():
     msg = ("torchtitan v0.2.2 builds the expert mesh from dp_shard*cp*tp: ep*etp must divide it "
            "(dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)")
-    check("torchtitan@0.2", False, msg, dp=8, tp=2, ep=4, zero=1)  # DDP: dp_shard 1, 1*1*2 = 2
+    check("torchtitan@0.2", False, msg, dp=8, tp=2, ep=4, zero=0)  # DDP: dp_shard 1, 1*1*2 = 2
     check("torchtitan@0.2", True, dp=8, tp=2, ep=4, zero=3)  # FSDP: 8*1*2 = 16
     check("torchtitan@0.2", True, dp=8, tp=2, cp=2, ep=4, zero=0)  # 1*2*2 = 4
 
@@ -86,7 +86,7 @@ def test_torchtitan_main_no_etp_and_ep_divides():
     etp = "torchtitan main has no expert tensor parallelism (ParallelismConfig has expert_parallel_degree only)"
     ep = "torchtitan main needs ep to divide dp_shard*cp*tp (dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)"
     check("torchtitan", False, etp, dp=8, tp=2, ep=2, etp=2, zero=3)
-    check("torchtitan", False, ep, dp=8, tp=2, ep=4, zero=1)
+    check("torchtitan", False, ep, dp=8, tp=2, ep=4, zero=0)
     check("torchtitan", True, dp=8, tp=2, ep=4, zero=2)
     # v0.2.2 ran etp = tp: the same layout is fine there
     check("torchtitan@0.2", True, dp=8, tp=2, ep=2, etp=2, zero=3)
@@ -139,3 +139,72 @@ def test_torchtitan_main_parallelism_config_has_no_etp():
     fields = [l.strip() for l in lines[k + 1:end]]
     assert "expert_parallel_degree: int = 1" in fields
     assert not any(f.startswith("expert_tensor_parallel") for f in fields)
+
+
+# --- issue 38: what the framework refuses at start-up (or runs as another layout) is never proposed or exported
+
+TITAN_ZERO1 = ("torchtitan has no ZeRO-1: its data parallelism is DDP (data_parallel_replicate_degree, every state "
+               "replicated: ZeRO-0) or FSDP (data_parallel_shard_degree: ZeRO-2/3)")
+TITAN_FP16 = "torchtitan has no FP16 training: its mixed_precision_param is bfloat16 or float32"
+DS_CP = ("DeepSpeed has no ring or all-gather context parallelism (cp > 1): its sequence parallelism is "
+         "Ulysses' all-to-alls (DistributedAttention), which these layouts are not priced with")
+DS_VPP = "DeepSpeed's pipeline runs one stage per rank (TrainSchedule, no interleaved schedule): vpp must be 1"
+DS_MOE = "DeepSpeed refuses its native MoE layers with ZeRO-3"
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "torchtitan@0.2"])
+def test_torchtitan_has_no_zero_1(framework):
+    check(framework, False, TITAN_ZERO1, zero=1)
+    for zero in (0, 2, 3):
+        check(framework, True, zero=zero)
+
+
+def test_deepspeed_runs_neither_cp_nor_vpp():
+    check("deepspeed", False, DS_CP, cp=2, dp=4)
+    check("deepspeed", False, DS_VPP, pp=2, vpp=2, dp=4)
+    check("deepspeed", True, pp=2, dp=4)
+
+
+def _model(name, **training):
+    from planner.specs.loading import load_model
+
+    m = load_model(name)
+    return m.model_copy(update={"training": m.training.model_copy(update=training)}) if training else m
+
+
+def test_restrictions_of_the_model_apply_when_it_is_given():
+    fp16 = _model("llama3-8b", precision="fp16")
+    for framework in ("torchtitan", "torchtitan@0.2"):
+        assert framework_mask(framework, row(), fp16)[1].tolist() == [TITAN_FP16]
+        assert framework_mask(framework, row(), _model("llama3-8b"))[0].tolist() == [True]
+        assert framework_mask(framework, row())[0].tolist() == [True]  # no model: layout checks only
+    mixtral = _model("mixtral-8x7b")
+    assert framework_mask("deepspeed", row(zero=3, ep=8), mixtral)[1].tolist() == [DS_MOE]
+    assert framework_mask("deepspeed", row(zero=2, ep=8), mixtral)[0].tolist() == [True]
+    assert framework_mask("deepspeed", row(zero=3), _model("llama3-8b"))[0].tolist() == [True]
+
+
+@pytest.mark.parametrize("framework, bad", [
+    ("torchtitan", lambda l: l.zero == 1),
+    ("deepspeed", lambda l: (l.cp > 1) | (l.vpp > 1) | ((l.pp > 1) & (l.zero >= 2))),
+])
+def test_a_framework_search_never_proposes_what_the_framework_refuses(framework, bad):
+    # found: --framework torchtitan recommended ZeRO-1, --framework deepspeed cp 2 and vpp 6 (Llama 3 70B, 64 H100s)
+    from planner.search import framework_layouts, space_for
+    from planner.specs.loading import load_model
+
+    layouts = framework_layouts(framework, space_for(load_model("llama3-70b"), 64))
+    assert len(layouts) and not bad(layouts).any()
+
+
+def test_refuse_unrunnable_is_exit_2_naming_the_check():
+    # what an export calls before writing settings (wired into planner/export/__init__.py export_settings: not yet)
+    from planner.errors import SpecError
+    from planner.export.frameworks import refuse_unrunnable
+
+    with pytest.raises(SpecError, match="deepspeed cannot run this layout: DeepSpeed has no ring") as exc:
+        refuse_unrunnable("deepspeed", row(cp=2, dp=4), _model("llama3-8b"))
+    assert exc.value.exit_code == 2 and exc.value.path == "--export"
+    with pytest.raises(SpecError, match="DeepSpeed refuses its native MoE layers with ZeRO-3"):
+        refuse_unrunnable("deepspeed", row(zero=3, ep=8), _model("mixtral-8x7b"))
+    refuse_unrunnable("deepspeed", row(pp=2, dp=4, zero=1), _model("llama3-8b"))  # runs: no error
