@@ -10,6 +10,7 @@ the favourite's regret.
     python benchmarks/calibrate_own.py --refit    # refit the left-out constants first (~5 min, 2 cores)
     python benchmarks/calibrate_own.py --quick    # k = 1 and 3 only, at most 4 jobs a source
     python benchmarks/calibrate_own.py --markdown # the table for docs/fidelity.md
+    python benchmarks/calibrate_own.py --speed    # plan calibrate of 10, 25 and 50 runs, timed
 
 Which runs a profile is fitted on: a scale series (one run per job) takes its smallest GPU counts (a
 user's first short jobs); a source of jobs with many measured layouts takes, per job, k layouts
@@ -211,10 +212,26 @@ def markdown(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def speed() -> None:
+    """plan calibrate's fit of n of dgxc's and vocabpar's runs (issue 36: 50 runs under 30 s on 2 cores)."""
+    from planner.fidelity.calibration import load_cases
+
+    cases = [c for c in load_cases() if c.kind == "iteration" and c.alternatives == 1 and "iteration_s" in c.measured]
+    for source in ("dgxc2024", "vocabpar2024"):
+        rows = rows_of([c for c in cases if c.source == source], {})
+        for n in (10, 25, 50):
+            runs = [r.run() for r in (rows * 3)[:n]]
+            t0 = time.perf_counter()
+            calibrate(runs)
+            print(f"{source}: {n} runs calibrated in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 def main(argv: list[str]) -> None:
     from planner.fidelity.calibration import load_cases
     from planner.fidelity.held_out import fitting_cases, load_held_out
 
+    if "--speed" in argv:
+        return speed()
     quick = "--quick" in argv
     ks = (1, 3) if quick else KS
     t0 = time.time()

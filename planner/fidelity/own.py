@@ -34,7 +34,7 @@ from planner.specs import ClusterSpec, ModelSpec
 # 6.3 -> 7.5 %, vocabpar 4.0 -> 4.4 % from one run) and 2 moves them too little (vTrain 23 -> 16 % from three).
 RIDGE = 0.5
 RIDGES = (0.05, 0.5, 2.0)
-LOO_EXACT = 12  # runs up to which the leave-one-out errors refit the whole procedure
+LOO_EXACT = 8  # runs up to which the leave-one-out errors refit the whole procedure
 MEMORY_RIDGE = 0.5  # the prior reserve counts as half a measured run
 MIN_SENSITIVITY = 0.005  # a constant whose whole range moves no run's time by 0.5 % is left at its prior
 MAX_ITERATIONS = 40
@@ -254,11 +254,15 @@ class _Fit:
     jacobian: np.ndarray | None  # of the fitted jobs' log times in the free constants, at u
 
 
-def _fit_times(p: _Problem, rows: np.ndarray, measured: np.ndarray, ridge: float, sens: np.ndarray) -> _Fit:
+def _fit_times(p: _Problem, rows: np.ndarray, measured: np.ndarray, ridge: float, sens: np.ndarray,
+               start: np.ndarray | None = None) -> _Fit:
     """The constants minimising the log errors of jobs `rows` plus the ridge (Levenberg-Marquardt in
-    the unit box), at most max_free(len(rows)) of them free."""
+    the unit box), at most max_free(len(rows)) of them free; from `start`'s values of them (a fit of
+    more runs, for the leave-one-out refits) or the priors."""
     free = select_free(sens[rows], max_free(rows.size))
     u = p.u0.copy()
+    if start is not None:
+        u[free] = start[free]
     t = p.log_times(u)
     if not free:
         return _Fit(u, free, t, None)
@@ -298,7 +302,8 @@ def _left_out(p: _Problem, measured: np.ndarray, ridge: float, sens: np.ndarray,
     n = len(p.jobs)
     everything = np.arange(n)
     if n <= LOO_EXACT:
-        return np.array([_fit_times(p, np.delete(everything, i), measured, ridge, sens).log_times[i] for i in range(n)])
+        return np.array([_fit_times(p, np.delete(everything, i), measured, ridge, sens, full.u).log_times[i]
+                         for i in range(n)])
     if full.jacobian is None:
         return full.log_times
     J = full.jacobian
