@@ -51,11 +51,15 @@ BASE: dict[str, tuple[dict, list[str]]] = {
     "sweep": ({}, ["--models", "gpt3-1.3b", "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet", "--workers", "1"]),
     "allocate": ({"jobs_file": str(CONFIGS / "jobs" / "three-jobs.yaml"), "cluster": "dgx-a100-1024"}, []),
     "import": ({"config": str(CONFIGS / "hf" / "qwen3-30b-a3b.json")}, []),
+    # one logged run: a one-constant fit (the shipped runs file has five, ~3 s a call)
+    "calibrate": ({"runs": str(ROOT / "tests" / "data" / "logs" / "megatron.log")}, ["--cluster", "dgx-h100-1024"]),
+    "runs": ({}, ["import", str(ROOT / "tests" / "data" / "logs" / "megatron.log"), "--cluster", "dgx-h100-1024"]),
 }
 # Parameters whose value names a file or folder (besides those typed Path): (read or write, FIFO name).
 FILE_PARAMS = {"model": "fifo.yaml", "cluster": "fifo.yaml", "paths": "fifo.yaml", "jobs_file": "fifo.yaml",
                "sweep_file": "fifo.yaml", "config": "fifo.json", "overlay": "fifo.yaml", "output": "fifo.yaml",
-               "out_file": "fifo.csv", "plot": "fifo.png", "timeline": "fifo.png"}
+               "out_file": "fifo.csv", "plot": "fifo.png", "timeline": "fifo.png", "runs": "fifo.yaml",
+               "profile": "fifo.yaml"}
 # `plan sweep` belongs to another change (planner/sweep/, planner/cli/sweep.py); what it still fails:
 
 
