@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from planner.layout.axes import AXES, given_gpus, layout_assignments
 from planner.constraints import LIMIT_OPTIONS
 from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
-from planner.specs.loading import FILE_KINDS, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
+from planner.specs.loading import FILE_KINDS, spec_part, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
 from planner.options import axis_field, limits_from, option_field
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec
 from planner.specs.jobs import jobs_from_loaded  # not planner.allocate: that imports OR-Tools
@@ -262,25 +262,6 @@ def _part(loaded: LoadedYaml, key: str, kind: str, build: Callable) -> tuple[Any
     return spec, warn
 
 
-def spec_part(loaded: LoadedYaml, where: tuple, kind: str, build: Callable) -> tuple[Any, LoadedYaml, tuple]:
-    """(spec, the file it was read from, its path there) of the model or cluster at `where` in `loaded`:
-    inline, a path relative to `loaded`'s file, or a shipped name. An unknown name or a missing file
-    is said at `where` (file, line, field path)."""
-    value = loaded.data
-    for k in where:
-        value = value[k]
-    try:
-        if isinstance(value, dict):
-            return build(loaded, value, where), loaded, where
-        path = resolve(value, kind, base=Path(loaded.file).parent)
-        sub = load_spec_file(path)
-        return build(sub), sub, ()
-    except SpecError as exc:
-        if exc.path is None and exc.line is None:  # unknown shipped name, missing file
-            shown_file = "" if exc.file is None or exc.file in exc.message else f": {clip_file(exc.file)}"
-            raise SpecError(exc.message + shown_file, file=loaded.file, line=loaded.line_of(where),
-                            path=".".join(map(str, where)), expected=exc.expected) from None
-        raise
 
 
 def check_plan(loaded: LoadedYaml, *, headroom: float | None = None, against_best: float | None = None) -> list[Finding]:

@@ -28,8 +28,7 @@ from planner.fidelity.runs import MeasuredRun
 from planner.specs import ClusterSpec, ModelSpec
 
 # The ridge: a constant moved over its whole bound's range costs as much as a sqrt(RIDGE) log misfit of
-# one run. With three runs or more it is chosen among RIDGES by the runs' own left-out errors; with
-# fewer, RIDGE: benchmarks/calibrate_own.py over the published scale series and jobs (k = 1 and 3 of
+# one run. From two runs it is chosen among RIDGES by the runs' own left-out errors; of one, RIDGE: benchmarks/calibrate_own.py over the published scale series and jobs (k = 1 and 3 of
 # their runs, left-out constants as priors) found 0.05 fits one run's noise into the constants (llm-foundry
 # 6.3 -> 7.5 %, vocabpar 4.0 -> 4.4 % from one run) and 2 moves them too little (vTrain 23 -> 16 % from three).
 RIDGE = 0.5
@@ -313,16 +312,21 @@ def _left_out(p: _Problem, measured: np.ndarray, ridge: float, sens: np.ndarray,
 
 
 def _ridge_fit(p: _Problem, measured: np.ndarray) -> tuple[float, _Fit, np.ndarray | None]:
-    """(ridge, fit, left-out log times): with three runs or more the ridge of RIDGES whose left-out
-    errors are smallest (cross-validated on the user's own runs), else RIDGE."""
+    """(ridge, fit, left-out log times): from two runs, the ridge of RIDGES whose left-out errors are
+    smallest (cross-validated on the user's own runs), `inf` (no constant moved: the priors) among
+    them, so a fit that predicts the user's runs worse than the shipped constants is not taken."""
     sens = sensitivities(p)
     everything = np.arange(len(p.jobs))
     if len(p.jobs) == 1:
         return RIDGE, _fit_times(p, everything, measured, RIDGE, sens), None
     best = None
-    for ridge in (RIDGES if len(p.jobs) >= 3 else (RIDGE,)):
-        fit = _fit_times(p, everything, measured, ridge, sens)
-        loo = _left_out(p, measured, ridge, sens, fit)
+    for ridge in RIDGES:
+        if math.isinf(ridge):
+            t = p.log_times(p.u0)
+            fit, loo = _Fit(p.u0.copy(), [], t, None), t
+        else:
+            fit = _fit_times(p, everything, measured, ridge, sens)
+            loo = _left_out(p, measured, ridge, sens, fit)
         rms = float(np.sqrt(np.mean((loo - np.log(measured)) ** 2)))
         if best is None or rms < best[0] - 1e-12:
             best = (rms, ridge, fit, loo)
@@ -402,7 +406,7 @@ def notes_of(cal: Calibration, n_free: int, ridge: float = RIDGE) -> list[str]:
     out = [f"{n} run{'s' if n != 1 else ''} fit {n_free} constant{'s' if n_free != 1 else ''} "
            f"({', '.join(fitted) or 'none'}; at most {max_free(n)} of {n} run{'s' if n != 1 else ''}); "
            f"the others keep their priors; prior weight {ridge:g}"
-           + (" (the smallest left-out error of " + ", ".join(f"{r:g}" for r in RIDGES) + ")" if n >= 3 else "")]
+           + (" (the smallest left-out error of " + ", ".join(f"{r:g}" for r in RIDGES) + ")" if n >= 2 else "")]
     if n == 1:
         out.append("one run: no leave-one-out error, so bands stay those of the shipped calibration")
     out += [f"{c.name} reached its bound {c.value:g} (range {c.bounds[0]:g}-{c.bounds[1]:g}): what the runs ask "

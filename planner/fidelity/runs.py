@@ -18,7 +18,7 @@ from planner.errors import SpecError, SpecErrors
 from planner.layout.axes import AXES
 from planner.options import axis_field
 from planner.specs import ClusterSpec, ModelSpec
-from planner.specs.loading import cluster_from_loaded, model_from_loaded, raise_all, strip_kind, validate
+from planner.specs.loading import cluster_from_loaded, model_from_loaded, raise_all, spec_part, strip_kind, validate
 from planner.specs.model import RECOMPUTE_MODULES
 from planner.specs.precision import PRECISIONS
 from planner.specs.yamlio import LoadedYaml
@@ -103,8 +103,6 @@ class MeasuredRun:
 
 def runs_from_loaded(loaded: LoadedYaml) -> list[MeasuredRun]:
     """Every run of a runs file, each model and cluster loaded; all problems at once (exit 2)."""
-    from planner.check import spec_part
-
     data = strip_kind(loaded.data, loaded, "runs")
     shell = data
     if isinstance(data, dict) and isinstance(data.get("runs"), list):

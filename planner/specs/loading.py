@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from planner.errors import MAX_ERRORS, SpecError, SpecErrors, shown
+from planner.errors import MAX_ERRORS, SpecError, SpecErrors, clip_file, shown
 from planner.specs.hf import Imported, is_hf_config, name_for, parse_config, spec_from_hf
 from planner.specs.shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec, is_plain_name
@@ -438,3 +438,24 @@ def precision_line(arg: str | os.PathLike) -> tuple[str | None, int | None]:
     except SpecError:
         return None, None
     return loaded.file, loaded.line_of(("training", "precision"))
+
+
+def spec_part(loaded: LoadedYaml, where: tuple, kind: str, build) -> tuple[Any, LoadedYaml, tuple]:
+    """(spec, the file it was read from, its path there) of the model or cluster at `where` in `loaded`:
+    inline, a path relative to `loaded`'s file, or a shipped name. An unknown name or a missing file
+    is said at `where` (file, line, field path)."""
+    value = loaded.data
+    for k in where:
+        value = value[k]
+    try:
+        if isinstance(value, dict):
+            return build(loaded, value, where), loaded, where
+        path = resolve(value, kind, base=Path(loaded.file).parent)
+        sub = load_spec_file(path)
+        return build(sub), sub, ()
+    except SpecError as exc:
+        if exc.path is None and exc.line is None:  # unknown shipped name, missing file
+            shown_file = "" if exc.file is None or exc.file in exc.message else f": {clip_file(exc.file)}"
+            raise SpecError(exc.message + shown_file, file=loaded.file, line=loaded.line_of(where),
+                            path=".".join(map(str, where)), expected=exc.expected) from None
+        raise
