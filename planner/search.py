@@ -261,7 +261,7 @@ def search(
     if not len(layouts):
         raise InfeasibleError(empty_space_reason(model, gpus))
     if framework is not None:
-        layouts = framework_layouts(framework, layouts)
+        layouts = framework_layouts(framework, layouts, model)
     reference = None
     if limits.min_scaling_efficiency is not None and gpus >= 2:
         reference = _reference_rate(model, cluster, gpus // 2, limits, space)
@@ -294,15 +294,21 @@ def _tie(scores: Scores, feasible: np.ndarray, chosen: np.ndarray, objective: st
                            lambda rows: simplicity_keys(scores.layouts.take(rows)))
 
 
-def framework_layouts(framework: str, layouts):
-    """The rows `framework` runs; none is an InfeasibleError naming what ruled out the most."""
+def framework_layouts(framework: str, layouts, model: ModelSpec):
+    """The rows `framework` runs of `model`. None: bad input (SpecError, exit 2) when the model's own
+    settings rule out layouts the framework would otherwise run (torchtitan with an FP16 model), else an
+    InfeasibleError naming what ruled out the most."""
     from collections import Counter
 
+    from planner.errors import printable
     from planner.export.frameworks import framework_mask
 
-    ok, reason = framework_mask(framework, layouts)
+    ok, reason = framework_mask(framework, layouts, model)
     if not ok.any():
         common, n = Counter(r for r in reason.tolist() if r).most_common(1)[0]
+        if framework_mask(framework, layouts)[0].any():  # the layouts alone would run: the model is refused
+            raise SpecError(f"{framework} cannot train {printable(model.name)} as given: {common}",
+                            path="--framework", expected=f"a model {framework} trains (or another --framework)")
         raise InfeasibleError(f"{framework} runs none of the {len(layouts):,} layouts of the space; "
                               f"{n:,} because {common}")
     return layouts if ok.all() else layouts.take(np.flatnonzero(ok))

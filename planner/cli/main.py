@@ -431,7 +431,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
                      nvlink_segment=nvlink_domain_gpus, profile=profile)
         given = estimate_defaults(given, gpus, c)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
-        _check_framework_runs(framework, result)
+        _check_framework_runs(framework, result, m)
         result = _with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)
         _require_finite(report.scored_json(result))
         if export is not None:
@@ -469,15 +469,17 @@ def _framework_stack(framework: str | None, stack: str | None, export: str | Non
     return stack if stack is not None else FRAMEWORK_STACK[framework]
 
 
-def _check_framework_runs(framework: str | None, result) -> None:
-    """The layout given to estimate is one the framework runs, else exit 2 saying which rule."""
+def _check_framework_runs(framework: str | None, result, model) -> None:
+    """The layout given to estimate is one the framework runs with this model (its precision, its MoE),
+    else exit 2 saying which rule."""
     if framework is None:
         return
     from planner.export.frameworks import framework_mask
     from planner.layout.axes import AXES
     from planner.layout.space import single_layout
 
-    ok, reason = framework_mask(framework, single_layout(**{a.name: result.layout[a.name] for a in AXES if a.name in result.layout}))
+    ok, reason = framework_mask(framework, single_layout(**{a.name: result.layout[a.name] for a in AXES
+                                                            if a.name in result.layout}), model)
     if not bool(ok[0]):
         raise SpecError(f"{framework} cannot run this layout: {reason[0]}", path="--framework",
                         expected="a layout the framework runs (planner/export/frameworks.py)")

@@ -2,6 +2,8 @@
 stack, and never another framework's settings."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -50,3 +52,36 @@ def test_estimate_refuses_a_layout_the_framework_cannot_run():
     out = run(*args, "--zero", "3", "--framework", "deepspeed")
     assert out.exit_code == 2 and "deepspeed cannot run this layout" in out.stderr
     assert run(*args, "--zero", "1", "--framework", "deepspeed").exit_code in (0, 1)  # runs: scored
+
+
+# Restrictions that read the model (issue 38): torchtitan has no FP16, DeepSpeed refuses native MoE with ZeRO-3.
+# Found as a user meets them: a --framework search that proposed what the framework stops on at start-up.
+def test_a_torchtitan_search_of_an_fp16_model_is_refused_naming_the_precision():
+    out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan", "--precision", "fp16")
+    assert out.exit_code == 2, out.stdout
+    assert "--framework" in out.stderr and "no FP16" in out.stderr and out.stdout == ""
+    # estimate of a layout torchtitan would run in bf16
+    args = ["estimate", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1",
+            "--zero", "2", "--framework", "torchtitan"]
+    assert run(*args).exit_code in (0, 1)
+    out = run(*args, "--precision", "fp16")
+    assert out.exit_code == 2 and "torchtitan cannot run this layout" in out.stderr and "no FP16" in out.stderr
+
+
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "qwen3-30b-a3b"])
+def test_a_deepspeed_search_of_a_moe_model_never_proposes_zero3(model):
+    # without the model's restriction, ZeRO-3 was 17 of Mixtral's first 100 layouts and 47 of Qwen3-30B-A3B's
+    out = run("search", model, "dgx-h100-1024", "--gpus", "64", "--framework", "deepspeed", "--top", "100", "--json")
+    assert out.exit_code == 0, out.stderr
+    zeros = [r["layout"]["zero"] for r in json.loads(out.stdout)["results"]]
+    assert len(zeros) == 100 and 3 not in zeros
+    # ZeRO-3 asked for: no layout in a search (--zero is a constraint, exit 1), DeepSpeed's refusal in estimate
+    out = run("search", model, "dgx-h100-1024", "--gpus", "64", "--framework", "deepspeed", "--zero", "3")
+    assert out.exit_code == 1 and "no feasible layout" in out.stdout
+    out = run("estimate", model, "dgx-h100-1024", "--gpus", "64", "--framework", "deepspeed", "--zero", "3", "--tp", "2",
+              "--pp", "1", "--ep", "8", "--micro-batch", "1")
+    assert out.exit_code == 2 and "refuses its native MoE layers with ZeRO-3" in out.stderr
+    # a dense model keeps ZeRO-3
+    out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "64", "--framework", "deepspeed", "--zero", "3",
+              "--top", "1", "--json")
+    assert out.exit_code == 0 and json.loads(out.stdout)["best"]["layout"]["zero"] == 3
