@@ -381,9 +381,10 @@ def parse_split(text: str | None) -> list[int] | None:
     if text is None:
         return None
     out: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        count, _, times = part.partition("x")
-        if not _digits(count) or (times and not _digits(times)) or len(out) + int(times or 1) > 100_000:
+    for part in text.split(","):  # spaces around a part only: '12 12' is two numbers, not 1212
+        part = part.strip(" ")
+        count, x, times = part.partition("x")
+        if not _digits(count) or (x and not (_digits(times) and int(times))) or len(out) + int(times or 1) > 100_000:
             raise SpecError(f"cannot read '{part[:40]}'", path="--stage-layers",
                             expected="comma-separated layer counts or runs COUNTxTIMES, e.g. 7,8x14,7")
         out.extend([int(count)] * int(times or 1))
