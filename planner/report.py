@@ -17,11 +17,18 @@ from planner.results import ScoredLayout
 from planner.choose import TIE_PCT
 from planner.mixed_pools import MixedLayout, PoolSearch
 from planner.search import GpuCountResult, SearchResult
+from planner.errors import printable
 
 COLUMN_AXES = tuple(a for a in AXES if a.column)
 
 
 # --- JSON --------------------------------------------------------------------------------------
+
+def name_text(text: object) -> str:
+    """A name from a spec (model, cluster, GPU, stack, pool, job) as rich markup on one line: control
+    characters (newline, CR, ESC, U+2028) as escapes, brackets escaped, so no name starts a line of its own."""
+    return escape(printable(str(text)))
+
 
 def scored_json(s: ScoredLayout) -> dict:
     """One scored layout as JSON (docs/commands.md, "JSON of one scored layout")."""
@@ -175,8 +182,9 @@ def _layout_table(title: str, rows: list[ScoredLayout], per_token: bool = False,
 
 
 def render_search(result: SearchResult, console: Console) -> None:
-    title = escape(f"{result.model.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), "
-                   f"stack: {result.model.training.stack.name}, objective: {result.objective}")
+    title = (f"{name_text(result.model.name)} on {result.gpus} x {name_text(result.cluster.gpu.name)} "
+             f"({name_text(result.cluster.name)}), stack: {name_text(result.model.training.stack.name)}, "
+             f"objective: {result.objective}")
     best = result.best
     console.print(_layout_table(title, result.results, objective=result.objective))
     if best is not None and result.objective in OBJECTIVE_COLUMNS:
@@ -185,7 +193,7 @@ def render_search(result: SearchResult, console: Console) -> None:
         _render_split(best, console)
         render_breakdown(best, result.cluster.gpu.memory_gib, console)
         render_reliability(best, console)
-        console.print(f"[dim]step time ±: expected error from {escape(best.error_band.basis)}[/dim]")
+        console.print(f"[dim]step time ±: expected error from {name_text(best.error_band.basis)}[/dim]")
         _render_simplest(result, console)
     sc = result.stage_caps
     if sc is not None:
@@ -302,7 +310,7 @@ def render_estimate(r: ScoredLayout, console: Console, memory_gib: float, title:
     _render_split(r, console)
     console.print(f"step {r.step_time_s:.3f} s ±{r.error_band.pct:.0f}%, {r.tokens_per_s:,.0f} tokens/s, MFU {r.mfu:.1%}, "
                   f"{r.model_tflops_per_gpu:.1f} TFLOP/s per GPU, {r.avg_power_kw:,.1f} kW")
-    console.print(f"[dim]expected error: {escape(r.error_band.basis)}[/dim]")
+    console.print(f"[dim]expected error: {name_text(r.error_band.basis)}[/dim]")
     if r.error_band.memory_pct is not None:
         console.print(f"memory {r.memory_gib.total:.1f} GiB ±{r.error_band.memory_pct:.0f}% (the profile's measured peaks)")
     render_breakdown(r, memory_gib, console, title)
@@ -345,9 +353,9 @@ def render_pool_search(ps: PoolSearch, console: Console) -> None:
         render_search(ps.best, console)
     for name, r in ps.per_pool.items():
         text = "no feasible layout" if r is None else (
-            f"{layout_cell(r.best.layout)} on {r.gpus:,} x {escape(r.cluster.gpu.name)}: {r.best.step_time_s:.3f} s/step, "
+            f"{layout_cell(r.best.layout)} on {r.gpus:,} x {name_text(r.cluster.gpu.name)}: {r.best.step_time_s:.3f} s/step, "
             f"{r.best.tokens_per_s:,.0f} tokens/s")
-        console.print(f"pool {escape(name)} alone: {text}")
+        console.print(f"pool {name_text(name)} alone: {text}")
     m = ps.mixed
     stopped = sum(p.status == "UNKNOWN" for p in ps.tried)
     if m is None and stopped:  # not "none exists": CP-SAT ran out of time before an answer
@@ -361,4 +369,4 @@ def render_pool_search(ps: PoolSearch, console: Console) -> None:
         console.print(f"across pools (CP-SAT {m.placement.status}): {layout_cell(m.layout)} on {m.gpus:,} GPUs, "
                       f"{m.step_time_s:.3f} s/step ({m.pipeline_s:.3f} pipeline + {m.outside_pipeline_s:.3f} outside), "
                       f"{m.tokens_per_s:,.0f} tokens/s; rank pool:layers {ranks}")
-    console.print(f"fastest: {'the pipeline across pools' if ps.fastest == 'mixed' else 'pool ' + escape(ps.fastest)}")
+    console.print(f"fastest: {'the pipeline across pools' if ps.fastest == 'mixed' else 'pool ' + name_text(ps.fastest)}")

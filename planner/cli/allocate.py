@@ -43,10 +43,10 @@ def allocation_json(a: Allocation) -> dict:
 
 def _table(a: Allocation) -> Table:
     from planner.layout.axes import layout_cell
-    from planner.report import step_cell
+    from planner.report import name_text, step_cell
 
-    title = escape(f"{len(a.chosen)} jobs on {a.cluster.name} ({a.cluster.total_gpus:,} x {a.cluster.gpu.name}), "
-                   f"objective: {a.instance.objective}")
+    title = (f"{len(a.chosen)} jobs on {name_text(a.cluster.name)} ({a.cluster.total_gpus:,} x "
+             f"{name_text(a.cluster.gpu.name)}), objective: {a.instance.objective}")
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for col in ("job", "model", "GPUs", "layout", "step s", "TFLOP/s/GPU", "MFU", "kW", "days"):
         t.add_column(col, justify="left" if col in ("job", "model", "layout") else "right", no_wrap=col == "layout")
@@ -54,13 +54,15 @@ def _table(a: Allocation) -> Table:
         s = c.layout
         days = "-" if c.train_days is None else f"{c.train_days:.1f}"
         late = job.deadline_days is not None
-        t.add_row(escape(job.name), escape(model.name), f"{c.gpus:,}", layout_cell(s.layout), step_cell(s),
+        t.add_row(name_text(job.name), name_text(model.name), f"{c.gpus:,}", layout_cell(s.layout), step_cell(s),
                   f"{s.model_tflops_per_gpu:.0f}", f"{s.mfu:.1%}", f"{c.power_kw:,.1f}",
                   days + (f" (<= {job.deadline_days:g})" if late else ""))
     return t
 
 
 def render_allocation(a: Allocation, console: Console) -> None:
+    from planner.report import name_text
+
     console.print(_table(a))
     budget = a.instance.power_budget_kw
     power = f"{a.power_kw:,.1f} kW" + ("" if budget is None else f" of a {budget:,g} kW budget")
@@ -70,7 +72,7 @@ def render_allocation(a: Allocation, console: Console) -> None:
     days = [(c.train_days, job.name) for job, _, c in a.chosen if c.train_days is not None]
     if len(days) == len(a.chosen):
         longest = max(days)
-        console.print(f"makespan: {longest[0]:.1f} days ({escape(longest[1])})", highlight=False)
+        console.print(f"makespan: {longest[0]:.1f} days ({name_text(longest[1])})", highlight=False)
     _solver_line(a, console)
 
 

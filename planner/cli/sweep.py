@@ -104,11 +104,11 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
         t.add_column(col, justify="left" if col in ("model", "cluster", "objective", "layout", "recompute") else "right",
                      no_wrap=col in ("model", "layout"), min_width=len(col))
     from planner.layout.axes import layout_cell
-    from planner.report import _si
+    from planner.report import _si, name_text
     from planner.sweep import params_label
 
     for r in rows:
-        cells = [escape(r["model"]), params_label(r["params"])] + ([escape(r["cluster"])] if clusters else []) + [str(r["gpus"])]
+        cells = [name_text(r["model"]), params_label(r["params"])] + ([name_text(r["cluster"])] if clusters else []) + [str(r["gpus"])]
         cells += [escape(r["objective"])] if objectives else []
         if r["status"] != "ok":
             cells += [f"[red]{r['status']}[/red]"] + [""] * (len(cols) - len(cells) - 1)
@@ -123,8 +123,8 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
     console.print(t)
     bad = [r for r in rows if r["status"] != "ok"]
     for r in bad[:SHOWN_REASONS]:
-        console.print(f"[red]{r['status']}[/red] {escape(r['model'])} on {r['gpus']} GPUs ({escape(r['objective'])}): "
-                      f"{escape(r['reason'] or '')}",
+        console.print(f"[red]{r['status']}[/red] {name_text(r['model'])} on {r['gpus']} GPUs ({escape(r['objective'])}): "
+                      f"{name_text(r['reason'] or '')}",
                       highlight=False, soft_wrap=True)
     if len(bad) > SHOWN_REASONS:
         console.print(f"... and {len(bad) - SHOWN_REASONS} more points without a feasible layout (see --out)", highlight=False)
@@ -221,7 +221,9 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
     points = with_stated(expand(spec, base_dir), spec, **(stated or {}))
     result = _run_points(points, out_file, n, force, quiet, err)
-    title = f"plan sweep{': ' + spec.name if spec.name else ''} ({len(points)} points"
+    from planner.report import name_text
+
+    title = f"plan sweep{': ' + name_text(spec.name) if spec.name else ''} ({len(points)} points"
     title += f", framework {spec.framework})" if spec.framework else ")"
     # Piped: 170 columns, the sweep table's width with days, MWh and $/Mtok (search tables fit 150).
     render_rows(result.rows, out if out.is_terminal else type(out)(width=170), title)
