@@ -13,6 +13,7 @@ from dataclasses import replace
 from planner.export.bridge import bridge_settings
 from planner.export.common import Export, comments, is_even, launch, runs, visible
 from planner.export.deepspeed import deepspeed_settings
+from planner.export.frameworks import framework_of_export, refuse_unrunnable
 from planner.export.megatron import megatron_first_last, megatron_layout, megatron_pipeline_args, megatron_settings
 from planner.export.nemo import nemo_settings
 from planner.export.torchtitan import torchtitan_settings
@@ -31,6 +32,7 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
     """The launch settings of `scored.layout` for framework `kind` (one of EXPORTS)."""
     if kind not in EXPORTS:
         raise ValueError(f"unknown export {kind!r}; choose one of: {', '.join(EXPORTS)}")
+    refuse_unrunnable(framework_of_export(kind), scored.layout, model)
     lay = launch(scored.layout, model)
     if kind == "megatron":
         settings = megatron_settings(lay, model)

@@ -29,7 +29,8 @@ def deepspeed_config(lay: Launch, model: ModelSpec) -> dict:
 
 
 def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
-    """What the layout has that a ds_config cannot hold (the training script sets it, or nothing does)."""
+    """What the layout has that a ds_config cannot hold (the training script sets it). What DeepSpeed cannot run
+    (cp, vpp, ZeRO-2/3 with pp, ZeRO-3 with native MoE) is refused before (planner/export/frameworks.py)."""
     notes = []
     if lay.tp > 1:
         notes.append(f"tp={lay.tp} is not a ds_config key: the model code sets it (Megatron-DeepSpeed "
@@ -39,17 +40,8 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
         notes.append("sequence parallelism is not a ds_config key: the model code sets it (Megatron-DeepSpeed --sequence-parallel)")
     if lay.pp > 1:
         notes.append(f"pp={lay.pp} is not a ds_config key: deepspeed.pipe.PipelineModule(num_stages={lay.pp}) in the model code")
-        if lay.vpp > 1:
-            notes.append(f"vpp={lay.vpp} has no DeepSpeed equivalent: its pipeline runs one stage per rank "
-                         "(runtime/pipe/schedule.py TrainSchedule, no interleaved schedule)")
         if not is_even(lay.stage_layers):
             notes.append(f"the uneven split {runs(lay.stage_layers)} is PipelineModule's partition_method in the model code")
-        if lay.zero >= 2:
-            notes.append(f"ZeRO-{lay.zero} with pp > 1: DeepSpeed's pipeline engine refuses it "
-                         "(runtime/pipe/engine.py: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\")")
-    if lay.cp > 1:
-        notes.append(f"cp={lay.cp} (ring or all-gather context parallelism) has no DeepSpeed equivalent; "
-                     "DeepSpeed-Ulysses splits the sequence with all-to-alls instead")
     if lay.ep > 1:
         notes.append(f"ep={lay.ep} is not a ds_config key: deepspeed.moe.layer.MoE(ep_size={lay.ep}) in the model code")
     t = model.training

@@ -60,7 +60,47 @@ _INTERLEAVE = ("if 0 < final_microbatch_group_size < pipeline_parallel_size:",
                "config.microbatch_group_size_per_vp_stage > num_microbatches")
 _GROUP = "self.microbatch_group_size_per_vp_stage = self.pipeline_model_parallel_size"
 
+# Megatron Core's own checks, at the core tag Megatron-LM and NeMo run and at Megatron-Bridge v0.6.0's pinned commit
+_CORE = ("megatron", "megatron-bridge", "nemo")
+_CONFIG = "megatron/core/transformer/transformer_config.py"
+_SPLIT = '), "First dimension of the tensor should be divisible by tensor parallel size"'
+
+
+def _core(path: str, quote: str) -> tuple[Source, ...]:
+    return tuple(Source("NVIDIA/Megatron-LM", rev, path, quote) for rev in (MEGATRON_CORE, BRIDGE_CORE))
+
+
+def _selective(l, m, module: str) -> np.ndarray:
+    """Rows whose selective recomputation recomputes `module` (the model's training.recompute_modules)."""
+    return (l.recompute == 1) & (module in (m.training.recompute_modules or ()))
+
+
 RESTRICTIONS: tuple[Restriction, ...] = (
+    # sequence parallelism scatters the [s/cp, b, h] activations over tp at the embedding
+    # (mappings.py _split_along_first_dim): the first forward stops on a sequence tp does not divide
+    Restriction(_CORE, lambda l, m: (l.sequence_parallel == 0) | (l.tp == 1) | ((m.seq_len // l.cp) % l.tp == 0),
+                "Megatron Core's sequence parallelism splits the sequence (per cp rank) over tp: seq_len / cp must be "
+                "divisible by tp",
+                _core("megatron/core/tensor_parallel/mappings.py", _SPLIT), needs_model=True),
+    Restriction(_CORE, lambda l, m: ~_selective(l, m, "mla_up_proj") | (m.mla is not None),
+                "Megatron Core recomputes mla_up_proj only in a model with multi-latent attention (MLA)",
+                _core(_CONFIG, 'if "mla_up_proj" in self.recompute_modules and not self.multi_latent_attention:'),
+                needs_model=True),
+    # the exports write --moe-grouped-gemm (moe_grouped_gemm) for a MoE model only
+    Restriction(_CORE, lambda l, m: ~_selective(l, m, "moe_act") | (m.moe is not None),
+                "Megatron Core recomputes moe_act only with MoE grouped GEMMs: a model without MoE has none",
+                _core(_CONFIG, 'if "moe_act" in self.recompute_modules and not self.moe_grouped_gemm:'),
+                needs_model=True),
+    # --rotary-base is type=int (argparse refuses 10000.5); GPTModel's rotary_base is an int: the exports never
+    # truncate a base
+    Restriction(_CORE, lambda l, m: np.full(len(l.tp), m.rope_theta is None or float(m.rope_theta).is_integer()),
+                "Megatron Core's RoPE base is an integer (--rotary-base type=int, GPTModel rotary_base: int): "
+                "the model's rope_theta is not",
+                (Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/training/arguments.py",
+                        "group.add_argument('--rotary-base', type=int, default=10000,"),
+                 *_core("megatron/core/models/gpt/gpt_model.py", "rotary_base: int = 10000,")),
+                needs_model=True),
+
     Restriction(("megatron",), lambda l: (l.vpp == 1) | (l.pp > 1),
                 "Megatron-LM's interleaved schedule (vpp > 1) needs pp > 1",
                 (Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/training/arguments.py",
@@ -124,6 +164,16 @@ RESTRICTIONS: tuple[Restriction, ...] = (
                         ') < ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"'),)),
 )
 
+# How an export words a layout so that the framework accepts it (no restriction: the layout runs, spelled so).
+# Megatron Core refuses a first or last pipeline stage of 0 layers given as num_layers_in_first/last_pipeline_stage
+# (--decoder-first/last-pipeline-num-layers); the same split as a --pipeline-model-parallel-layout string ("E|..."
+# an embedding-only first stage) runs: megatron_first_last never returns a 0.
+SPELLINGS: tuple[tuple[str, tuple[Source, ...]], ...] = (
+    ("a first or last pipeline stage of 0 layers is written as a pipeline layout string, not as first/last counts",
+     _core(_CONFIG, 'raise ValueError("num_layers_in_first_pipeline_stage must be larger than 0")')
+     + _core(_CONFIG, 'raise ValueError("num_layers_in_last_pipeline_stage must be larger than 0")')),
+)
+
 # How the exporters map an axis (no check: every value runs)
 MAPPINGS = (
     ("megatron", "zero 1: --use-distributed-optimizer; zero 2/3: Megatron FSDP optim_grads / optim_grads_params"),
@@ -162,11 +212,27 @@ def framework_mask(framework: str, layouts, model=None) -> tuple[np.ndarray, np.
     return ok, reason.astype(str)
 
 
+def framework_of_export(kind: str) -> str:
+    """The framework whose restrictions an `--export kind` obeys (each export kind is its framework's)."""
+    return next(f for f, k in FRAMEWORK_EXPORT.items() if k == kind)
+
+
+def layout_row(layout: dict):
+    """A JSON `layout` object (ScoredLayout.layout) as the one-row Layouts the restrictions read."""
+    from planner.layout.axes import AXES
+    from planner.layout.space import single_layout
+
+    return single_layout(**{a.name: layout[a.name] for a in AXES if layout.get(a.name) is not None})
+
+
 def refuse_unrunnable(framework: str, layouts, model) -> None:
     """An export of a layout `framework` refuses at start-up is exit 2 naming the check (issue 38): the
-    export would write settings the framework stops on, or silently runs as another layout."""
+    export would write settings the framework stops on, or silently runs as another layout. `layouts`: the
+    layout arrays, or a JSON `layout` object."""
     from planner.errors import SpecError
 
+    if isinstance(layouts, dict):
+        layouts = layout_row(layouts)
     ok, reason = framework_mask(framework, layouts, model)
     if not ok.all():
         raise SpecError(f"{framework} cannot run this layout: {reason[int(np.flatnonzero(~ok)[0])]}", path="--export",

@@ -32,7 +32,8 @@ def megatron_first_last(stage_layers, pp: int, vpp: int) -> tuple[int, int] | No
     rank = [sum(n[j * pp + r] for j in range(vpp)) for r in range(pp)]
     first, last = rank[0], rank[-1]
     middle = pp - 2
-    if pp < 3 or first % vpp or last % vpp or (L - first - last) % middle:
+    # Megatron Core refuses a first or last stage count of 0 (transformer_config.py; frameworks.SPELLINGS)
+    if pp < 3 or first == 0 or last == 0 or first % vpp or last % vpp or (L - first - last) % middle:
         return None
     per_rank = (L - first - last) // middle
     if per_rank % vpp:

@@ -82,51 +82,18 @@ def titan_data_parallel(lay: Launch, model: ModelSpec, main: bool = False) -> tu
     notes = []
     if lay.zero >= 2:
         o.append((p + "fsdp_reshard_after_forward", "always" if lay.zero == 3 else "never"))
-    if lay.zero == 1:
-        notes.append("ZeRO-1 has no torchtitan equivalent: DDP (data_parallel_replicate_degree) keeps the whole "
-                     "optimizer state on every rank, FSDP (data_parallel_shard_degree) shards the weights too")
     if lay.cp > 1 and lay.zero < 3:
         notes.append(f"torchtitan shards weights, gradients and optimizer state over the {lay.cp} cp ranks "
                      f"(FSDP over dp_shard x cp), not ZeRO-{lay.zero}")
     if main:
-        refuse_unrunnable_main(lay, shard, model)
-    else:
-        refuse_unrunnable(lay, shard)
+        refuse_unrunnable_main(lay, model)
     return o, notes
 
 
-def refuse_unrunnable(lay: Launch, shard: int) -> None:
-    """A layout torchtitan v0.2.2 refuses is no export (torchtitan/distributed/parallel_dims.py): `assert etp == tp
-    or etp == 1` (line 59), and the expert mesh efsdp = dp_shard * cp * tp // (etp * ep) (line 138) must cover the
-    dense ranks (line 207's size assert): ep * etp divides dp_shard * cp * tp, experts never folding into
-    data_parallel_replicate_degree."""
-    if lay.ep * lay.etp == 1:
-        return
-    if lay.etp not in (1, lay.tp):
-        raise SpecError(f"etp {lay.etp} with tp {lay.tp}: torchtitan runs only etp = tp or etp = 1 "
-                        "(torchtitan/distributed/parallel_dims.py, v0.2.2)", path="--export torchtitan",
-                        expected="a layout with etp 1 or etp = tp")
-    if (shard * lay.cp * lay.tp) % (lay.ep * lay.etp):
-        raise SpecError(f"ep*etp = {lay.ep * lay.etp} does not divide dp_shard*cp*tp = {shard * lay.cp * lay.tp} "
-                        f"(dp_shard {shard}: {'FSDP' if shard > 1 else 'DDP'} for ZeRO-{lay.zero}): torchtitan's expert "
-                        "mesh cannot be built (torchtitan/distributed/parallel_dims.py, v0.2.2)", path="--export torchtitan",
-                        expected="a layout torchtitan runs, e.g. ZeRO-2/3 (FSDP over dp) or ep*etp dividing cp*tp")
-
-
-def refuse_unrunnable_main(lay: Launch, shard: int, model: ModelSpec) -> None:
-    """A layout torchtitan main (b5bcd76) refuses is no export: ParallelismConfig has no expert tensor parallelism
-    (torchtitan/config/configs.py); parallel_dims.py _validate: `if sparse_region % ep != 0: raise`, sparse_region
-    = dp_shard * cp * tp; trainer.py: the microbatch tokens divisible by (tp if sequence parallel) x 2cp (cp > 1)."""
+def refuse_unrunnable_main(lay: Launch, model: ModelSpec) -> None:
+    """trainer.py (main b5bcd76): the microbatch tokens divisible by (tp if sequence parallel) x 2cp (cp > 1). What
+    parallel_dims.py refuses (no etp, ep dividing dp_shard*cp*tp) is declared in planner/export/frameworks.py."""
     where = f"(torchtitan main {MAIN})"
-    if lay.ep > 1 and lay.etp != 1:
-        raise SpecError(f"etp {lay.etp}: torchtitan main has no expert tensor parallelism (experts take their ep ranks "
-                        f"from dp_shard*cp*tp; torchtitan/config/configs.py {where}); torchtitan v0.2.2 ran etp = tp",
-                        path="--export torchtitan", expected="a layout with etp 1, or --export torchtitan@0.2")
-    if (shard * lay.cp * lay.tp) % lay.ep:
-        raise SpecError(f"ep = {lay.ep} does not divide dp_shard*cp*tp = {shard * lay.cp * lay.tp} (dp_shard {shard}: "
-                        f"{'FSDP' if shard > 1 else 'DDP'} for ZeRO-{lay.zero}): torchtitan's expert mesh cannot be built "
-                        f"(torchtitan/distributed/parallel_dims.py {where})", path="--export torchtitan",
-                        expected="a layout torchtitan runs, e.g. ZeRO-2/3 (FSDP over dp) or ep dividing cp*tp")
     divisor = (lay.tp if lay.sequence_parallel else 1) * (2 * lay.cp if lay.cp > 1 else 1)
     if (lay.micro_batch * model.seq_len) % divisor:
         raise SpecError(f"{lay.micro_batch * model.seq_len} tokens per microbatch do not divide by {divisor} "
@@ -182,10 +149,7 @@ def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool, main: bool = False)
     elif lay.tp > 1 and not lay.sequence_parallel:
         notes.append("torchtitan's tensor parallelism always shards the norms over the sequence (sequence parallel); "
                      "sp off has no equivalent")
-    if t.precision == "fp16":
-        notes.append("fp16 has no torchtitan equivalent (mixed_precision_param: bfloat16 or float32)")
-    else:
-        o.append(("--training.mixed_precision_param", "bfloat16"))
+    o.append(("--training.mixed_precision_param", "bfloat16"))  # fp16: refused (planner/export/frameworks.py)
     if not fsdp and (lay.tp > 1 or lay.pp > 1):
         notes.append("without FSDP, torchtitan applies mixed_precision_param only to DDP alone: with tp or pp the "
                      "weights and activations stay float32")

@@ -207,13 +207,59 @@ CASES = {
 TITAN_ZERO3 = ("deepseek-moe-mla", "qwen3-flex-overlap-bf16grad", "gpt-oss-window-cp", "gpt-oss-graph-fuser")
 
 
+def runnable(kind: str, case: str) -> dict:
+    """The case's layout as the framework runs it (planner/export/frameworks.py; the case's own layout is refused:
+    test_a_layout_the_framework_refuses_is_no_export): DeepSpeed without cp and vpp (the split of the virtual
+    stages dropped with them), ZeRO 0/1 with pp > 1 and no ZeRO-3 with MoE; torchtitan without ZeRO-1 (DDP, ZeRO-0;
+    the TITAN_ZERO3 cases FSDP)."""
+    model, _, _, given = CASES[case]
+    g = dict(given)
+    if kind == "deepspeed":
+        if g.get("cp", 1) > 1 or g.get("vpp", 1) > 1:
+            g.update(cp=1, vpp=1)
+            g.pop("stage_layers", None)
+        if g.get("pp", 1) > 1 and g.get("zero", 0) >= 2:
+            g["zero"] = 1
+        if load_model(model).moe is not None and g.get("zero") == 3:
+            g["zero"] = 2
+    if kind.startswith("torchtitan") and g.get("zero") == 1:
+        g["zero"] = 3 if case in TITAN_ZERO3 else 0
+    return g
+
+
+# torchtitan has no FP16 (mixed_precision_param bfloat16 or float32): the fp16 case is refused, not exported
+NO_TITAN = ("gpt13-fp16-zero0",)
+
+
 @cache
 def exported(case: str, kind: str):
-    model, cluster, training, given = CASES[case]
-    if kind.startswith("torchtitan") and case in TITAN_ZERO3:
-        given = given | {"zero": 3}
+    model, cluster, training, _ = CASES[case]
     m, c = _model(model, **training), load_cluster(cluster)
-    return export_settings(kind, estimate_layout(m, c, **given), m, c), m
+    return export_settings(kind, estimate_layout(m, c, **runnable(kind, case)), m, c), m
+
+
+REFUSED = {  # (case, kind): the check the export names (planner/export/frameworks.py's messages)
+    ("gpt3-cp-interleaved", "deepspeed"): "DeepSpeed has no ring or all-gather context parallelism",
+    ("llama405-layout", "deepspeed"): "DeepSpeed's pipeline runs one stage per rank",
+    ("llama405-first-last-zero3", "deepspeed"): "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3",
+    ("maverick-etp-zero2", "deepspeed"): "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3",
+    ("llama70-fp8", "deepspeed"): "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3",
+    ("gpt-oss-window-cp", "deepspeed"): "DeepSpeed has no ring or all-gather context parallelism",
+    ("gpt3-cp-interleaved", "torchtitan"): "torchtitan has no ZeRO-1",
+    ("llama405-layout", "torchtitan@0.2"): "torchtitan has no ZeRO-1",
+    ("gpt13-fp16-zero0", "torchtitan"): "torchtitan has no FP16 training",
+    ("gpt13-fp16-zero0", "torchtitan@0.2"): "torchtitan has no FP16 training",
+}
+
+
+@pytest.mark.parametrize("case, kind", REFUSED)
+def test_a_layout_the_framework_refuses_is_no_export(case, kind):
+    # issue 38: --export deepspeed of cp 2 / vpp 6 wrote settings with a note; it is exit 2 naming the check
+    model, cluster, training, given = CASES[case]
+    m, c = _model(model, **training), load_cluster(cluster)
+    with pytest.raises(SpecError, match=f"{re.escape(kind)} cannot run this layout: .*{re.escape(REFUSED[case, kind])}") as exc:
+        export_settings(kind, estimate_layout(m, c, **given), m, c)
+    assert exc.value.exit_code == 2 and exc.value.path == "--export"
 
 
 def _megatron_words(text: str) -> list[list[str]]:
@@ -267,8 +313,8 @@ def _torchtitan_line(key: str, kind: str = "torchtitan@0.2") -> tuple[str, str]:
 @pytest.mark.parametrize("kind", TITAN_FILES)
 @pytest.mark.parametrize("case", CASES)
 def test_torchtitan_overrides_are_job_config_fields(case, kind):
-    if kind == "torchtitan" and case == "maverick-etp-zero2":
-        return  # etp 8: main has no expert tensor parallelism (test_torchtitan_runs_etp_tp_or_1_only)
+    if kind == "torchtitan" and case == "maverick-etp-zero2" or case in NO_TITAN:
+        return  # etp 8: main has no expert tensor parallelism (test_torchtitan_runs_etp_tp_or_1_only); no FP16
     export, _ = exported(case, kind)
     text = (FRAMEWORKS / TITAN_FILES[kind]).read_text()
     for line in export.text.splitlines():
@@ -302,7 +348,7 @@ def test_deepspeed_config_keys_are_deepspeeds(case):
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("kind", ("megatron", "nemo", "torchtitan", "torchtitan@0.2"))
 def test_notes_head_the_text_as_comments(case, kind):
-    if kind == "torchtitan" and case == "maverick-etp-zero2":
+    if kind == "torchtitan" and case == "maverick-etp-zero2" or kind.startswith("torchtitan") and case in NO_TITAN:
         return
     export, _ = exported(case, kind)
     lines = export.text.splitlines()
@@ -337,10 +383,12 @@ def test_gpt3_best_layout_in_every_framework():
     assert lines["--parallelism.pipeline_parallel_schedule"] == "Interleaved1F1B"
     # 96 layers in 48 virtual stages of 2, embedding and output weighing nothing: ceil(96 / 2) = 48
     assert lines["--parallelism.pipeline_parallel_layers_per_stage"] == "2"
-    assert any("ZeRO-1 has no torchtitan equivalent" in n for n in titan.notes)
+    # torchtitan has no ZeRO-1: the layout is taken at ZeRO-0 (DDP, every state replicated)
+    assert runnable("torchtitan@0.2", "gpt3-cp-interleaved")["zero"] == 0
+    # DeepSpeed runs neither cp nor vpp: tp 4 pp 8 cp 1, dp = 1024 / 32 = 32, 1536 / (3 * 32) = 16 micro-batches
     ds = json.loads(exported("gpt3-cp-interleaved", "deepspeed")[0].text)
-    assert ds["gradient_accumulation_steps"] == 1536 // (3 * 16) == 32
-    assert ds["train_batch_size"] == 3 * 32 * 16 and ds["zero_optimization"] == {"stage": 1} and ds["bf16"] == {"enabled": True}
+    assert ds["gradient_accumulation_steps"] == 1536 // (3 * 32) == 16
+    assert ds["train_batch_size"] == 3 * 16 * 32 and ds["zero_optimization"] == {"stage": 1} and ds["bf16"] == {"enabled": True}
 
 
 def test_uneven_splits_per_framework():
@@ -396,7 +444,7 @@ def test_moe_precision_and_zero_per_framework():
     assert any(n.startswith("mxfp8 GEMMs: torchtitan main") and "MXFP8LinearConverter" in n for n in titan.notes)
     fp16 = exported("gpt13-fp16-zero0", "megatron")[0].text
     assert "--fp16" in fp16 and "--use-distributed-optimizer" not in fp16
-    assert any("fp16 has no torchtitan equivalent" in n for n in exported("gpt13-fp16-zero0", "torchtitan")[0].notes)
+    assert ("gpt13-fp16-zero0", "torchtitan") in REFUSED  # torchtitan has no FP16: refused, not a note
     ds = exported("gpt13-fp16-zero0", "deepspeed")[0]
     cfg = json.loads(ds.text)
     # gpt3-13b on 1024 GPUs with tp 2: dp 512, global batch 1024 (its config) / (1 * 512) = 2
@@ -444,12 +492,18 @@ def test_cli_estimate_exports_the_given_layout():
 
 
 def test_cli_search_exports_deepspeed_json_on_stdout_notes_on_stderr():
-    r = CliRunner().invoke(app, ["search", "--export", "deepspeed"])
+    # the default search's best (tp 8 pp 4 vpp 12) is no DeepSpeed layout: exit 2 naming the check
+    refused = CliRunner().invoke(app, ["search", "--export", "deepspeed"])
+    assert refused.exit_code == 2 and "DeepSpeed's pipeline runs one stage per rank" in refused.output
+    assert refused.stdout == ""
+    args = ["search", "gpt3-13b", "dgx-a100-1024", "--gpus", "64", "--tp", "2", "--framework", "deepspeed"]
+    r = CliRunner().invoke(app, args + ["--export", "deepspeed"])
     assert r.exit_code == 0, r.output
     ds = json.loads(r.stdout)  # stdout is JSON alone
-    best = json.loads(CliRunner().invoke(app, ["search", "--json"]).stdout)["best"]["layout"]
+    best = json.loads(CliRunner().invoke(app, args + ["--json"]).stdout)["best"]["layout"]
+    assert best["cp"] == 1 and best.get("vpp", 1) == 1
     # gradient accumulation = global batch 1536 / (micro-batch x dp) of the layout search --json calls best
-    assert ds["gradient_accumulation_steps"] == 1536 // (best["micro_batch"] * best["dp"])
+    assert ds["gradient_accumulation_steps"] == 1024 // (best["micro_batch"] * best["dp"])
     assert ds["zero_optimization"]["stage"] == best["zero"]
     assert "note:" in r.stderr and "note:" not in r.stdout
 
@@ -747,7 +801,7 @@ def test_the_export_builds_the_model_the_spec_names():
     # an error, exit 2, no settings
     refused = CliRunner().invoke(app, ["estimate", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--tp", "1", "--pp", "1",
                                        "--ep", "8", "--micro-batch", "1", "--zero", "1", "--export", "torchtitan"])
-    assert refused.exit_code == 2 and "does not divide dp_shard*cp*tp" in refused.output and "--parallelism" not in refused.stdout
+    assert refused.exit_code == 2 and "needs ep to divide dp_shard*cp*tp" in refused.output and "--parallelism" not in refused.stdout
     m, c = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100-1024")
     titan = export_settings("torchtitan", estimate_layout(m, c, gpus=16, tp=1, pp=1, ep=8, micro_batch=1, zero=3), m, c).text
     assert "RMSNorm (normalization), RoPE base 1e+06 (rope_theta), a norm on queries and keys (qk_norm)" in titan
@@ -765,10 +819,10 @@ def test_torchtitan_refuses_what_it_cannot_run(case, kind):
     scored = estimate_layout(m, c, **given)
     lay = scored.layout
     assert (lay["cp"] * lay["tp"]) % (lay["ep"] * lay["etp"]) and lay["zero"] < 2
-    with pytest.raises(SpecError, match=r"ep(\*etp)? = \d+ does not divide dp_shard\*cp\*tp") as exc:
+    with pytest.raises(SpecError, match=r"ep(\*etp)? (must divide it|to divide dp_shard\*cp\*tp)") as exc:
         export_settings(kind, scored, m, c)
     assert exc.value.exit_code == 2
-    for kind in ("megatron", "nemo", "deepspeed"):  # the others fold ep into dp
+    for kind in ("megatron", "nemo"):  # the others fold ep into dp
         export_settings(kind, scored, m, c)
 
 
@@ -778,11 +832,11 @@ def test_torchtitan_runs_etp_tp_or_1_only():
     ok = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=8, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
     assert "--parallelism.expert_tensor_parallel_degree=8" in export_settings("torchtitan@0.2", ok, m, c).text.splitlines()
     bad = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=2, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
-    with pytest.raises(SpecError, match="etp 2 with tp 8"):
+    with pytest.raises(SpecError, match="torchtitan v0.2.2 runs expert tensor parallelism only as etp = tp or etp = 1"):
         export_settings("torchtitan@0.2", bad, m, c)
     # main (b5bcd76): ParallelismConfig has no expert_tensor_parallel_degree; etp 1 runs, etp 8 is refused
     assert "expert_tensor_parallel_degree" not in torchtitan_classes("torchtitan")["ParallelismConfig"]
-    with pytest.raises(SpecError, match="etp 8: torchtitan main has no expert tensor parallelism"):
+    with pytest.raises(SpecError, match="torchtitan main has no expert tensor parallelism"):
         export_settings("torchtitan", ok, m, c)
     one = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=1, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
     assert "--parallelism.expert_parallel_degree=16" in export_settings("torchtitan", one, m, c).text.splitlines()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from planner.export import EXPORTS
-from planner.export.frameworks import (FRAMEWORK_EXPORT, FRAMEWORK_STACK, RESTRICTIONS, framework_mask,
+from planner.export.frameworks import (FRAMEWORK_EXPORT, FRAMEWORK_STACK, RESTRICTIONS, SPELLINGS, framework_mask,
                                        framework_names, restrictions)
 from planner.layout.space import single_layout
 
@@ -126,7 +126,11 @@ def test_every_restriction_source_is_quoted():
         for s in r.sources:
             assert s.quote in vendored[(s.repo, s.rev, s.path)], (r.message, s)
     # the vendored file has nothing that no restriction quotes
+    for _, sources in SPELLINGS:
+        for s in sources:
+            assert s.quote in vendored[(s.repo, s.rev, s.path)], s
     quoted = {(s.repo, s.rev, s.path, s.quote) for r in RESTRICTIONS for s in r.sources}
+    quoted |= {(s.repo, s.rev, s.path, s.quote) for _, sources in SPELLINGS for s in sources}
     assert {(*k, q) for k, qs in vendored.items() for q in qs} == quoted
     assert all(restrictions(f) for f in framework_names())
 
@@ -193,7 +197,8 @@ def test_a_framework_search_never_proposes_what_the_framework_refuses(framework,
     from planner.search import framework_layouts, space_for
     from planner.specs.loading import load_model
 
-    layouts = framework_layouts(framework, space_for(load_model("llama3-70b"), 64))
+    model = load_model("llama3-70b")
+    layouts = framework_layouts(framework, space_for(model, 64), model)
     assert len(layouts) and not bad(layouts).any()
 
 
@@ -208,3 +213,92 @@ def test_refuse_unrunnable_is_exit_2_naming_the_check():
     with pytest.raises(SpecError, match="DeepSpeed refuses its native MoE layers with ZeRO-3"):
         refuse_unrunnable("deepspeed", row(zero=3, ep=8), _model("mixtral-8x7b"))
     refuse_unrunnable("deepspeed", row(pp=2, dp=4, zero=1), _model("llama3-8b"))  # runs: no error
+
+
+# --- issue 38: Megatron Core's own start-up checks (Megatron-LM, NeMo, Megatron-Bridge), declared once
+
+CORE_SP = ("Megatron Core's sequence parallelism splits the sequence (per cp rank) over tp: seq_len / cp must be "
+           "divisible by tp")
+CORE_MLA = "Megatron Core recomputes mla_up_proj only in a model with multi-latent attention (MLA)"
+CORE_MOE_ACT = "Megatron Core recomputes moe_act only with MoE grouped GEMMs: a model without MoE has none"
+CORE_ROPE = ("Megatron Core's RoPE base is an integer (--rotary-base type=int, GPTModel rotary_base: int): "
+             "the model's rope_theta is not")
+CORE = ("megatron", "megatron-bridge", "nemo")
+
+
+def _with(name, **fields):
+    return _model(name).model_copy(update=fields)
+
+
+@pytest.mark.parametrize("framework", CORE)
+def test_core_sequence_parallel_needs_tp_to_divide_the_sequence(framework):
+    # mappings.py _split_along_first_dim: the [s/cp, b, h] activations split over tp; llama3-8b: 8192 tokens
+    odd = _with("llama3-8b", seq_len=8190)
+    assert framework_mask(framework, row(tp=4, sequence_parallel=True), odd)[1].tolist() == [CORE_SP]  # 8190 % 4
+    assert framework_mask(framework, row(tp=2, sequence_parallel=True), odd)[0].tolist() == [True]  # 4095
+    assert framework_mask(framework, row(tp=4, sequence_parallel=False), odd)[0].tolist() == [True]
+    # per cp rank: 8192 / 2 = 4096 tokens over tp 8 divides; 8200 / 2 = 4100 over tp 8 does not
+    assert framework_mask(framework, row(tp=8, cp=2, sequence_parallel=True), _model("llama3-8b"))[0].tolist() == [True]
+    assert framework_mask(framework, row(tp=8, cp=2, sequence_parallel=True), _with("llama3-8b", seq_len=8200))[1].tolist() == [CORE_SP]
+    assert framework_mask("torchtitan", row(tp=4, sequence_parallel=True, zero=3), odd)[0].tolist() == [True]  # not Core
+
+
+@pytest.mark.parametrize("framework", CORE)
+def test_core_recomputes_mla_up_proj_and_moe_act_only_where_the_model_has_them(framework):
+    def modules(name, *mods):
+        m = _model(name)
+        return m.model_copy(update={"training": m.training.model_copy(update={"recompute_modules": mods})})
+
+    assert framework_mask(framework, row(recompute="selective"), modules("llama3-8b", "mla_up_proj"))[1].tolist() == [CORE_MLA]
+    assert framework_mask(framework, row(recompute="selective"), modules("llama3-8b", "core_attn", "moe_act"))[1].tolist() == [CORE_MOE_ACT]
+    assert framework_mask(framework, row(recompute="full"), modules("llama3-8b", "mla_up_proj"))[0].tolist() == [True]  # not selective
+    assert framework_mask(framework, row(recompute="selective"), modules("deepseek-v3", "mla_up_proj", "moe_act"))[0].tolist() == [True]
+    assert framework_mask(framework, row(recompute="selective"), modules("mixtral-8x7b", "moe_act"))[0].tolist() == [True]
+
+
+@pytest.mark.parametrize("framework", CORE)
+def test_core_rope_base_is_an_integer(framework):
+    # the issue's rope_theta: 0.5 was written as --rotary-base 0; 10000.5 as 10000
+    for theta in (0.5, 10000.5):
+        assert framework_mask(framework, row(), _with("llama3-8b", rope_theta=theta))[1].tolist() == [CORE_ROPE]
+    assert framework_mask(framework, row(), _with("llama3-8b", rope_theta=500000.0))[0].tolist() == [True]
+    assert framework_mask(framework, row(), _model("gpt3-175b"))[0].tolist() == [True]  # learned positions: none
+
+
+@pytest.mark.parametrize("kind, model, layout, message", [
+    ("megatron", dict(rope_theta=0.5), {}, CORE_ROPE),
+    ("nemo", dict(rope_theta=10000.5), {}, CORE_ROPE),
+    ("megatron-bridge", dict(rope_theta=10000.5), {}, CORE_ROPE),
+    ("megatron", dict(seq_len=8190), dict(tp=4, sequence_parallel=True), CORE_SP),
+    ("megatron", "mla_up_proj", dict(recompute="selective"), CORE_MLA),
+    ("nemo", "moe_act", dict(recompute="selective"), CORE_MOE_ACT),
+])
+def test_the_exports_refuse_what_megatron_core_refuses(kind, model, layout, message):
+    # found exit 0: --rotary-base 0, --sequence-parallel with a sequence tp does not divide, --recompute-modules
+    # mla_up_proj / moe_act on llama3-8b; now exit 2 naming the check, no settings
+    from planner.errors import SpecError
+    from planner.estimate import estimate_layout
+    from planner.export import export_settings
+    from planner.specs.loading import load_cluster
+
+    if isinstance(model, str):
+        m = _model("llama3-8b")
+        m = m.model_copy(update={"training": m.training.model_copy(update={"recompute_modules": (model,)})})
+    else:
+        m = _with("llama3-8b", **model)
+    c = load_cluster("dgx-h100-1024")
+    scored = estimate_layout(m, c, **(dict(gpus=64, tp=2, pp=1, micro_batch=1) | layout))
+    with pytest.raises(SpecError, match=re.escape(f"{kind} cannot run this layout: {message}")) as exc:
+        export_settings(kind, scored, m, c)
+    assert exc.value.exit_code == 2
+
+
+def test_a_zero_layer_first_or_last_stage_is_a_layout_string():
+    # transformer_config.py: num_layers_in_first/last_pipeline_stage <= 0 raises; the layout string runs the split
+    from planner.export import megatron_first_last, megatron_pipeline_args
+
+    for split in ([0] + [4] * 6 + [8], [8] + [4] * 6 + [0], [0] + [4] * 6 + [0]):
+        assert megatron_first_last(split, 8, 1) is None
+        args = megatron_pipeline_args(split, 8, 1)
+        assert args[0] == "--pipeline-model-parallel-layout" and "--decoder-first-pipeline-num-layers" not in args
+    assert megatron_first_last([2] + [4] * 6 + [6], 8, 1) == (2, 6)  # non-zero counts keep the flags

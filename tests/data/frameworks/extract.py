@@ -318,10 +318,10 @@ open("/work/main/tests/data/frameworks/nemo-run.txt", "a").write(
 # ---- Framework restrictions (issue 30 item 2, planner/export/frameworks.py RESTRICTIONS): each source's quoted
 # condition, found as a whole stripped line of the file at its tag/commit, written with its line number
 import sys; sys.path.insert(0, "/work/main")
-from planner.export.frameworks import RESTRICTIONS
+from planner.export.frameworks import RESTRICTIONS, SPELLINGS
 MIRROR = {"NVIDIA/Megatron-LM": MG, "pytorch/torchtitan": TT, "deepspeedai/DeepSpeed": DS}
 out = []
-for src in dict.fromkeys(s for r in RESTRICTIONS for s in r.sources):
+for src in dict.fromkeys([*(s for r in RESTRICTIONS for s in r.sources), *(s for _, ss in SPELLINGS for s in ss)]):
     text = show(MIRROR[src.repo], src.rev, src.path).splitlines()
     nums = [i + 1 for i, l in enumerate(text) if l.strip() == src.quote]
     assert nums, src
