@@ -276,6 +276,10 @@ def render_gpus_range(r: GpuCountResult, console: Console) -> None:
     console.print(f"recommended: {rec} GPUs" if rec else "[red]no GPU count meets the constraints[/red]")
 
 
+# Time breakdown fields that are a part of other terms (TimeBreakdown.total leaves them out), with their row label.
+_OF_WHICH = {"moe_imbalance": "of which moe imbalance"}
+
+
 def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title: str = "best layout") -> None:
     """Step time and memory per GPU of `r`, titled `title` (a search's best layout, or `plan estimate`'s one)."""
     t = Table(title=f"{title}: step time and memory per GPU", title_justify="left",
@@ -286,7 +290,11 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title
     t.add_column("memory", justify="left")
     t.add_column("GiB", justify="right")
     step = r.step_time_s
-    times = [(f.name, getattr(r.time_breakdown_s, f.name)) for f in fields(r.time_breakdown_s)]
+    times = [(f.name, getattr(r.time_breakdown_s, f.name)) for f in fields(r.time_breakdown_s) if f.name not in _OF_WHICH]
+    for name, label in _OF_WHICH.items():  # parts of the terms above, not added to the step: shown when priced
+        value = getattr(r.time_breakdown_s, name, 0.0)
+        if value:
+            times.append((label, value))
     mems = [(f.name, getattr(r.memory_gib, f.name)) for f in fields(r.memory_gib)] + [("total", r.memory_gib.total)]
     for k in range(max(len(times), len(mems))):
         tk, tv = times[k] if k < len(times) else ("", None)

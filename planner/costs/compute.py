@@ -53,6 +53,14 @@ class LayerCompute:
         return fwd, bwd
 
 
+def routed_rows(model: ModelSpec, layouts) -> tuple:
+    """(rows per local expert, local experts) of the grouped expert GEMMs on the busiest
+    expert-parallel rank: expert_rows x MoeSpec.busiest_rank_load(ep), the rank holding the busiest
+    expert (moe.imbalance). It sets the pace: the all-to-all waits for it, and it stores the most."""
+    rows, local = expert_rows(model, layouts)
+    return rows * model.moe.busiest_rank_load(layouts.ep), local
+
+
 def peak_flops(gpu: GpuSpec, name: str) -> float:
     """Dense tensor-core FLOP/s the GEMMs of a precision run at."""
     return gpu.peak_flops(precision(name).peak)
@@ -224,7 +232,7 @@ def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind)
     traffic = traffic + np.where(sp, 22.0 * tokens * model.hidden / t, 22.0 * tokens * model.hidden)
     traffic = traffic + _eager_rope_bytes(model, tokens, t)
     if kind.is_moe:
-        rows, local = expert_rows(model, layouts)
+        rows, local = routed_rows(model, layouts)
         etp = layouts.etp.astype(float)
         g, ci, co = _gemm_set(kind.expert, rows, etp, gpu, prec, groups=local)
         slots = tokens / t * kind.top_k  # this GPU's routed token copies
@@ -293,7 +301,7 @@ def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_
     if "shared_experts" in modules and kind.is_moe:
         out = out + gemms("shared")
     if "moe_act" in modules and kind.is_moe:
-        rows, local = expert_rows(model, layouts)
+        rows, local = routed_rows(model, layouts)
         out = out + _mlp_traffic(model, rows * local, kind.expert[-1].k / layouts.etp.astype(float)) / hbm
     if "mla_up_proj" in modules and model.mla is not None:
         ups = tuple(m for m in kind.tp_matrices if m.name in ("q_up", "kv_up"))

@@ -88,6 +88,9 @@ class KindSums:
     ep: np.ndarray
     logits: np.ndarray
     mean: LayerCompute
+    # of `layer`: what the MoE routing imbalance adds (moe.imbalance, moe.load_imbalance), the busiest
+    # rank's longer expert GEMMs and all-to-alls against a balanced routing's
+    imbalance: np.ndarray | float = 0.0
 
 
 def kind_sums(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple[KindSums, tuple]:
@@ -107,7 +110,35 @@ def kind_sums(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layout
                     total(lambda k: k.ep), kinds[0].lc.logits_fwd_bwd_s, mean_layer(kinds))
     if inverse is not None:
         sums = replace(take(sums, inverse), layers=tuple(x[inverse] for x in sums.layers))
+    if imbalanced(model):
+        even, _ = kind_sums(balanced(model), cluster, st, layouts, rows)
+        sums = replace(sums, imbalance=sums.layer - even.layer)
     return sums, tuple(k.moe for k in kinds)
+
+
+def imbalanced(model: ModelSpec) -> bool:
+    """Whether the model states a routing imbalance (moe.imbalance or moe.load_imbalance above 1)."""
+    return model.moe is not None and (model.moe.imbalance != 1.0 or model.moe.load_imbalance != 1.0)
+
+
+def balanced(model: ModelSpec) -> ModelSpec:
+    """The same model with its experts' tokens force-balanced (Megatron moe_router_force_load_balancing)."""
+    return model.model_copy(update=dict(moe=model.moe.model_copy(update=dict(imbalance=1.0, load_imbalance=1.0))))
+
+
+def ep_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind) -> np.ndarray:
+    """comm.ep_comm_per_layer_s of the busiest expert-parallel rank: the tokens it receives in the
+    dispatch and sends in the combine are MoeSpec.busiest_rank_load(ep) x the mean rank's. comm reads
+    a rank's load as moe.load_imbalance, so each distinct load is priced with a model stating it."""
+    load = model.moe.busiest_rank_load(layouts.ep)
+    if np.all(load == 1.0):
+        return comm.ep_comm_per_layer_s(cluster, model, layouts, kind)
+    out = np.empty(len(layouts))
+    for value in np.unique(load):
+        rows = np.flatnonzero(load == value)
+        moe = model.moe.model_copy(update=dict(load_imbalance=model.moe.load_imbalance * float(value)))
+        out[rows] = comm.ep_comm_per_layer_s(cluster, model.model_copy(update=dict(moe=moe)), layouts.take(rows), kind)
+    return out
 
 
 def ep_exposed_s(layouts, lc: LayerCompute, ep, moe_again=False) -> np.ndarray:
@@ -162,7 +193,7 @@ def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConsta
                 moe_again, recompute.moe_forward_s(model, cluster.gpu, st, layouts, kind), 0.0))
         tp = tp * comm.tp_exposed(model.training.tp_comm_overlap, st)
         cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc)
-        ep = comm.ep_comm_per_layer_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
+        ep = ep_comm_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
         out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))
     return out
 

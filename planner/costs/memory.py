@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.specs.layers import LayerKind, attention_dims, eager_clamp, expert_rows, layer_kinds
+from planner.specs.layers import LayerKind, attention_dims, eager_clamp, layer_kinds
 from planner.specs.precision import FP32_BYTES
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import ModelSpec
 from planner.units import GIB
 from planner.costs import recompute
+from planner.costs.compute import routed_rows
 from planner.costs.context import JobContext
 from planner.costs.pipeline_ranks import (PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
                                           rank_param_split)
@@ -112,7 +113,7 @@ def _recomputed_bytes(model: ModelSpec, layouts, kind: LayerKind, g: float, sb, 
     if "moe" in modules and kind.is_moe:  # the whole MoE layer: only its input (the norm's output) stays
         out = out + _mlp_bytes(model, g) * mlp_width * sb / t + _expert_activations(model, layouts, kind, g)
     if "moe_act" in modules and kind.is_moe:
-        rows, local = expert_rows(model, layouts)
+        rows, local = routed_rows(model, layouts)
         out = out + g * rows * local * kind.expert[-1].k / layouts.etp.astype(float)
     if "mla_up_proj" in modules and model.mla is not None:
         d = attention_dims(model)
@@ -129,7 +130,7 @@ def _mlp_bytes(model: ModelSpec, gemm_input_bytes: float) -> float:
 def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) -> np.ndarray:
     """Routed experts' stored tensors on one GPU: per routed row its dispatched input (a GEMM input),
     MLP intermediates over expert_ffn / etp and its output, kept for the weighted combine."""
-    rows, local = expert_rows(model, layouts)
+    rows, local = routed_rows(model, layouts)
     width = kind.expert[-1].k / layouts.etp.astype(float)
     # An eager SwiGLU clamp (planner/costs/compute.py _eager_expert_bytes) keeps the fc1 output for
     # the clamps' backward beside the clamped copy the activation saves: 2 x width more 16-bit values.

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.costs.compute import _eager_expert_bytes, _gemm_set, _mlp_traffic, gemm_s
+from planner.costs.compute import _eager_expert_bytes, _gemm_set, _mlp_traffic, gemm_s, routed_rows
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import GpuSpec, ModelSpec, StackConstants
-from planner.specs.layers import LayerKind, expert_rows
+from planner.specs.layers import LayerKind
 from planner.specs.precision import BF16
 from planner.units import US
 
@@ -39,7 +39,7 @@ def moe_forward_s(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     hbm = gpu.hbm_bytes_per_s * gpu.efficiency.hbm
     t = layouts.tp.astype(float)
     tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
-    rows, local = expert_rows(model, layouts)
+    rows, local = routed_rows(model, layouts)
     etp = layouts.etp.astype(float)
     experts, cast_in, _ = _gemm_set(kind.expert, rows, etp, gpu, prec, groups=local)
     router = gemm_s(tokens / t, kind.router.k, kind.router.n, gpu.peak_flops("bf16"), gpu.hbm_bytes_per_s, gpu)

@@ -138,7 +138,14 @@ class MoeSpec(Spec):
     capacity_factor: float | None = Field(default=None, gt=0, le=1000, description=(
         "tokens an expert takes, relative to an even share (null: dropless)"))
     load_imbalance: float = Field(default=1.0, ge=1, le=1000, description=(
-        "busiest expert rank's tokens / the mean (1.0: force-balanced benchmarks; real routing is above)"))
+        "busiest expert rank's tokens / the mean, as measured per rank (1.0: force-balanced benchmarks); "
+        "multiplies what `imbalance` gives: state one of the two"))
+    imbalance: float = Field(default=1.0, ge=1, le=1_000_000, description=(
+        "busiest expert's routed tokens per micro-batch / the mean over the experts (1 + MaxVio of Wang et al. "
+        "2024); 1.0: force-balanced, as NVIDIA's Megatron-Bridge MoE benchmarks run "
+        "(moe_router_force_load_balancing). Measured dropless routing: about 1.5-1.7 with an auxiliary loss, "
+        "1.04 with aux-loss-free expert bias (MaxVio_global, arXiv 2408.15664 Table 2); a batch's is above. "
+        "Not priced with a capacity_factor (the capacity bounds it)"))
     # Routing (Megatron --moe-router-*; HF scoring_func, topk_method noaux_tc, n_group, topk_group,
     # routed_scaling_factor). Named for the exports only: the cost models do not read them.
     router_score: Literal["softmax", "sigmoid"] = Field(default="softmax", description=(
@@ -160,6 +167,10 @@ class MoeSpec(Spec):
     def _top_k_fits(self) -> "MoeSpec":
         if self.top_k > self.experts:
             raise ValueError(f"top_k ({self.top_k}) must be at most experts ({self.experts})")
+        if self.imbalance > self.experts / self.top_k:
+            # an expert takes each token once: at most all T tokens, T top_k / E the mean
+            raise ValueError(f"imbalance ({self.imbalance:g}) must be at most experts / top_k "
+                             f"({self.experts / self.top_k:g}): the busiest expert takes each token at most once")
         if (self.router_groups is None) != (self.router_group_top_k is None):
             raise ValueError("router_groups and router_group_top_k go together (group-limited routing)")
         if self.router_groups is not None and (self.experts % self.router_groups or self.router_group_top_k > self.router_groups):
@@ -170,6 +181,21 @@ class MoeSpec(Spec):
     @property
     def shared_ffn(self) -> int:
         return self.shared_expert_ffn_hidden or self.expert_ffn_hidden
+
+    def busiest_rank_load(self, ep) -> np.ndarray:
+        """Routed tokens of the busiest expert-parallel rank / the mean rank's (arrays over ep): the
+        rank holding the busiest expert, at `imbalance` x the mean expert's tokens, and n - 1 = E/ep - 1
+        other experts sharing the remaining E - imbalance means evenly over E - 1 experts:
+        (imbalance + (n - 1)(E - imbalance)/(E - 1)) / n. One expert a rank (ep = E): imbalance;
+        every expert on each rank (ep = 1): 1, a rank's grouped GEMM takes all its tokens whatever
+        their split. The least the stated busiest expert allows: a rank of several hot experts is
+        busier (state it as load_imbalance). 1 with a capacity factor (drop and pad bound it)."""
+        ep = np.asarray(ep, dtype=float)
+        if self.capacity_factor is not None or self.imbalance == 1.0 or self.experts == 1:
+            return np.ones_like(ep)
+        e, f = float(self.experts), self.imbalance
+        n = e / ep
+        return (f + (n - 1.0) * (e - f) / (e - 1.0)) / n
 
 
 class YarnSpec(Spec):
