@@ -293,13 +293,17 @@ def _stated_key(constraint: str) -> str | None:
 def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, *,
                 headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
     """The plan's layout scored with the cost models of `plan search`; one finding per broken rule."""
-    from planner.estimate import estimate_layout
+    from planner.estimate import estimate_defaults, estimate_layout, with_memory_hint
     from planner.search import with_global_batch
 
     model = with_global_batch(model, plan.global_batch)
     lay, c = plan.layout, plan.constraints
-    given = {a.name: getattr(lay, a.name) for a in AXES if a.given is not None}
-    gpus = plan.gpus or given_gpus(given) or cluster.total_gpus
+    # the axes the file leaves out default as `plan estimate` fills them (sequence parallelism at tp > 1,
+    # ZeRO 1 at dp*cp > 1), so one spelled layout is one layout in both
+    spelled = {a.name: getattr(lay, a.name) for a in AXES if a.given is not None and a.name in lay.model_fields_set}
+    gpus = plan.gpus or given_gpus({a.name: getattr(lay, a.name) for a in AXES if a.given is not None}) \
+        or cluster.total_gpus
+    given = estimate_defaults(spelled, gpus, cluster)
 
     def error(code: str, path: tuple, message: str) -> Finding:
         return Finding(loaded.file, loaded.line_of(path), "error", code, ".".join(path), message)
@@ -315,6 +319,8 @@ def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: 
                                in_file=True, **given)
     except SpecError as exc:  # the degrees do not multiply to the GPUs
         return [error("layout", ("layout",), f"{exc.message} (expected {exc.expected})")]
+    # a memory hint is a change that fits when scored, as plan estimate's (not a list of untried tips)
+    data = with_memory_hint(data, model, cluster, gpus=gpus, limits=limits, given=given, in_file=True)
     out = []
     for v in data.violations:
         key = _stated_key(v.constraint)

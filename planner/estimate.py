@@ -91,3 +91,77 @@ def estimate_defaults(given: dict, gpus: int | None, cluster: ClusterSpec) -> di
         others = math.prod(v for k, v in degrees.items() if k != "dp")
         degrees["dp"] = total // others if total % others == 0 else 1
     return {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
+
+
+def with_memory_hint(result: ScoredLayout, model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None,
+                     limits: Limits, given: dict, in_file: bool = False) -> ScoredLayout:
+    """`result` with its memory violation's tips replaced by a change of settings that fits, found by
+    scoring each (one setting changed, then two, then three; the fastest that fits), or said to be none.
+    The change is spelled as options (`--pp 4`) or, `in_file`, as a plan file's layout keys (`pp: 4`)."""
+    from dataclasses import replace
+
+    from planner.constraints.hardware import has_memory_tips, with_memory_hint as hinted
+
+    if not has_memory_tips(result.violations):  # fits, or below the floor of the states alone
+        return result
+    found = memory_fix(result, model, cluster, gpus=gpus, limits=limits, given=given, in_file=in_file)
+    return replace(result, violations=hinted(result.violations, found, moe=model.moe is not None, in_file=in_file))
+
+
+def _hint_choices(lay: dict, moe: bool) -> dict:
+    """Axis -> values to try, from the layout scored (the degrees keep the GPU count)."""
+    choices = {
+        "cp": [lay["cp"] * 2, lay["cp"] * 4],
+        "pp": [lay["pp"] * 2],
+        "tp": [lay["tp"] * 2],
+        "recompute": {"none": ["selective", "full"], "selective": ["full"], "full": []}[lay["recompute"]],
+        "zero": list(range(lay["zero"] + 1, 4)),
+        "sequence_parallel": [True] if not lay["sequence_parallel"] else [],
+        "micro_batch": sorted({1, lay["micro_batch"] // 2} - {0}) if lay["micro_batch"] > 1 else [],
+        "ep": [lay["ep"] * 2] if moe else [],
+    }
+    return {k: v for k, v in choices.items() if v}
+
+
+def spelled_change(name: str, value: Any, in_file: bool) -> str:
+    """One changed setting as a user writes it: `--pp 4`, `--sequence-parallel`; in a plan file `pp: 4`."""
+    from planner.layout.axes import axis
+
+    if in_file:
+        return f"{name}: {str(value).lower() if isinstance(value, bool) else value}"
+    return axis(name).as_option(value)
+
+
+def memory_fix(result: ScoredLayout, model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None, limits: Limits,
+               given: dict, in_file: bool = False):
+    """([changes], its scored layout) of the fastest change of at most HINT_CHANGES settings that makes
+    the layout fit in memory without breaking anything else; None when none does."""
+    from itertools import combinations, product
+
+    from planner.constraints.hardware import HINT_CHANGES
+
+    lay = result.layout
+    total = int(lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"])
+    others = {v.constraint for v in result.violations} - {"memory"}
+    choices = _hint_choices(lay, model.moe is not None)
+    base = {k: lay[k] for k in given if k in lay}
+    for n in range(1, HINT_CHANGES + 1):
+        fits = []
+        for names in combinations(choices, n):
+            for values in product(*(choices[k] for k in names)):
+                change = dict(zip(names, values))
+                trial = {**base, **change}
+                if {"cp", "pp", "tp"} & set(change):
+                    trial["dp"] = None  # the other degrees keep the GPU count
+                try:
+                    scored = estimate_layout(model, cluster, gpus=gpus or total, limits=limits, **trial)
+                except SpecError:  # a degree that does not divide the GPUs, an expert group too large
+                    continue
+                if {v.constraint for v in scored.violations} <= others:
+                    if in_file and given.get("dp") is not None and "dp" in trial and trial["dp"] is None:
+                        change["dp"] = scored.layout["dp"]  # a file that spells dp keeps the GPU count by it
+                    fits.append((scored.step_time_s, [spelled_change(k, v, in_file) for k, v in change.items()], scored))
+        if fits:
+            _, spelled, scored = min(fits, key=lambda f: f[0])
+            return spelled, scored
+    return None

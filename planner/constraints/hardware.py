@@ -54,16 +54,18 @@ def has_memory_tips(violations) -> bool:
     return any(v.constraint == "memory" and TRY in v.message for v in violations)
 
 
-def with_memory_hint(violations: tuple, found, moe: bool) -> tuple:
+def with_memory_hint(violations: tuple, found, moe: bool, in_file: bool = False) -> tuple:
     """`violations` with the memory violation's tips replaced by what scoring found: `found` is
     (options, scored layout) of the fastest change of at most HINT_CHANGES settings that fits, or
-    None when none does (`moe`: --ep was among the settings tried)."""
+    None when none does (`moe`: --ep was among the settings tried; `in_file`: named as a plan
+    file's layout keys, not options)."""
     if found is None:
-        tail = (f"no change of up to {HINT_CHANGES} of --cp, --pp, --tp, --recompute, --zero, "
-                f"--sequence-parallel, --micro-batch{', --ep' if moe else ''} fits")
+        names = ["cp", "pp", "tp", "recompute", "zero", "sequence_parallel", "micro_batch"] + (["ep"] if moe else [])
+        what = (f"layout.{', layout.'.join(names)}" if in_file else ", ".join(axis(n).flag for n in names))
+        tail = f"no change of up to {HINT_CHANGES} of {what} fits"
     else:
         options, fit = found
-        tail = (f"fits with {' '.join(options)} ({fit.memory_gib.total:.1f} GiB, step "
+        tail = (f"fits with {(', ' if in_file else ' ').join(options)} ({fit.memory_gib.total:.1f} GiB, step "
                 f"{fit.step_time_s:.3f} s, scored)")
     return tuple(replace(v, message=f"{v.message.split(TRY)[0]}: {tail}")
                  if v.constraint == "memory" and TRY in v.message else v for v in violations)
