@@ -34,6 +34,10 @@ from planner.layout.space import single_layout
 from planner.errors import SpecError
 from planner.specs import ClusterSpec, ModelSpec
 
+# Units (one micro-batch's forward and backward on one virtual stage) a timeline simulates and draws at most:
+# 50,000 take about 2 s to simulate and a few more to draw (60,000 sequences on pp 8 were 480,000: minutes, GBs)
+MAX_UNITS = 50_000
+
 # Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
 KINDS = ("forward", "backward", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
 
@@ -234,8 +238,21 @@ def rank_memory(job: JobContext, stage_layers) -> MemoryBreakdown:
     return MemoryBreakdown(*(np.broadcast_to(getattr(mem, f), (p, 1))[:, 0].astype(float) for f in parts))
 
 
+def check_drawable(layout: dict) -> None:
+    """A step of at most MAX_UNITS units (micro-batches x pp x vpp) is drawn; a larger one is bad input
+    (exit 2), said before any event is simulated."""
+    lay = layout_row(layout)
+    p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
+    if m * p * v > MAX_UNITS:
+        raise SpecError(f"{m:,} micro-batches x pp {p} x vpp {v} = {m * p * v:,} units to draw, more than "
+                        f"{MAX_UNITS:,}", path="--timeline",
+                        expected=f"a step of at most {MAX_UNITS:,} units: fewer micro-batches per step (a larger "
+                                 f"--micro-batch or dp, a smaller --global-batch), or no --timeline")
+
+
 def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
     """The schedule of a scored layout (planner.results.ScoredLayout, e.g. `plan estimate`'s)."""
+    check_drawable(scored.layout)
     lay = layout_row(scored.layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
     if v > 1 and m % p:  # Megatron's interleaved 1F1B runs micro-batches in groups of pp

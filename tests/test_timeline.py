@@ -253,3 +253,36 @@ def test_the_drawn_moe_comm_is_what_the_a2a_overlap_leaves_exposed():
         assert tl.total_s("comm", 0) == pytest.approx(tb.tp_comm + tb.cp_comm + tb.ep_comm, rel=1e-9)
         shown[name] = tb.ep_comm
     assert 0 < shown["hidden"] < shown["plain"]
+
+
+def test_cli_timeline_of_a_60000_sequence_batch_is_refused_at_once(tmp_path):
+    """Found as: `plan estimate --timeline` of a 60,000-sequence batch ran for minutes and GBs (issue 38)."""
+    import time
+
+    from typer.testing import CliRunner
+
+    from planner.cli.main import app
+
+    png = tmp_path / "big.png"
+    # 8 GPUs as pp 8: dp 1, 60,000 micro-batches of 1 -> 480,000 units (micro-batch x stage), above 50,000
+    start = time.monotonic()
+    r = CliRunner().invoke(app, ["estimate", "llama3.1-8b", "dgx-h100-1024", "--gpus", "8", "--global-batch", "60000",
+                                 "--tp", "1", "--pp", "8", "--micro-batch", "1", "--timeline", str(png)])
+    assert time.monotonic() - start < 5
+    assert r.exit_code == 2 and r.stdout == "" and not png.exists()
+    assert "--timeline: 60,000 micro-batches x pp 8 x vpp 1 = 480,000 units to draw" in r.stderr
+
+
+@pytest.mark.parametrize("batch,units,drawable", [(6250, 50_000, True), (6251, 50_008, False)])
+def test_the_bound_counts_micro_batches_times_stages(batch, units, drawable):
+    from planner.errors import SpecError
+    from planner.timeline import MAX_UNITS, check_drawable
+
+    assert MAX_UNITS == 50_000
+    layout = {"dp": 1, "tp": 1, "pp": 8, "cp": 1, "micro_batch": 1, "vpp": 1, "recompute": "none",
+              "sequence_parallel": False, "zero": 0, "ep": 1, "etp": 1, "num_microbatches": batch}
+    if drawable:
+        check_drawable(layout)
+    else:
+        with pytest.raises(SpecError, match=f"{units:,} units"):
+            check_drawable(layout)

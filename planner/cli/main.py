@@ -432,6 +432,10 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
                      nvlink_segment=nvlink_domain_gpus, profile=profile)
         given = estimate_defaults(given, gpus, c)
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
+        if figure is not None:  # a step too long to draw: exit 2 before the numbers and the drawing
+            from planner.timeline import check_drawable
+
+            check_drawable(result.layout)
         _check_framework_runs(framework, result, m)
         result = with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)
         _require_finite(report.scored_json(result))
