@@ -78,6 +78,44 @@ class ScoredLayout:
     def goodput_tokens_per_s(self) -> float:
         return self.reliability.goodput_tokens_per_s
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of one scored layout, as `plan estimate --json` prints it (docs/commands.md, "JSON
+        of one scored layout"): plain dicts, lists, numbers and strings."""
+        from dataclasses import asdict
+
+        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items()}
+        memory["total"] = round(self.memory_gib.total, 4)
+        band = self.error_band
+        out = {
+            "layout": dict(self.layout), "feasible": self.feasible,
+            "violations": [{"constraint": v.constraint, "message": v.message} for v in self.violations],
+            "step_time_s": self.step_time_s, "step_time_error_pct": round(band.pct, 2),
+            "step_time_error_basis": band.basis, "time_breakdown_s": asdict(self.time_breakdown_s),
+            "memory_gib": memory, **({} if band.memory_pct is None else {"memory_error_pct": round(band.memory_pct, 2)}),
+            "tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu, "mfu": self.mfu,
+            **({} if self.mfu_fp8_peak is None else {"mfu_fp8_peak": self.mfu_fp8_peak}),
+            "energy_j_per_step": self.energy.energy_j_per_step, "energy_j_per_token": self.energy_j_per_token,
+            "avg_power_kw": self.energy.avg_power_kw,
+            **({} if self.cost_usd_per_step is None else {
+                "cost_usd_per_step": self.cost_usd_per_step, "cost_usd_per_m_tokens": self.cost_usd_per_m_tokens,
+                "co2e_g_per_step": self.co2e_g_per_step}),
+            **asdict(self.reliability),
+        }
+        if self.statistical_efficiency is not None:
+            out["statistical_efficiency"] = self.statistical_efficiency
+        if self.training is not None:
+            out.update(asdict(self.training))
+        if self.power_cap is not None:
+            out.update(asdict(self.power_cap))
+        split = self.layout.get("stage_layers")
+        if split is not None:
+            from planner.export.megatron import megatron_pipeline_args
+
+            args = megatron_pipeline_args(split, self.layout["pp"], self.layout.get("vpp", 1))
+            if args:
+                out["megatron_pipeline_args"] = args
+        return out
+
 
 def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_layers=None) -> ScoredLayout:
     """Row i of `scores` (planner.score.Scores) as a ScoredLayout. `stage_layers`: transformer

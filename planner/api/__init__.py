@@ -1,0 +1,13 @@
+"""The planner as a library: what `plan` does, as functions that return typed results.
+
+`import planner` stays cheap: these are imported on first use (planner/__init__.py). The reference,
+with examples that tests run, is docs/api.md."""
+from __future__ import annotations
+
+from planner.api.inputs import load_cluster, load_gpu, load_model, load_profile
+from planner.api.plan import estimate, search
+from planner.api.sweep import sweep
+from planner.api.tools import calibrate, check, export
+
+__all__ = ["search", "estimate", "sweep", "check", "export", "calibrate", "load_model", "load_cluster", "load_gpu",
+           "load_profile"]

@@ -1,0 +1,177 @@
+"""`planner.sweep`: `plan sweep`'s points (a sweep file or mapping, and keywords that override its
+keys as the flags do) run by the sweep machinery of planner/sweep/ on this machine, as rows."""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from planner.api import arguments as args
+from planner.errors import SpecError
+
+MAX_WORKERS = 256  # as `plan sweep --workers`
+
+
+def _names(value, flag: str) -> list[str]:
+    """A list of names, or one string of comma-separated names (as a repeated flag takes them)."""
+    items = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+    for v in items:
+        args.typed(v, (str, os.PathLike), flag)
+    return [v.strip() for text in items for v in os.fspath(text).split(",") if v.strip()]
+
+
+def overrides(*, models, scale_model, params, cluster, gpus, global_batch, batch_tokens, tokens, objective,
+              framework, constraints: dict) -> dict:
+    """The sweep-file keys the keywords give (planner/cli/sweep.py overrides_of)."""
+    from planner.sweep import parse_gpus, parse_params
+
+    out = {k: v for k, v in dict(global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens).items()
+           if v is not None}
+    if models:
+        out["models"] = _names(models, "--models")
+    for key, value in (("cluster", cluster), ("objective", objective)):
+        if value is not None:
+            names = _names(value, f"--{key}")
+            if not names:
+                raise SpecError("an empty list", path=f"--{key}",
+                                expected="time | energy | cost | carbon" if key == "objective" else "cluster specs")
+            out[key] = names[0] if len(names) == 1 else names
+    if gpus:
+        out["gpus"] = parse_gpus(gpus if isinstance(gpus, str) else [",".join(map(str, gpus))])
+    if framework is not None:
+        from planner.api.inputs import framework_stack
+
+        framework_stack(framework, None)  # an unknown name, said as `plan search` says it
+        out["framework"] = framework
+    scale = {k: v for k, v in dict(base=scale_model, params=None if params is None else parse_params(
+        params if isinstance(params, str) else ",".join(map(str, params)))).items() if v is not None}
+    if scale:
+        out["scale_model"] = scale
+    given = {**args.read_options(_file_defaults(constraints), "sweep"), **args.read_axes(constraints)}
+    if given.get("allow_cross_node_tp") is False:
+        given.pop("allow_cross_node_tp")  # a switch off leaves the file's value
+    if given:
+        out["constraints"] = given
+    if global_batch is not None and batch_tokens is not None:
+        raise SpecError("give one of them", path="--global-batch/--batch-tokens",
+                        expected="--global-batch SEQUENCES or --batch-tokens TOKENS")
+    return out
+
+
+def _file_defaults(constraints: dict) -> dict:
+    """The sweep options as `plan sweep` receives them: a switch off, the others None (the file's value
+    or the option's default applies), the caller's values typed."""
+    from planner.options import options_for
+
+    return {o.key: args.typed(constraints[o.key], o.kind, o.flag) if constraints.get(o.key) is not None
+            else (False if o.kind is bool else None) for o in options_for("sweep")}
+
+
+def worker_count(workers: int | None) -> int:
+    """`workers` checked (1 to MAX_WORKERS) and capped by the cores this process may run on."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = cores if workers is None else args.typed(workers, int, "--workers")
+    if not 1 <= n <= MAX_WORKERS:
+        raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
+                        expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
+    return min(n, cores)
+
+
+def _spec(spec, given: dict):
+    """(SweepSpec, the folder its relative paths are read from) of a file, a mapping or nothing."""
+    from planner.sweep import SweepSpec, load_sweep, with_overrides
+
+    if spec is None:
+        return with_overrides(SweepSpec(), given), None
+    if isinstance(spec, Mapping):
+        from planner.specs.loading import validate
+        from planner.specs.yamlio import LoadedYaml
+        from planner.sweep.spec import check_size
+
+        data = dict(spec)
+        result = with_overrides(validate(SweepSpec, data, LoadedYaml(data=data, file=None, lines={})), given)
+        check_size(result)
+        return result, None
+    return load_sweep(spec, given), Path(spec).resolve().parent
+
+
+def with_stated(points: list, spec, *, seq_len=None, precision=None, nvlink_domain_gpus=None, profile=None) -> list:
+    """The points with seq_len, precision and the NVLink segment applied as if each spec said so, and a
+    profile's constants in (planner/cli/sweep.py with_stated); points that become identical run once."""
+    from planner.api.inputs import load_profile, with_nvlink_segment, with_run
+    from planner.fidelity.profile import apply_profile
+    from planner.search import check_precision
+    from planner.sweep.family import batch_from_tokens
+
+    if profile is not None:
+        prof, done = load_profile(profile), {}
+        for p in points:
+            done.setdefault((id(p.model), id(p.cluster)), (p, apply_profile(p.model, p.cluster, prof)))
+        points = [replace(p, model=done[(id(p.model), id(p.cluster))][1][0],
+                          cluster=done[(id(p.model), id(p.cluster))][1][1]) for p in points]
+    if seq_len is None and precision is None and nvlink_domain_gpus is None:
+        return points
+    models, clusters, unique = {}, {}, {}
+    for p in points:
+        if id(p.model) not in models:
+            m = with_run(p.model, seq_len=seq_len, precision=precision)
+            if seq_len is not None and spec.global_batch is None and spec.batch_tokens is not None:
+                batch = batch_from_tokens(spec.batch_tokens, m.seq_len)
+                m = m.model_copy(update={"training": m.training.model_copy(update={"global_batch": batch})})
+            models[id(p.model)] = (p.model, m)
+        if id(p.cluster) not in clusters:
+            clusters[id(p.cluster)] = (p.cluster, with_nvlink_segment(p.cluster, nvlink_domain_gpus))
+        q = replace(p, model=models[id(p.model)][1], cluster=clusters[id(p.cluster)][1])
+        if precision is not None:
+            try:
+                check_precision(q.model, q.cluster)
+            except SpecError as exc:
+                raise SpecError(exc.message, path="--precision", expected=exc.expected) from None
+        unique.setdefault(q.key, q)
+    return list(unique.values())
+
+
+def sweep(spec: str | os.PathLike | Mapping | None = None, *, models=None, scale_model: str | None = None,
+          params=None, cluster=None, gpus=None, global_batch: int | None = None, batch_tokens: float | None = None,
+          tokens: float | None = None, objective=None, framework: str | None = None, seq_len: int | None = None,
+          precision: str | None = None, nvlink_domain_gpus: int | None = None, profile: Any = None,
+          out: str | os.PathLike | None = None, workers: int | None = 1, force: bool = False,
+          **constraints: Any) -> Iterator[dict]:
+    """The best layout of every point of a sweep, one row (a dict of planner.sweep.COLUMNS) a point.
+
+    `spec`: a sweep file or its content; the keywords override its keys as `plan sweep`'s flags do.
+    Without `out`, rows come as each point finishes (in order with one worker). With `out` (.csv,
+    .jsonl, .parquet) points already there are skipped and every row is written as it finishes, the
+    output locked, and the rows are given in the points' order once the sweep is done. Checked on the
+    call, before any point runs."""
+    from planner.layout.axes import fixable
+    from planner.options import options_for
+    from planner.sweep import expand
+
+    args.unknown("sweep", constraints, {o.key for o in options_for("sweep")} | {a.name for a in fixable()})
+    n = worker_count(workers)
+    given = overrides(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
+                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
+                      framework=framework, constraints=constraints)
+    sweep_spec, base_dir = _spec(spec, given)
+    if out is not None:
+        from planner.atomic import check_output
+        from planner.sweep import output_format
+
+        out = Path(out)
+        output_format(out)
+        check_output(out, "--out")
+    points = with_stated(expand(sweep_spec, base_dir), sweep_spec, seq_len=seq_len, precision=precision,
+                         nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+    return _rows(points, out, n, force)
+
+
+def _rows(points, out: Path | None, workers: int, force: bool) -> Iterator[dict]:
+    from planner.sweep import compute, run_sweep
+
+    if out is None:
+        yield from compute(points, workers)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    yield from run_sweep(points, out=out, workers=workers, force=force).rows

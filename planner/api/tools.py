@@ -1,0 +1,93 @@
+"""`planner.check`, `planner.export` and `planner.calibrate`: `plan check`, `--export` and `plan
+calibrate` as functions (planner/cli/check.py, planner/cli/main.py, planner/cli/calibrate.py)."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from planner.api import arguments as args
+from planner.errors import InfeasibleError, SpecError
+
+
+def check(paths: str | os.PathLike | Iterable[str | os.PathLike], *, memory_headroom: float | None = None,
+          against_best: float | None = None, strict: bool = False):
+    """Check spec, plan, sweep, runs and profile files (directories: their *.yaml and *.yml) as `plan
+    check` does. Returns a `CheckReport`; what a file gets wrong is a finding in it, not an exception."""
+    from planner.api.results import CheckReport
+    from planner.check import check_paths, exit_code
+    from planner.constraints import constraint_of_option
+    from planner.options import check_option
+
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for p in paths:
+        args.typed(p, (str, os.PathLike), "PATHS")
+    args.typed(memory_headroom, float, "--memory-headroom"), args.typed(against_best, float, "--against-best")
+    args.typed(strict, bool, "--strict")
+    check_option(constraint_of_option("memory_headroom").option, memory_headroom)
+    if against_best is not None and not 0 <= against_best < 1e6:
+        raise SpecError("must be a percentage >= 0", path="--against-best", expected="e.g. 5")
+    files, findings = check_paths([os.fspath(p) for p in paths], headroom=memory_headroom, against_best=against_best)
+    return CheckReport(tuple(files), tuple(findings), exit_code(findings, strict))
+
+
+def export(result: Any, framework: str):
+    """Launch settings (`Export`: `text`, `notes`, `argv`) of a result's layout for `framework`
+    (megatron | megatron-bridge | nemo | torchtitan | torchtitan@0.2 | deepspeed), as `--export` prints
+    them: a search's best layout, or an estimate's layout (an infeasible one too, as `plan estimate
+    --export` writes it; its `violations` say why)."""
+    from planner.api.results import Estimate, PoolsSearch
+    from planner.export import EXPORTS, export_settings
+    from planner.search import SearchResult
+
+    args.typed(framework, str, "--export")
+    if framework not in EXPORTS:
+        raise SpecError(f"unknown framework '{framework[:40]}'", path="--export", expected=" | ".join(EXPORTS))
+    searched = getattr(result, "framework", None)
+    if searched is not None:
+        from planner.api.inputs import framework_stack
+
+        framework_stack(searched, None, framework)  # settings of another framework than the one searched
+    if isinstance(result, PoolsSearch):
+        raise SpecError(f"the cluster has {len(result.per_pool)} pools; launch settings are for one pool",
+                        path="--export", expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
+    if isinstance(result, Estimate):
+        return export_settings(framework, result, result.model, result.cluster)
+    if isinstance(result, SearchResult):
+        if result.best is None:
+            raise InfeasibleError("no feasible layout: " + ", ".join(f"{k} removed {v:,}"
+                                                                     for k, v in result.rejected.items() if v))
+        return export_settings(framework, result.best, result.model, result.cluster)
+    raise SpecError(f"a {type(result).__name__}", path="result",
+                    expected="the result of planner.search or planner.estimate")
+
+
+def calibrate(runs: Iterable[Any] | str | os.PathLike, *, stack: str | None = None, cluster: str | None = None,
+              model: str | None = None):
+    """Fit the GPU's and the stack's constants to runs measured on your own cluster, as `plan
+    calibrate` does. `runs`: paths of runs files (*.yaml, kind: runs) or training logs (Megatron-LM,
+    NeMo / Megatron-Bridge, torchtitan, DeepSpeed), or `MeasuredRun`s; `cluster` and `model`: of the
+    logs, where a log names none. Returns a `Calibration` (pass it as `profile=`, or `write` it)."""
+    from planner.api.results import Calibration, _from
+    from planner.fidelity.own import calibrate as fit
+    from planner.fidelity.runs import MeasuredRun, read_runs
+
+    items = [runs] if isinstance(runs, (str, os.PathLike, MeasuredRun)) else list(runs)
+    paths = [r for r in items if not isinstance(r, MeasuredRun)]
+    for p in paths:
+        args.typed(p, (str, os.PathLike), "RUNS")
+    args.typed(stack, str, "--stack")
+    _check_stack(stack)
+    measured = read_runs(paths, cluster=cluster, model=model) if paths else []
+    measured += [r for r in items if isinstance(r, MeasuredRun)]
+    with args.numbers_checked():
+        return _from(Calibration, fit(measured, stack=stack))
+
+
+def _check_stack(stack: str | None) -> None:
+    """A stack names a shipped profile (`plan calibrate --stack`'s message)."""
+    from planner.specs import is_plain_name
+    from planner.specs.shipped import shipped_names
+
+    if stack is not None and not is_plain_name(stack):
+        raise SpecError(f"'{stack[:40]}' is not a stack name", path="--stack",
+                        expected=f"one of: {', '.join(shipped_names('stack'))}")

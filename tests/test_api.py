@@ -1,0 +1,248 @@
+"""The Python API (planner/api/, docs/api.md): the same JSON as `plan ... --json`, the same errors as
+the command line, a cheap `import planner`, a public surface the changelog names, and every example
+of docs/api.md run."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import planner
+from planner.cli.main import app
+from planner.errors import InfeasibleError, SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("typer", "rich", "matplotlib", "ortools")
+
+
+def plan(*argv: str):
+    return CliRunner().invoke(app, [str(a) for a in argv])
+
+
+def timeless(data):
+    """`data` without wall-clock times (keys ending in wall_s): they are not predictions."""
+    if isinstance(data, dict):
+        return {k: None if k.endswith("wall_s") else timeless(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [timeless(v) for v in data]
+    return data
+
+
+# --- the same JSON as the command line -----------------------------------------------------------
+
+SEARCHES = [  # (CLI arguments after `plan search MODEL CLUSTER`, the API's keywords)
+    (["--gpus", "8"], dict(gpus=8)),
+    (["--gpus", "64", "--top", "3", "--tp", "8"], dict(gpus=64, top=3, tp=8)),
+    (["--gpus", "64", "--objective", "energy", "--frontier"], dict(gpus=64, objective="energy", frontier=True)),
+    (["--gpus", "8", "--max-step-time", "0.001"], dict(gpus=8, max_step_time_s=0.001)),  # nothing feasible: nearest
+    (["--gpus-range", "8:32"], dict(gpus_range=(8, 32))),
+    (["--gpus", "8", "--framework", "torchtitan"], dict(gpus=8, framework="torchtitan")),
+]
+
+
+@pytest.mark.parametrize("cli,kwargs", SEARCHES, ids=[" ".join(c) for c, _ in SEARCHES])
+def test_search_json_is_the_cli_json(cli, kwargs):
+    shown = plan("search", "gpt3-1.3b", "dgx-a100-1024", *cli, "--json")
+    assert shown.exit_code in (0, 1), shown.output
+    result = planner.search("gpt3-1.3b", "dgx-a100-1024", **kwargs)
+    assert timeless(result.to_dict()) == timeless(json.loads(shown.stdout))
+
+
+def test_search_json_on_pools_is_the_cli_json():
+    shown = plan("search", "gpt3-1.3b", "mixed-h100-a100", "--top", "2", "--json")
+    result = planner.search("gpt3-1.3b", "mixed-h100-a100", top=2)
+    assert isinstance(result, planner.PoolsSearch)
+    assert timeless(result.to_dict()) == timeless(json.loads(shown.stdout))
+
+
+ESTIMATES = [
+    (["--gpus", "8", "--tp", "2", "--pp", "1", "--micro-batch", "4"], dict(gpus=8, tp=2, pp=1, micro_batch=4)),
+    # does not fit: the memory hint scores changes of settings
+    (["--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "64", "--global-batch", "512"],
+     dict(gpus=8, tp=1, pp=1, micro_batch=64, global_batch=512)),
+    (["--gpus", "16", "--tp", "2", "--pp", "2", "--micro-batch", "1", "--vpp", "2", "--stage-layers", "5,7,6,6",
+      "--recompute", "selective"],
+     dict(gpus=16, tp=2, pp=2, micro_batch=1, vpp=2, stage_layers=[5, 7, 6, 6], recompute="selective")),
+]
+
+
+@pytest.mark.parametrize("cli,kwargs", ESTIMATES, ids=[" ".join(c) for c, _ in ESTIMATES])
+def test_estimate_json_is_the_cli_json(cli, kwargs):
+    shown = plan("estimate", "gpt3-1.3b", "dgx-a100-1024", *cli, "--json")
+    assert shown.exit_code in (0, 1), shown.output
+    result = planner.estimate("gpt3-1.3b", "dgx-a100-1024", **kwargs)
+    assert result.to_dict() == json.loads(shown.stdout)
+    assert result.feasible == (shown.exit_code == 0)
+
+
+def test_check_json_is_the_cli_json():
+    files = ["configs/models/gpt3-1.3b.yaml", "configs/clusters/dgx-a100-1024.yaml"]
+    shown = plan("check", *[ROOT / f for f in files], "--format", "json")
+    report = planner.check([ROOT / f for f in files])
+    assert report.to_dict() == json.loads(shown.stdout)
+    assert report.ok and report.exit_code == shown.exit_code == 0
+
+
+def test_calibrate_json_is_the_cli_json_and_prices_a_search():
+    runs = ROOT / "configs/runs/dgxc-h100-gpt3.yaml"
+    shown = plan("calibrate", runs, "--json")
+    cal = planner.calibrate([runs])
+    assert cal.to_dict() == json.loads(shown.stdout)
+    with_file = planner.search("gpt3-175b", "dgx-h100-16384", gpus=4096, top=1, profile=cal)
+    assert "runs of profile" in with_file.best.error_band.basis
+
+
+def test_sweep_rows_are_the_cli_rows(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    shown = plan("sweep", "--models", "gpt3-1.3b", "--gpus", "8,16", "--workers", "1", "--quiet", "--out", out)
+    assert shown.exit_code == 0, shown.output
+    cli_rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = list(planner.sweep(models=["gpt3-1.3b"], gpus=[8, 16]))
+    assert [timeless(r) for r in rows] == [timeless(r) for r in cli_rows]
+    again = list(planner.sweep(models="gpt3-1.3b", gpus="8,16", out=out))  # resumed: every row was there
+    assert [r["point_id"] for r in again] == [r["point_id"] for r in cli_rows]
+
+
+def test_export_is_the_cli_export():
+    shown = plan("search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--export", "megatron")
+    assert planner.export(planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=8), "megatron").text.rstrip("\n") \
+        == shown.stdout.rstrip("\n")
+
+
+# --- the same errors as the command line ---------------------------------------------------------
+
+BAD = [  # (CLI arguments, the API call)
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "0"], lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=0)),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--top", "0"], lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", top=0)),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--tp", "3"], lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", tp=3)),
+    (["search", "gpt3-1.3bb", "dgx-a100-1024"], lambda: planner.search("gpt3-1.3bb", "dgx-a100-1024")),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "4096"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=4096)),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--stack", "../x"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", stack="../x")),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--framework", "jax"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", framework="jax")),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--precision", "fp8"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", precision="fp8")),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--memory-headroom", "2"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", memory_headroom=2.0)),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--objective", "speed"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", objective="speed")),
+    (["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus-range", "8-32"],
+     lambda: planner.search("gpt3-1.3b", "dgx-a100-1024", gpus_range="8-32")),
+    (["estimate", "gpt3-1.3b", "dgx-a100-1024", "--tp", "100000", "--pp", "100000", "--micro-batch", "1", "--cp", "1000"],
+     lambda: planner.estimate("gpt3-1.3b", "dgx-a100-1024", tp=100000, pp=100000, micro_batch=1, cp=1000)),
+    (["estimate", "gpt3-1.3b", "dgx-a100-1024", "--tp", "2", "--pp", "2", "--micro-batch", "1", "--stage-layers", "1,2x"],
+     lambda: planner.estimate("gpt3-1.3b", "dgx-a100-1024", tp=2, pp=2, micro_batch=1, stage_layers="1,2x")),
+    (["estimate", "gpt3-1.3b", "dgx-a100-1024", "--tp", "2", "--pp", "1", "--micro-batch", "1", "--framework",
+      "deepspeed", "--vpp", "2"],
+     lambda: planner.estimate("gpt3-1.3b", "dgx-a100-1024", tp=2, pp=1, micro_batch=1, framework="deepspeed", vpp=2)),
+    (["check", "configs/models/gpt3-1.3b.yaml", "--memory-headroom", "-1"],
+     lambda: planner.check("configs/models/gpt3-1.3b.yaml", memory_headroom=-1.0)),
+    (["calibrate", "configs/runs/dgxc-h100-gpt3.yaml", "--stack", "a/b"],
+     lambda: planner.calibrate(["configs/runs/dgxc-h100-gpt3.yaml"], stack="a/b")),
+    (["sweep", "--models", "gpt3-1.3b", "--workers", "0"], lambda: planner.sweep(models="gpt3-1.3b", workers=0)),
+    (["sweep", "--models", "gpt3-1.3b", "--objective", ""], lambda: planner.sweep(models="gpt3-1.3b", objective="")),
+]
+
+
+@pytest.mark.parametrize("cli,call", BAD, ids=[" ".join(c) for c, _ in BAD])
+def test_bad_input_is_the_cli_message(cli, call, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    shown = plan(*cli)
+    assert shown.exit_code == 2, shown.output
+    with pytest.raises(SpecError) as caught:
+        call()
+    assert f"error: {caught.value}" in shown.stderr.splitlines()
+
+
+def test_types_a_parser_would_refuse_are_spec_errors():
+    with pytest.raises(SpecError, match=r"--gpus: got the string '64' \(expected an integer\)"):
+        planner.search("gpt3-1.3b", "dgx-a100-1024", gpus="64")
+    with pytest.raises(SpecError, match=r"--tp: got 8.0 \(expected an integer\)"):
+        planner.search("gpt3-1.3b", "dgx-a100-1024", tp=8.0)
+    with pytest.raises(SpecError, match="--recompute"):
+        planner.search("gpt3-1.3b", "dgx-a100-1024", recompute=True)
+
+
+def test_mistyped_keywords_are_type_errors_with_the_nearest_name():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_step_time'; did you mean 'max_step_time_s'"):
+        planner.search("gpt3-1.3b", "dgx-a100-1024", max_step_time=3)
+    with pytest.raises(TypeError, match="missing required keyword arguments: 'pp', 'micro_batch'"):
+        planner.estimate("gpt3-1.3b", "dgx-a100-1024", tp=2)
+
+
+def test_export_of_nothing_feasible_or_of_another_framework_is_refused():
+    nothing = planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=8, max_step_time_s=0.001)
+    assert nothing.best is None and nothing.nearest is not None
+    with pytest.raises(InfeasibleError, match="no feasible layout: .*max_step_time removed"):
+        planner.export(nothing, "megatron")
+    titan = planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=8, framework="torchtitan", top=1)
+    with pytest.raises(SpecError, match="--export megatron with --framework torchtitan"):
+        planner.export(titan, "megatron")
+
+
+def test_specs_from_mappings_and_objects():
+    model = planner.load_model("gpt3-1.3b")
+    data = model.model_dump(mode="json", exclude_unset=True)
+    assert planner.load_model(data) == model and planner.load_model(model) is model
+    hf = json.loads((ROOT / "configs/hf/qwen3-30b-a3b.json").read_text())
+    assert planner.load_model(hf).moe is not None
+    assert planner.load_gpu("a100-sxm-80gb").memory_gib == 80
+    with pytest.raises(SpecError, match="layers"):
+        planner.load_model({**data, "layers": -1})
+
+
+def test_results_are_frozen():
+    result = planner.estimate("gpt3-1.3b", "dgx-a100-1024", gpus=8, tp=2, pp=1, micro_batch=4)
+    with pytest.raises(AttributeError):
+        result.step_time_s = 1.0
+
+
+# --- import, surface, modules --------------------------------------------------------------------
+
+def test_import_planner_loads_no_cli_plotting_or_solver_library():
+    code = ("import planner, sys; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            f"{HEAVY!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves_and_the_changelog_names_it():
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert len(set(planner.__all__)) == len(planner.__all__)
+    missing = [n for n in planner.__all__ if f"planner.{n}" not in changelog]
+    assert not missing, f"CHANGELOG.md does not name the public {missing}: say what was added (or removed)"
+    for name in planner.__all__:
+        assert getattr(planner, name) is not None
+
+
+def test_modules_named_like_api_functions_stay_modules():
+    import planner.search as engine
+    from planner import sweep as sw
+
+    assert planner.search is engine and callable(planner.search)
+    assert sw.rows.run_point and planner.check.check_paths and planner.estimate.estimate_layout
+    assert "gpus" in str(__import__("inspect").signature(planner.search))
+
+
+# --- docs/api.md -----------------------------------------------------------------------------------
+
+def _examples() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / "docs/api.md").read_text(), flags=re.S)
+
+
+def test_docs_api_examples_run(monkeypatch, tmp_path):
+    blocks = _examples()
+    assert len(blocks) >= 5
+    monkeypatch.chdir(ROOT)
+    scope = {"TMP": tmp_path}
+    for block in blocks:  # one namespace: later examples use earlier ones' names, as a reader would
+        exec(compile(block, "docs/api.md", "exec"), scope)
