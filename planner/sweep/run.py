@@ -149,6 +149,7 @@ class _Output:
         self.keys: list[str] = []  # of the points reached so far, in order
         self.skipped = 0
         self.new: dict[str, dict] = {}
+        self.written: set[str] = set()  # keys of rows computed now that reached the file
         self.saved_at = time.monotonic()
 
     def todo(self) -> Iterator[Point]:
@@ -177,16 +178,27 @@ class _Output:
             write_rows(self.out, rows if rows is not None else
                        self.ordered() + [r for k, r in self.have.items() if k not in wanted])
             self.saved_at = time.monotonic()
+            if rows is None:
+                self.written |= set(self.new)
 
     def add(self, row: dict, sink: _RowWriter) -> None:
         self.new[row["point_id"]] = row
         sink.write(row)  # CSV and JSONL: appended with its newline, flushed
+        if self.fmt != "parquet":
+            self.written.add(row["point_id"])
         # parquet cannot be appended to: the whole file is rewritten, at the first row, then at most every PARQUET_SAVE_S
         if self.fmt == "parquet" and (len(self.new) == 1 or time.monotonic() - self.saved_at >= PARQUET_SAVE_S):
             self.save()
 
     def result(self) -> SweepRun:
         return SweepRun(self.ordered(), len(self.new), self.skipped)
+
+    def all_in_file(self) -> bool:
+        """Whether every point's row is in the output already (found there, or appended now): nothing is
+        left for a rerun to compute, whatever a rewrite of the file did."""
+        if len(self.done) + len(self.written) < self.total:
+            return False
+        return all(p.key in self.done or p.key in self.written for p in self.points)
 
 
 def _run(output: _Output, workers: int, guard: StopSignals, on_row: Callable[[dict], None] | None) -> SweepRun:
@@ -218,13 +230,20 @@ def run_sweep(points: Sequence[Point], *, out: Path | None = None, workers: int 
     finishes, and finally rewrite `out` in the points' order (rows of other points kept after).
     While it runs, `out` is locked (another sweep on it is a `SpecError`) and SIGINT or SIGTERM
     raise `SweepInterrupted` once the finished rows are written."""
+    output = None
     try:
         with output_lock(out) if out is not None else nullcontext(), stop_signals() as guard:
-            return _run(_Output(points, out, force), workers, guard, on_row)
+            output = _Output(points, out, force)
+            return _run(output, workers, guard, on_row)
     except BrokenPipeError:
         raise
     except OSError as exc:  # a full disk, `ulimit -f`: the rows written before are kept, the rerun resumes
         if out is None:
             raise
+        if output is not None and output.all_in_file():  # a rerun would compute nothing and fail the same way
+            raise SpecError(f"every point is computed and its row is in the file, but the file could not be "
+                            f"rewritten in the points' order: {exc.strerror or exc}", file=os.fsdecode(out),
+                            path="--out", expected="room on its disk for a copy of the file (or --out on another "
+                            "disk); the disk, not the sweep, is what to fix") from None
         raise SpecError(f"cannot write the rows: {exc.strerror or exc}", file=os.fsdecode(out), path="--out",
                         expected="room on the disk; rerun to resume, the rows written are kept") from None
