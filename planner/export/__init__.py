@@ -23,9 +23,10 @@ from planner.specs import ClusterSpec, ModelSpec
 __all__ = ["EXPORTS", "Export", "export_settings", "is_even", "megatron_first_last", "megatron_layout",
            "megatron_pipeline_args", "runs"]
 
-# torchtitan: main at b5bcd76 (2026-08-21); torchtitan@0.2: release v0.2.2's older names
-# megatron-bridge: Megatron-Bridge v0.6.0 run_recipe.py overrides
-EXPORTS = ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2", "megatron-bridge")
+# torchtitan: the release on PyPI, 0.3.0; torchtitan@main: main at b5bcd76 (2026-08-21); torchtitan@0.2: release
+# v0.2.2's older names; megatron-bridge: Megatron-Bridge v0.6.0 run_recipe.py overrides
+EXPORTS = ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2", "megatron-bridge", "torchtitan@main")
+_TITAN_REV = {"torchtitan": "0.3", "torchtitan@main": "main", "torchtitan@0.2": "0.2"}
 
 
 def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: ClusterSpec) -> Export:
@@ -40,8 +41,8 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
         settings = bridge_settings(lay, model)
     elif kind == "nemo":
         settings = nemo_settings(lay, model, cluster)
-    elif kind in ("torchtitan", "torchtitan@0.2"):
-        settings = torchtitan_settings(lay, model, rev="main" if kind == "torchtitan" else "0.2")
+    elif kind in _TITAN_REV:
+        settings = torchtitan_settings(lay, model, rev=_TITAN_REV[kind])
     else:
         settings = deepspeed_settings(lay, model)
     return _with_power_cap(settings, kind, scored)

@@ -15,8 +15,8 @@ from typing import Callable
 
 import numpy as np
 
-# torchtitan: main at b5bcd76 (the --export torchtitan names); torchtitan@0.2: release v0.2.2
-FRAMEWORKS = ("megatron", "megatron-bridge", "nemo", "torchtitan", "torchtitan@0.2", "deepspeed")
+# torchtitan: the release on PyPI, 0.3.0; torchtitan@main: main at b5bcd76; torchtitan@0.2: release v0.2.2
+FRAMEWORKS = ("megatron", "megatron-bridge", "nemo", "torchtitan", "torchtitan@main", "torchtitan@0.2", "deepspeed")
 
 # The stack profile (configs/stacks/) a framework's layouts are priced with. Megatron-LM, Megatron-Bridge and NeMo 2
 # all run Megatron Core (TE attention, TP/DP overlap, distributed optimizer); both torchtitan revisions are
@@ -24,13 +24,17 @@ FRAMEWORKS = ("megatron", "megatron-bridge", "nemo", "torchtitan", "torchtitan@0
 # prefetched per-submodule gathers), which deepspeed-zero3 describes (megatron-deepspeed is the 2021 Megatron
 # model-code fork without overlap, a narrower case).
 FRAMEWORK_STACK = {"megatron": "megatron-core", "megatron-bridge": "megatron-core", "nemo": "megatron-core",
-                   "torchtitan": "torchtitan", "torchtitan@0.2": "torchtitan", "deepspeed": "deepspeed-zero3"}
+                   "torchtitan": "torchtitan", "torchtitan@main": "torchtitan", "torchtitan@0.2": "torchtitan",
+                   "deepspeed": "deepspeed-zero3"}
 # The --export kind a framework defaults to (planner.export.EXPORTS)
 FRAMEWORK_EXPORT = {f: f for f in FRAMEWORKS}
 
 MEGATRON_CORE = "core_v0.15.0"  # NeMo v2.4.0 leaves megatron_core unpinned: the vendored core tag
 BRIDGE_CORE = "cd4afffa648426a959dc7cb1e24b5ce7d0c3ff54"  # Megatron-Bridge v0.6.0's 3rdparty/Megatron-LM
 TITAN_MAIN = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
+# torchtitan 0.3.0 has no tag in the repository's history as fetched: its sources are the PyPI wheel's
+# (torchtitan-0.3.0-py3-none-any.whl), vendored as `pytorch/torchtitan v0.3.0 <path in the wheel>`
+TITAN_RELEASE = "v0.3.0"
 
 
 @dataclass(frozen=True)
@@ -127,24 +131,37 @@ RESTRICTIONS: tuple[Restriction, ...] = (
                         "efsdp = fsdp * self.tp // (self.etp * self.ep)"),
                  Source("pytorch/torchtitan", "v0.2.2", "torchtitan/distributed/parallel_dims.py",
                         "assert actual_size == expected_size, ("))),
-    Restriction(("torchtitan",), lambda l: (l.ep == 1) | (l.etp == 1),
+    Restriction(("torchtitan@main",), lambda l: (l.ep == 1) | (l.etp == 1),
                 "torchtitan main has no expert tensor parallelism (ParallelismConfig has expert_parallel_degree only)",
                 (Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/config/configs.py", "expert_parallel_degree: int = 1"),)),
-    Restriction(("torchtitan",), lambda l: (_dp_shard(l) * l.cp * l.tp) % l.ep == 0,
+    Restriction(("torchtitan@main",), lambda l: (_dp_shard(l) * l.cp * l.tp) % l.ep == 0,
                 "torchtitan main needs ep to divide dp_shard*cp*tp (dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)",
                 (Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/distributed/parallel_dims.py", "if sparse_region % ep != 0:"),)),
+    Restriction(("torchtitan",), lambda l: (l.ep == 1) | (l.etp == 1),
+                "torchtitan 0.3.0 has no expert tensor parallelism (ParallelismConfig has expert_parallel_degree only)",
+                (Source("pytorch/torchtitan", TITAN_RELEASE, "torchtitan/config/configs.py", "expert_parallel_degree: int = 1"),)),
+    # 0.3.0 builds the expert mesh as efsdp = dp_shard*cp*tp // ep and asserts each mesh's size
+    Restriction(("torchtitan",), lambda l: (_dp_shard(l) * l.cp * l.tp) % l.ep == 0,
+                "torchtitan 0.3.0 builds the expert mesh from dp_shard*cp*tp: ep must divide it "
+                "(dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)",
+                (Source("pytorch/torchtitan", TITAN_RELEASE, "torchtitan/distributed/parallel_dims.py",
+                        '"efsdp": self.dp_shard * self.cp * self.tp // self.ep,'),
+                 Source("pytorch/torchtitan", TITAN_RELEASE, "torchtitan/distributed/parallel_dims.py",
+                        "assert actual_size == expected_size, ("))),
     # torchtitan's data parallelism is DDP (replicate) or FSDP (shard): no sharding of the optimizer states alone.
     # A ZeRO-1 layout runs as DDP, with every state replicated (Llama 3 70B at ZeRO 0 needed 96 GiB of 80).
-    Restriction(("torchtitan", "torchtitan@0.2"), lambda l: l.zero != 1,
+    Restriction(("torchtitan", "torchtitan@main", "torchtitan@0.2"), lambda l: l.zero != 1,
                 "torchtitan has no ZeRO-1: its data parallelism is DDP (data_parallel_replicate_degree, every state "
                 "replicated: ZeRO-0) or FSDP (data_parallel_shard_degree: ZeRO-2/3)",
                 tuple(Source("pytorch/torchtitan", rev, path, q) for rev, path in (("v0.2.2", "torchtitan/config/job_config.py"),
-                                                                                    (TITAN_MAIN, "torchtitan/config/configs.py"))
+                                                                                    (TITAN_MAIN, "torchtitan/config/configs.py"),
+                                                                                    (TITAN_RELEASE, "torchtitan/config/configs.py"))
                       for q in ("data_parallel_replicate_degree: int = 1", "data_parallel_shard_degree: int = -1"))),
-    Restriction(("torchtitan", "torchtitan@0.2"), lambda l, m: np.full(len(l.tp), m.training.precision != "fp16"),
+    Restriction(("torchtitan", "torchtitan@main", "torchtitan@0.2"), lambda l, m: np.full(len(l.tp), m.training.precision != "fp16"),
                 "torchtitan has no FP16 training: its mixed_precision_param is bfloat16 or float32",
                 tuple(Source("pytorch/torchtitan", rev, path, 'mixed_precision_param: Literal["bfloat16", "float32"] = "bfloat16"')
-                      for rev, path in (("v0.2.2", "torchtitan/config/job_config.py"), (TITAN_MAIN, "torchtitan/config/configs.py"))),
+                      for rev, path in (("v0.2.2", "torchtitan/config/job_config.py"), (TITAN_MAIN, "torchtitan/config/configs.py"),
+                                        (TITAN_RELEASE, "torchtitan/config/configs.py"))),
                 needs_model=True),
     Restriction(("deepspeed",), lambda l: l.cp == 1,
                 "DeepSpeed has no ring or all-gather context parallelism (cp > 1): its sequence parallelism is "
@@ -181,6 +198,7 @@ MAPPINGS = (
     ("nemo", "zero 1: optim.config.use_distributed_optimizer; zero 2/3: trainer.strategy.fsdp=megatron"),
     ("torchtitan", "zero 0: DDP (data_parallel_replicate_degree); zero 2/3: FSDP "
                    "fsdp_reshard_after_forward never/always"),
+    ("torchtitan@main", "as torchtitan"),
     ("torchtitan@0.2", "as torchtitan"),
     ("deepspeed", "zero: zero_optimization.stage; tp, pp, ep, cp: the model code's, not the ds_config's"),
 )

@@ -1,7 +1,8 @@
-"""torchtitan command-line overrides of a layout: `--export torchtitan` writes the names of pytorch/torchtitan
-main at commit b5bcd76 (2026-08-21; torchtitan/config/configs.py and trainer.py's Trainer.Config, vendored in
-tests/data/frameworks/torchtitan-main.txt), `--export torchtitan@0.2` those of release v0.2.2
-(torchtitan/config/job_config.py, vendored in tests/data/frameworks/torchtitan.txt). Both: `--section.field=value`,
+"""torchtitan command-line overrides of a layout: `--export torchtitan` writes the names of the latest release on
+PyPI, torchtitan 0.3.0 (its wheel's torchtitan/config/configs.py and trainer.py's Trainer.Config, vendored in
+tests/data/frameworks/torchtitan-0.3.txt): main's config tree with v0.2.2's batch fields. `--export torchtitan@main`
+writes those of the unreleased main at commit b5bcd76 (2026-08-21; vendored in torchtitan-main.txt),
+`--export torchtitan@0.2` those of release v0.2.2 (torchtitan/config/job_config.py, vendored in torchtitan.txt). Both: `--section.field=value`,
 booleans as tyro's `--section.field` / `--section.no_field`.
 
 main replaced v0.2.2's batch fields by token counts (trainer.py): num_tokens_per_microbatch_per_dp_rank (one
@@ -30,7 +31,13 @@ from planner.specs import ModelSpec
 
 Overrides = list[tuple[str, object]]
 MAIN = "b5bcd76"  # pytorch/torchtitan main, 2026-08-21 (b5bcd76c66d0acb1a08b176d9639425bc55e0b2a)
+RELEASE = "0.3.0"  # the latest torchtitan release on PyPI (2026-09): --export torchtitan
 HEADER = f"# torchtitan main {MAIN} (2026-08-21) names; torchtitan v0.2.2's: --export torchtitan@0.2"
+# The first line of each revision's output: which torchtitan it writes for
+HEADERS = {"0.3": f"# torchtitan {RELEASE} (the release on PyPI) names; unreleased main's: --export torchtitan@main, "
+                  "v0.2.2's: --export torchtitan@0.2",
+           "main": HEADER,
+           "0.2": f"# torchtitan v0.2.2 names; the release {RELEASE}'s: --export torchtitan"}
 
 
 def titan_counts(stages: int, layers: int, input_weight: int, output_weight: int) -> list[int] | None:
@@ -229,10 +236,10 @@ def _line(key: str, value: object) -> str:
     return f"{key}={value}"
 
 
-def torchtitan_settings(lay: Launch, model: ModelSpec, rev: str = "main") -> Export:
-    """rev "main" (b5bcd76) or "0.2" (v0.2.2)."""
-    if rev == "main":
-        return torchtitan_main(lay, model)
+def torchtitan_settings(lay: Launch, model: ModelSpec, rev: str = "0.3") -> Export:
+    """rev "0.3" (the release 0.3.0), "main" (b5bcd76) or "0.2" (v0.2.2)."""
+    if rev in ("0.3", "main"):
+        return torchtitan_main(lay, model, release=rev == "0.3")
     p = "--parallelism."
     o: Overrides = [(p + "tensor_parallel_degree", lay.tp), (p + "pipeline_parallel_degree", lay.pp),
                     (p + "context_parallel_degree", lay.cp)]
@@ -260,27 +267,40 @@ def torchtitan_settings(lay: Launch, model: ModelSpec, rev: str = "main") -> Exp
         notes.append(f"{window_pattern(model)}: torchtitan has no job_config setting for it; the model's own "
                      "code and flavor (--model.name / --model.flavor) must set it")
     notes += titan_unmatched(model)
-    return shell_export(notes, [(_line(k, v),) for k, v in o], continued=False)
+    return shell_export(notes, [(_line(k, v),) for k, v in o], continued=False, header=[HEADERS["0.2"]])
 
 
-def torchtitan_main(lay: Launch, model: ModelSpec) -> Export:
-    """torchtitan main (b5bcd76): token counts in place of batch sizes, no etp, AC a subcommand (written last)."""
+def torchtitan_main(lay: Launch, model: ModelSpec, release: bool = False) -> Export:
+    """torchtitan main (b5bcd76): token counts in place of batch sizes, no etp, AC a subcommand (written last).
+    release: torchtitan 0.3.0, main's config tree with v0.2.2's batch fields (training.local_batch_size,
+    global_batch_size, seq_len; parallelism.pipeline_parallel_microbatch_size)."""
     p, t = "--parallelism.", "--training."
     o: Overrides = [(p + "tensor_parallel_degree", lay.tp), (p + "pipeline_parallel_degree", lay.pp),
                     (p + "context_parallel_degree", lay.cp)]
     if model.moe is not None:
         o.append((p + "expert_parallel_degree", lay.ep))
-    dp, notes = titan_data_parallel(lay, model, main=True)
+    dp, notes = titan_data_parallel(lay, model, main=not release)
     o += dp
     if model.moe is not None:
         moe, moe_notes = titan_moe(model, main=True)
         notes += moe_notes
+    if release:
+        refuse_unrunnable_release(lay, model)
     if lay.pp > 1:
         split, split_notes = titan_split(lay, main=True)
-        o += split + [(p + "num_pp_microbatches", lay.accumulation)]  # one pipeline pass: gradient accumulation 1
         notes += split_notes
-    o += [(t + "num_tokens_per_microbatch_per_dp_rank", lay.micro_batch * model.seq_len),
-          (t + "num_tokens_per_train_step", lay.global_batch * model.seq_len), (t + "max_context_length", model.seq_len)]
+        if release:  # one pipeline pass of all micro-batches: local batch = micro-batch x micro-batches
+            o += split + [(p + "pipeline_parallel_microbatch_size", lay.micro_batch),
+                          (t + "local_batch_size", lay.micro_batch * lay.accumulation)]
+        else:
+            o += split + [(p + "num_pp_microbatches", lay.accumulation)]  # one pipeline pass: gradient accumulation 1
+    elif release:
+        o.append((t + "local_batch_size", lay.micro_batch))
+    if release:
+        o += [(t + "global_batch_size", lay.global_batch), (t + "seq_len", model.seq_len)]
+    else:
+        o += [(t + "num_tokens_per_microbatch_per_dp_rank", lay.micro_batch * model.seq_len),
+              (t + "num_tokens_per_train_step", lay.global_batch * model.seq_len), (t + "max_context_length", model.seq_len)]
     compute, compute_notes = titan_compute(lay, model, fsdp=lay.zero >= 2 or lay.cp > 1, main=True)
     o += compute
     notes += compute_notes
@@ -293,4 +313,14 @@ def torchtitan_main(lay: Launch, model: ModelSpec) -> Export:
     notes += titan_unmatched(model, main=True)
     ac, ac_notes = titan_checkpointing(lay, main=True, model=model)
     notes = ac_notes + notes
-    return shell_export(notes, [(_line(k, v),) for k, v in o + ac], continued=False, header=[HEADER])
+    return shell_export(notes, [(_line(k, v),) for k, v in o + ac], continued=False,
+                        header=[HEADERS["0.3" if release else "main"]])
+
+
+def refuse_unrunnable_release(lay: Launch, model: ModelSpec) -> None:
+    """trainer.py (0.3.0): the training sequence divisible by (tp if sequence parallel) x 2cp (cp > 1)."""
+    divisor = (lay.tp if lay.sequence_parallel else 1) * (2 * lay.cp if lay.cp > 1 else 1)
+    if model.seq_len % divisor:
+        raise SpecError(f"a sequence of {model.seq_len} tokens does not divide by {divisor} (sequence-parallel tp x 2cp; "
+                        f"torchtitan/trainer.py, torchtitan {RELEASE})", path="--export torchtitan",
+                        expected="seq_len divisible by tp x 2cp")

@@ -129,8 +129,9 @@ def nemo_paths() -> dict[str, set[str]]:
     return paths
 
 
-TITAN_FILES = {"torchtitan": "torchtitan-main.txt", "torchtitan@0.2": "torchtitan.txt"}
-TITAN_ROOT = {"torchtitan": "Trainer.Config", "torchtitan@0.2": "JobConfig"}
+TITAN_FILES = {"torchtitan": "torchtitan-0.3.txt", "torchtitan@main": "torchtitan-main.txt", "torchtitan@0.2": "torchtitan.txt"}
+TITAN_ROOT = {"torchtitan": "Trainer.Config", "torchtitan@main": "Trainer.Config", "torchtitan@0.2": "JobConfig"}
+TYRO = ("torchtitan", "torchtitan@main")  # Trainer.Config: activation checkpointing a tyro subcommand, no etp
 
 
 @cache
@@ -313,14 +314,14 @@ def _torchtitan_line(key: str, kind: str = "torchtitan@0.2") -> tuple[str, str]:
 @pytest.mark.parametrize("kind", TITAN_FILES)
 @pytest.mark.parametrize("case", CASES)
 def test_torchtitan_overrides_are_job_config_fields(case, kind):
-    if kind == "torchtitan" and case == "maverick-etp-zero2" or case in NO_TITAN:
-        return  # etp 8: main has no expert tensor parallelism (test_torchtitan_runs_etp_tp_or_1_only); no FP16
+    if kind in TYRO and case == "maverick-etp-zero2" or case in NO_TITAN:
+        return  # etp 8: 0.3.0 and main have no expert tensor parallelism (test_torchtitan_runs_etp_tp_or_1_only); no FP16
     export, _ = exported(case, kind)
     text = (FRAMEWORKS / TITAN_FILES[kind]).read_text()
     for line in export.text.splitlines():
         if line.startswith("#"):
             continue
-        if kind == "torchtitan" and not line.startswith("--"):  # main's activation checkpointing, a tyro subcommand
+        if kind in TYRO and not line.startswith("--"):  # main's activation checkpointing, a tyro subcommand
             assert line.removeprefix("activation-checkpoint:") in titan_subcommands(), line
             continue
         key, _, value = line.partition("=")
@@ -346,14 +347,18 @@ def test_deepspeed_config_keys_are_deepspeeds(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("kind", ("megatron", "nemo", "torchtitan", "torchtitan@0.2"))
+@pytest.mark.parametrize("kind", ("megatron", "nemo", "torchtitan", "torchtitan@main", "torchtitan@0.2"))
 def test_notes_head_the_text_as_comments(case, kind):
-    if kind == "torchtitan" and case == "maverick-etp-zero2" or kind.startswith("torchtitan") and case in NO_TITAN:
+    if kind in TYRO and case == "maverick-etp-zero2" or kind.startswith("torchtitan") and case in NO_TITAN:
         return
     export, _ = exported(case, kind)
     lines = export.text.splitlines()
-    if kind == "torchtitan":  # main's header names the commit whose names it writes
-        assert lines.pop(0) == "# torchtitan main b5bcd76 (2026-08-21) names; torchtitan v0.2.2's: --export torchtitan@0.2"
+    if kind.startswith("torchtitan"):  # the first line names the torchtitan whose names it writes
+        assert lines.pop(0) == {
+            "torchtitan": "# torchtitan 0.3.0 (the release on PyPI) names; unreleased main's: --export torchtitan@main, "
+                          "v0.2.2's: --export torchtitan@0.2",
+            "torchtitan@main": "# torchtitan main b5bcd76 (2026-08-21) names; torchtitan v0.2.2's: --export torchtitan@0.2",
+            "torchtitan@0.2": "# torchtitan v0.2.2 names; the release 0.3.0's: --export torchtitan"}[kind]
     assert lines[:len(export.notes)] == [f"# {n}" for n in export.notes]
 
 
@@ -370,6 +375,12 @@ def test_gpt3_best_layout_in_every_framework():
     assert nemo["trainer.strategy.virtual_pipeline_model_parallel_size"] == "6"
     assert nemo["optim.config.use_distributed_optimizer"] == "True" and nemo["data.micro_batch_size"] == "3"
     titan = exported("gpt3-cp-interleaved", "torchtitan")[0]
+    lines = dict(line.split("=", 1) for line in titan.text.splitlines() if line.startswith("--") and "=" in line)
+    # 0.3.0: v0.2.2's batch fields in main's tree: local batch 3 * 32 = 96 in micro-batches of 3, 1536 a step
+    assert lines["--training.local_batch_size"] == "96" and lines["--parallelism.pipeline_parallel_microbatch_size"] == "3"
+    assert lines["--training.global_batch_size"] == "1536" and lines["--training.seq_len"] == "2048"
+    assert "num_tokens" not in titan.text and titan.text.splitlines()[-1] == "activation-checkpoint:none"
+    titan = exported("gpt3-cp-interleaved", "torchtitan@main")[0]
     lines = dict(line.split("=", 1) for line in titan.text.splitlines() if line.startswith("--") and "=" in line)
     # main: 3 sequences of 2048 tokens per microbatch, the 32 micro-batches in one pipeline pass, 1536 * 2048 a step
     assert lines["--training.num_tokens_per_microbatch_per_dp_rank"] == str(3 * 2048)
@@ -455,9 +466,9 @@ def test_moe_precision_and_zero_per_framework():
 
 def test_unknown_export_is_refused():
     m, c = load_model("gpt3-175b"), load_cluster("dgx-a100-1024")
-    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed, torchtitan@0.2, megatron-bridge"):
+    with pytest.raises(ValueError, match="megatron, nemo, torchtitan, deepspeed, torchtitan@0.2, megatron-bridge, torchtitan@main"):
         export_settings("colossalai", estimate_layout(m, c, tp=8, pp=8, micro_batch=1), m, c)
-    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2", "megatron-bridge")
+    assert EXPORTS == ("megatron", "nemo", "torchtitan", "deepspeed", "torchtitan@0.2", "megatron-bridge", "torchtitan@main")
 
 
 def test_the_vendored_lists_catch_wrong_names():
@@ -801,7 +812,8 @@ def test_the_export_builds_the_model_the_spec_names():
     # an error, exit 2, no settings
     refused = CliRunner().invoke(app, ["estimate", "qwen3-30b-a3b", "dgx-h100-1024", "--gpus", "16", "--tp", "1", "--pp", "1",
                                        "--ep", "8", "--micro-batch", "1", "--zero", "1", "--export", "torchtitan"])
-    assert refused.exit_code == 2 and "needs ep to divide dp_shard*cp*tp" in refused.output and "--parallelism" not in refused.stdout
+    assert refused.exit_code == 2 and "torchtitan 0.3.0 builds the expert mesh from dp_shard*cp*tp: ep must divide it" \
+        in refused.output and "--parallelism" not in refused.stdout
     m, c = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100-1024")
     titan = export_settings("torchtitan", estimate_layout(m, c, gpus=16, tp=1, pp=1, ep=8, micro_batch=1, zero=3), m, c).text
     assert "RMSNorm (normalization), RoPE base 1e+06 (rope_theta), a norm on queries and keys (qk_norm)" in titan
@@ -834,9 +846,10 @@ def test_torchtitan_runs_etp_tp_or_1_only():
     bad = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=2, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
     with pytest.raises(SpecError, match="torchtitan v0.2.2 runs expert tensor parallelism only as etp = tp or etp = 1"):
         export_settings("torchtitan@0.2", bad, m, c)
-    # main (b5bcd76): ParallelismConfig has no expert_tensor_parallel_degree; etp 1 runs, etp 8 is refused
-    assert "expert_tensor_parallel_degree" not in torchtitan_classes("torchtitan")["ParallelismConfig"]
-    with pytest.raises(SpecError, match="torchtitan main has no expert tensor parallelism"):
-        export_settings("torchtitan", ok, m, c)
+    # 0.3.0 and main (b5bcd76): ParallelismConfig has no expert_tensor_parallel_degree; etp 1 runs, etp 8 is refused
     one = estimate_layout(m, c, tp=8, pp=4, ep=16, etp=1, micro_batch=1, sequence_parallel=True, zero=2, gpus=1024)
-    assert "--parallelism.expert_parallel_degree=16" in export_settings("torchtitan", one, m, c).text.splitlines()
+    for kind, name in (("torchtitan", "torchtitan 0.3.0"), ("torchtitan@main", "torchtitan main")):
+        assert "expert_tensor_parallel_degree" not in torchtitan_classes(kind)["ParallelismConfig"]
+        with pytest.raises(SpecError, match=f"{name} has no expert tensor parallelism"):
+            export_settings(kind, ok, m, c)
+        assert "--parallelism.expert_parallel_degree=16" in export_settings(kind, one, m, c).text.splitlines()

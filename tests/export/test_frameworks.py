@@ -26,7 +26,8 @@ def check(framework, ok, reason="", **v):
 
 
 def test_names_stacks_exports():
-    assert framework_names() == ("megatron", "megatron-bridge", "nemo", "torchtitan", "torchtitan@0.2", "deepspeed")
+    assert framework_names() == ("megatron", "megatron-bridge", "nemo", "torchtitan", "torchtitan@main", "torchtitan@0.2",
+                                 "deepspeed")
     assert set(FRAMEWORK_STACK) == set(FRAMEWORK_EXPORT) == set(framework_names())
     assert set(FRAMEWORK_EXPORT.values()) <= set(EXPORTS)
     for stack in FRAMEWORK_STACK.values():
@@ -85,9 +86,9 @@ def test_torchtitan_02_expert_mesh():
 def test_torchtitan_main_no_etp_and_ep_divides():
     etp = "torchtitan main has no expert tensor parallelism (ParallelismConfig has expert_parallel_degree only)"
     ep = "torchtitan main needs ep to divide dp_shard*cp*tp (dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)"
-    check("torchtitan", False, etp, dp=8, tp=2, ep=2, etp=2, zero=3)
-    check("torchtitan", False, ep, dp=8, tp=2, ep=4, zero=0)
-    check("torchtitan", True, dp=8, tp=2, ep=4, zero=2)
+    check("torchtitan@main", False, etp, dp=8, tp=2, ep=2, etp=2, zero=3)
+    check("torchtitan@main", False, ep, dp=8, tp=2, ep=4, zero=0)
+    check("torchtitan@main", True, dp=8, tp=2, ep=4, zero=2)
     # v0.2.2 ran etp = tp: the same layout is fine there
     check("torchtitan@0.2", True, dp=8, tp=2, ep=2, etp=2, zero=3)
 
@@ -135,9 +136,20 @@ def test_every_restriction_source_is_quoted():
     assert all(restrictions(f) for f in framework_names())
 
 
-def test_torchtitan_main_parallelism_config_has_no_etp():
-    # the no-etp restriction rests on an absence: ParallelismConfig at main b5bcd76 (torchtitan-main.txt)
-    lines = (DATA / "torchtitan-main.txt").read_text().splitlines()
+def test_torchtitan_release_no_etp_and_ep_divides():
+    # 0.3.0 (the release, --framework torchtitan): no etp; the expert mesh efsdp = dp_shard*cp*tp // ep, sizes asserted
+    etp = "torchtitan 0.3.0 has no expert tensor parallelism (ParallelismConfig has expert_parallel_degree only)"
+    ep = ("torchtitan 0.3.0 builds the expert mesh from dp_shard*cp*tp: ep must divide it "
+          "(dp_shard = dp with ZeRO-2/3, FSDP; 1 with ZeRO-0/1, DDP)")
+    check("torchtitan", False, etp, dp=8, tp=2, ep=2, etp=2, zero=3)
+    check("torchtitan", False, ep, dp=8, tp=2, ep=4, zero=0)  # DDP: 1*1*2 = 2
+    check("torchtitan", True, dp=8, tp=2, ep=4, zero=2)  # FSDP: 8*1*2 = 16
+
+
+@pytest.mark.parametrize("file", ["torchtitan-main.txt", "torchtitan-0.3.txt"])
+def test_torchtitan_main_parallelism_config_has_no_etp(file):
+    # the no-etp restriction rests on an absence: ParallelismConfig at main b5bcd76 and in the release 0.3.0
+    lines = (DATA / file).read_text().splitlines()
     k = lines.index("class ParallelismConfig:")
     end = next(i for i in range(k + 1, len(lines)) if lines[i].startswith("class "))
     fields = [l.strip() for l in lines[k + 1:end]]
@@ -156,7 +168,7 @@ DS_VPP = "DeepSpeed's pipeline runs one stage per rank (TrainSchedule, no interl
 DS_MOE = "DeepSpeed refuses its native MoE layers with ZeRO-3"
 
 
-@pytest.mark.parametrize("framework", ["torchtitan", "torchtitan@0.2"])
+@pytest.mark.parametrize("framework", ["torchtitan", "torchtitan@main", "torchtitan@0.2"])
 def test_torchtitan_has_no_zero_1(framework):
     check(framework, False, TITAN_ZERO1, zero=1)
     for zero in (0, 2, 3):
@@ -178,7 +190,7 @@ def _model(name, **training):
 
 def test_restrictions_of_the_model_apply_when_it_is_given():
     fp16 = _model("llama3-8b", precision="fp16")
-    for framework in ("torchtitan", "torchtitan@0.2"):
+    for framework in ("torchtitan", "torchtitan@main", "torchtitan@0.2"):
         assert framework_mask(framework, row(), fp16)[1].tolist() == [TITAN_FP16]
         assert framework_mask(framework, row(), _model("llama3-8b"))[0].tolist() == [True]
         assert framework_mask(framework, row())[0].tolist() == [True]  # no model: layout checks only

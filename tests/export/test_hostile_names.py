@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from planner.estimate import estimate_layout
 from planner.export import EXPORTS, export_settings
 from planner.export.bridge import RECIPES
-from planner.export.torchtitan import HEADER
+from planner.export.torchtitan import HEADERS
 from planner.results import PowerCapLevel
 from planner.specs.loading import load_cluster, load_model
 
@@ -114,7 +114,7 @@ def check_text(kind: str, export) -> None:
     assert all("\n" not in n and not any(unicodedata.category(c) in CONTROL for c in n) for n in export.notes)
     if kind == "deepspeed":
         return  # JSON (json.dumps); its notes go to stderr, checked above
-    comment_lines = [line for line in text.splitlines() if line.startswith("#") and line != HEADER]
+    comment_lines = [line for line in text.splitlines() if line.startswith("#") and line not in HEADERS.values()]
     assert comment_lines == [f"# {n}" for n in export.notes]  # every note one line, nothing else a comment
     assert subprocess.run(["bash", "-n"], input=text.encode(), capture_output=True).returncode == 0
     run = text if kind == "megatron-bridge" else stubbed(text)

@@ -189,9 +189,12 @@ def test_vocab_not_divisible_by_tp_is_a_note():
 
 
 # --- torchtitan: the overrides read back through the config dataclasses' fields --------------------------------
-# torchtitan-main.txt: pytorch/torchtitan main b5bcd76 (2026-08-21) config/configs.py, trainer.py Trainer.Config and the
-# activation-checkpoint subcommands; torchtitan.txt: v0.2.2 (73a0e6979d) config/job_config.py. BSD-3-Clause.
-TITAN = {"torchtitan": ("torchtitan-main.txt", "Trainer.Config"), "torchtitan@0.2": ("torchtitan.txt", "JobConfig")}
+# torchtitan-0.3.txt: the release 0.3.0 (PyPI wheel) config/configs.py, trainer.py Trainer.Config and the activation-
+# checkpoint subcommands; torchtitan-main.txt: the same of main b5bcd76 (2026-08-21); torchtitan.txt: v0.2.2 (73a0e6979d)
+# config/job_config.py. BSD-3-Clause.
+TITAN = {"torchtitan": ("torchtitan-0.3.txt", "Trainer.Config"), "torchtitan@main": ("torchtitan-main.txt", "Trainer.Config"),
+         "torchtitan@0.2": ("torchtitan.txt", "JobConfig")}
+TYRO = ("torchtitan", "torchtitan@main")  # Trainer.Config read by tyro: activation checkpointing a subcommand
 
 
 @cache
@@ -242,7 +245,7 @@ def parse_titan(text: str, kind: str) -> tuple[dict[str, object], str | None]:
         if line.startswith("#"):
             continue
         if not line.startswith("--"):  # main: a tyro subcommand of Trainer.Config.activation_checkpoint
-            assert kind == "torchtitan" and line.startswith("activation-checkpoint:") and sub is None, line
+            assert kind in TYRO and line.startswith("activation-checkpoint:") and sub is None, line
             sub = line.removeprefix("activation-checkpoint:")
             assert sub in subcommands, sub
             continue
@@ -273,7 +276,7 @@ def titan_get(cfg: dict, kind: str, key: str):
 
 def titan_run(text: str, kind: str, gpus: int) -> dict:
     """What torchtitan builds from the overrides: main's parallel_dims.py _validate and trainer.py's token
-    arithmetic, or v0.2.2's train.py batch arithmetic (their asserts kept as asserts)."""
+    arithmetic, or 0.3.0's trainer.py and v0.2.2's train.py batch arithmetic (their asserts kept as asserts)."""
     cfg, sub = parse_titan(text, kind)
     g = lambda key: titan_get(cfg, kind, key)  # noqa: E731
     tp, pp, cp = g("parallelism.tensor_parallel_degree"), g("parallelism.pipeline_parallel_degree"), g("parallelism.context_parallel_degree")
@@ -283,7 +286,7 @@ def titan_run(text: str, kind: str, gpus: int) -> dict:
     assert rep * shard * cp * tp * pp == gpus
     dp = rep * shard
     out = dict(dp=dp, dp_shard=shard, tp=tp, pp=pp, cp=cp, ep=ep, reshard=g("parallelism.fsdp_reshard_after_forward"))
-    if kind == "torchtitan":
+    if kind == "torchtitan@main":
         assert (shard * cp * tp) % ep == 0  # parallel_dims.py: sparse_region % ep
         micro = g("training.num_tokens_per_microbatch_per_dp_rank")
         npp = g("parallelism.num_pp_microbatches") if pp > 1 else 1
@@ -300,8 +303,14 @@ def titan_run(text: str, kind: str, gpus: int) -> dict:
     glob = g("training.global_batch_size")
     glob = local * dp if glob < 0 else glob
     assert glob % (local * dp) == 0
-    return out | dict(micro_tokens=mbs * seq, pipeline_pass=local // mbs, accumulation=glob // (local * dp), step_tokens=glob * seq,
-                      context=seq, full_recompute=g("activation_checkpoint.mode") == "full",
+    batch = dict(micro_tokens=mbs * seq, pipeline_pass=local // mbs, accumulation=glob // (local * dp), step_tokens=glob * seq,
+                 context=seq)
+    if kind == "torchtitan":  # 0.3.0: parallel_dims.py efsdp = dp_shard*cp*tp // ep (mesh sizes asserted), trainer.py
+        assert (shard * cp * tp) % ep == 0
+        assert seq % ((tp if g("parallelism.enable_sequence_parallel") else 1) * (2 * cp if cp > 1 else 1)) == 0
+        assert g("training.disable_cuda_graphs") or pp == 1  # trainer.py _validate_cuda_graphs
+        return out | batch | dict(full_recompute=sub == "full", etp=1)
+    return out | batch | dict(full_recompute=g("activation_checkpoint.mode") == "full",
                       etp=g("parallelism.expert_tensor_parallel_degree") if ep > 1 else 1)
 
 
@@ -336,11 +345,35 @@ def test_torchtitan_main_by_hand():
     # pipeline pass; 8192 tokens a microbatch, 1024 * 8192 = 8388608 a step
     m, c = load_model("llama3.1-8b"), load_cluster("dgx-h100-1024")
     assert (m.seq_len, m.training.global_batch) == (8192, 1024)
-    text = export_settings("torchtitan", estimate_layout(m, c, **titan_layouts(m)[0]), m, c).text
-    cfg, sub = parse_titan(text, "torchtitan")
+    text = export_settings("torchtitan@main", estimate_layout(m, c, **titan_layouts(m)[0]), m, c).text
+    cfg, sub = parse_titan(text, "torchtitan@main")
     assert cfg["training.num_tokens_per_microbatch_per_dp_rank"] == 8192 and cfg["parallelism.num_pp_microbatches"] == 64
     assert cfg["training.num_tokens_per_train_step"] == 8388608 and cfg["parallelism.data_parallel_shard_degree"] == 16
-    assert sub == "full" and titan_run(text, "torchtitan", 64)["accumulation"] == 1
+    assert sub == "full" and titan_run(text, "torchtitan@main", 64)["accumulation"] == 1
+
+
+def test_torchtitan_release_by_hand():
+    # the same layout in 0.3.0's names: one pipeline pass of 64 micro-batches of 1 sequence is a local batch of 64
+    # (pipeline_parallel_microbatch_size 1), global batch 1024 = 64 x dp 16: accumulation 1; seq_len 8192
+    m, c = load_model("llama3.1-8b"), load_cluster("dgx-h100-1024")
+    text = export_settings("torchtitan", estimate_layout(m, c, **titan_layouts(m)[0]), m, c).text
+    assert text.splitlines()[0] == ("# torchtitan 0.3.0 (the release on PyPI) names; unreleased main's: --export "
+                                    "torchtitan@main, v0.2.2's: --export torchtitan@0.2")
+    cfg, sub = parse_titan(text, "torchtitan")
+    assert cfg["training.local_batch_size"] == 64 and cfg["parallelism.pipeline_parallel_microbatch_size"] == 1
+    assert cfg["training.global_batch_size"] == 1024 and cfg["training.seq_len"] == 8192
+    assert cfg["parallelism.data_parallel_shard_degree"] == 16 and sub == "full"
+    assert titan_run(text, "torchtitan", 64)["accumulation"] == 1
+
+
+def test_the_torchtitan_reader_refuses_mains_names_on_the_release():
+    # issue 38: torchtitan 0.3.0 knew none of main's token counts (0 of 28 exports parsed)
+    for line in ("--training.num_tokens_per_microbatch_per_dp_rank=8192", "--parallelism.num_pp_microbatches=4",
+                 "--training.max_context_length=8192", "--activation_checkpoint.mode=full",
+                 "--parallelism.expert_tensor_parallel_degree=1"):
+        with pytest.raises((KeyError, AssertionError)):
+            parse_titan(line, "torchtitan")
+    assert parse_titan("--training.local_batch_size=8", "torchtitan")[0] == {"training.local_batch_size": 8}
 
 
 def test_the_torchtitan_reader_refuses_old_names_on_main():
@@ -348,13 +381,13 @@ def test_the_torchtitan_reader_refuses_old_names_on_main():
     for line in ("--training.local_batch_size=8", "--training.seq_len=8192", "--parallelism.pipeline_parallel_microbatch_size=1",
                  "--parallelism.expert_tensor_parallel_degree=1", "--activation_checkpoint.mode=full"):
         with pytest.raises((KeyError, AssertionError)):
-            parse_titan(line, "torchtitan")
+            parse_titan(line, "torchtitan@main")
     with pytest.raises(AssertionError):
-        parse_titan("--training.max_context_length=8k", "torchtitan")
+        parse_titan("--training.max_context_length=8k", "torchtitan@main")
     with pytest.raises(AssertionError):
-        parse_titan("--parallelism.fsdp_reshard_after_forward=sometimes", "torchtitan")
+        parse_titan("--parallelism.fsdp_reshard_after_forward=sometimes", "torchtitan@main")
     with pytest.raises(AssertionError):
-        parse_titan("activation-checkpoint:selective-op", "torchtitan")
+        parse_titan("activation-checkpoint:selective-op", "torchtitan@main")
     assert parse_titan("--training.seq_len=8192", "torchtitan@0.2")[0] == {"training.seq_len": 8192}
 
 

@@ -2,7 +2,13 @@
 repositories under /work/.mirror/<owner>+<name>/repo; the tests read only the .txt files)."""
 import ast, re, subprocess
 
+TT_WHEEL = "/tmp/tt030/wheel"  # torchtitan 0.3.0 (no v0.3.0 tag in the fetched history): the PyPI wheel, unpacked by
+# pip download torchtitan==0.3.0 --no-deps -d /tmp/tt030 && unzip /tmp/tt030/*.whl -d /tmp/tt030/wheel
+# (torchtitan-0.3.0-py3-none-any.whl, sha256 5563ccf9a295b24e00a36087149e9c2d0686cecbd3972c31e67227029293af42)
+
 def show(repo, rev, path):
+    if repo == "pytorch+torchtitan" and rev == "v0.3.0":
+        return open(f"{TT_WHEEL}/{path}").read()
     return subprocess.run(["git", "-C", f"/work/.mirror/{repo}/repo", "show", f"{rev}:{path}"],
                           capture_output=True, text=True, check=True).stdout
 
@@ -208,6 +214,28 @@ head = f"""# torchtitan command-line overrides at main, vendored to check --expo
 # then the configs.py lines that name the Interleaved1F1B schedule.
 """
 open("/work/main/tests/data/frameworks/torchtitan-main.txt", "w").write(
+    head + "\n".join(out) + "\n## activation checkpoint subcommands\n"
+    + "\n".join(ac.splitlines()[acn.lineno - 1:acn.end_lineno]) + "\n## schedules\n"
+    + "\n".join(l for l in cf.splitlines() if "Interleaved1F1B" in l) + "\n")
+
+# ---- torchtitan 0.3.0, the release on PyPI (issue 38): the same fields, from the wheel (TT_WHEEL above)
+TTR = "v0.3.0"
+tr, cf, ac = (show(TT, TTR, f"torchtitan/{f}") for f in ("trainer.py", "config/configs.py", "distributed/activation_checkpoint.py"))
+out = ["class Trainer.Config:"] + class_fields(tr, "Trainer.Config")
+for cls in ("TrainingConfig", "ParallelismConfig", "CompileConfig", "CommConfig", "DebugConfig"):
+    out += [f"class {cls}:"] + class_fields(cf, cls)
+acn = next(n for n in ast.parse(ac).body if isinstance(n, ast.Assign) and n.targets[0].id == "ActivationCheckpointingConfig")
+head = f"""# torchtitan command-line overrides of the release 0.3.0, vendored to check --export torchtitan offline.
+# package: https://pypi.org/project/torchtitan/0.3.0/ (torchtitan-0.3.0-py3-none-any.whl, sha256 5563ccf9a295...;
+# the repository https://github.com/pytorch/torchtitan as fetched has no v0.3.0 tag)  licence: BSD-3-Clause
+# torchtitan/config/manager.py parses the CLI with tyro.cli(type(config)), config a Trainer.Config; a flag is
+# --<Trainer.Config field>.<field>. Kept, as for main (torchtitan-main.txt): the verbatim first line of each annotated
+# field of Trainer.Config (torchtitan/trainer.py) and of TrainingConfig, ParallelismConfig, CompileConfig, CommConfig
+# and DebugConfig (torchtitan/config/configs.py), each after a `class` line (Python's ast); then the verbatim
+# ActivationCheckpointingConfig union of torchtitan/distributed/activation_checkpoint.py (its tyro subcommands);
+# then the configs.py lines that name the Interleaved1F1B schedule.
+"""
+open("/work/main/tests/data/frameworks/torchtitan-0.3.txt", "w").write(
     head + "\n".join(out) + "\n## activation checkpoint subcommands\n"
     + "\n".join(ac.splitlines()[acn.lineno - 1:acn.end_lineno]) + "\n## schedules\n"
     + "\n".join(l for l in cf.splitlines() if "Interleaved1F1B" in l) + "\n")
