@@ -18,6 +18,7 @@ from planner.cli import sweep as cli_sweep
 from planner.cli import allocate as cli_allocate
 from planner.cli import hf_import as cli_import
 from planner.cli import calibrate as cli_calibrate
+from planner.cli import replan as cli_replan
 from planner.cli.edge import PlanApp
 from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, numbers_checked, option_params, out,
                          read_axes, read_limits, read_options, run, setting, with_params, with_run, check_nvlink_segment)
@@ -39,6 +40,8 @@ EXAMPLES = {
               "--tokens 3e11 --out rows.csv"),
     "allocate": "plan allocate configs/jobs/three-jobs.yaml dgx-h100-1024",
     "import": "plan import configs/hf/qwen3-30b-a3b.json -o qwen3-30b-a3b.yaml",
+    "calibrate": "plan calibrate configs/runs/dgxc-h100-gpt3.yaml -o h100.yaml",
+    "replan": "plan replan gpt3-175b dgx-a100-1024 --gpus 1024 --lost-gpus 16 --tp 8 --pp 4 --micro-batch 4 --vpp 12",
 }
 
 
@@ -612,6 +615,7 @@ cli_sweep.register(app)
 cli_allocate.register(app)
 cli_import.register(app)
 cli_calibrate.register(app)
+cli_replan.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -53,6 +53,8 @@ BASE: dict[str, tuple[dict, list[str]]] = {
     "import": ({"config": str(CONFIGS / "hf" / "qwen3-30b-a3b.json")}, []),
     # one logged run: a one-constant fit (the shipped runs file has five, ~3 s a call)
     "calibrate": ({"runs": str(ROOT / "tests" / "data" / "logs" / "megatron.log")}, ["--cluster", "dgx-h100-1024"]),
+    "replan": ({"model": "gpt3-1.3b", "cluster": "dgx-a100-1024"},
+               ["--gpus", "16", "--lost-gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1"]),
     "runs": ({}, ["import", str(ROOT / "tests" / "data" / "logs" / "megatron.log"), "--cluster", "dgx-h100-1024"]),
 }
 # Parameters whose value names a file or folder (besides those typed Path): (read or write, FIFO name).
