@@ -179,6 +179,11 @@ def register(app: typer.Typer) -> None:
         precision: Annotated[Optional[str], typer.Option("--precision", help=f"{' | '.join(PRECISIONS)} (overrides every model's training.precision)")] = None,
         nvlink_domain_gpus: Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
             "GPUs of an NVLink domain (an NVL72 rack) a job's consecutive ranks fill (overrides node.nvlink_segment_gpus)"))] = None,
+        executor: Annotated[str, typer.Option("--executor", help=(
+            "local (this machine: --workers processes) or ray (Ray tasks: a local instance of --workers CPUs, "
+            "or the cluster at --ray-address; pip install 'llm-layout-planner[ray]')"))] = "local",
+        ray_address: Annotated[Optional[str], typer.Option("--ray-address", help=(
+            "a running Ray cluster: HOST:PORT, ray://HOST:PORT or auto (with --executor ray)"))] = None,
         profile: Annotated[Optional[str], typer.Option("--profile", help=(
             "a profile from plan calibrate: every point priced with its fitted constants (clusters of its GPU only)"))] = None,
         **options,
@@ -189,11 +194,30 @@ def register(app: typer.Typer) -> None:
                      framework=framework)
         stated = dict(seq_len=seq_len, precision=precision, nvlink_segment=nvlink_domain_gpus, profile=profile)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
-                                                workers=workers, force=force, quiet=quiet, stated=stated)))
+                                                workers=workers, force=force, quiet=quiet, stated=stated,
+                                                executor=executor_of(executor, ray_address))))
+
+
+def executor_of(kind: str, address: str | None):
+    """--executor and --ray-address checked before any work (Ray's presence too)."""
+    from planner.errors import SpecError
+    from planner.sweep import Executor
+
+    if kind not in ("local", "ray"):
+        raise SpecError(f"unknown executor '{kind[:40]}'", path="--executor", expected="local | ray")
+    if address is not None and kind != "ray":
+        raise SpecError("--ray-address is for --executor ray", path="--ray-address", expected="--executor ray")
+    if kind == "ray":
+        from planner.sweep.ray_executor import _ray, check_address
+
+        _ray()
+        if address is not None:
+            check_address(address)
+    return Executor(kind, address)
 
 
 def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: str | None,
-                workers: int | None, force: bool, quiet: bool, stated: dict | None = None) -> None:
+                workers: int | None, force: bool, quiet: bool, stated: dict | None = None, executor=None) -> None:
     """`plan sweep`: the spec from the file and flags, the points run, the table, file and plots."""
     from planner.cli.common import err, out
     from planner.errors import SpecError
@@ -220,7 +244,7 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     if not quiet:  # first words before the models are generated and the first search ends
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
     points = with_stated(expand(spec, base_dir), spec, **(stated or {}))
-    result = _run_points(points, out_file, n, force, quiet, err)
+    result = _run_points(points, out_file, n, force, quiet, err, executor)
     from planner.report import name_text
 
     title = f"plan sweep{': ' + name_text(spec.name) if spec.name else ''} ({len(points)} points"
@@ -353,7 +377,7 @@ class _PlainProgress:
             self.err.print(f"sweep: {self.done:,} of {self.total:,} points done", highlight=False)
 
 
-def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console):
+def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console, executor=None):
     """Run the points with a progress bar. Ctrl-C (SIGINT) or SIGTERM keeps the finished rows and
     exits 128 + the signal's number: 130 or 143."""
     import signal
@@ -370,7 +394,8 @@ def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet:
                 plain.advance()
 
         try:
-            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=on_row)
+            extra = {} if executor is None else {"executor": executor}
+            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=on_row, **extra)
         except KeyboardInterrupt as exc:  # SweepInterrupted; or a bare one before the sweep's handlers were set
             bar.stop()
             signum = getattr(exc, "signum", signal.SIGINT)

@@ -19,7 +19,7 @@ from planner.sweep.points import KEY_VERSION, Point, Points, enlarged, expand, l
 from planner.sweep.lifetime import Stopped
 from planner.sweep.lock import lock_path, output_lock
 from planner.sweep.rows import COLUMN_NAMES, COLUMNS, STATUSES, infeasible_reason, is_complete, layout_columns, run_point
-from planner.sweep.run import SweepInterrupted, SweepRun, compute, run_sweep
+from planner.sweep.run import Executor, SweepInterrupted, SweepRun, compute, run_sweep
 from planner.sweep.spec import (
     DEFAULT_CLUSTER,
     ConstraintsSpec,
@@ -41,5 +41,5 @@ __all__ = [
     "Point", "Points", "enlarged", "limits_of", "sweep_models", "expand",
     "COLUMNS", "COLUMN_NAMES", "STATUSES", "is_complete", "layout_columns", "infeasible_reason", "run_point",
     "FORMATS", "output_format", "read_rows", "write_rows", "lock_path", "output_lock",
-    "SweepRun", "SweepInterrupted", "Stopped", "compute", "run_sweep",
+    "SweepRun", "SweepInterrupted", "Stopped", "compute", "run_sweep", "Executor",
 ]

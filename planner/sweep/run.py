@@ -59,10 +59,28 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             process.terminate()
 
 
-def compute(points: Iterable[Point], workers: int = 1, guard: StopSignals | None = None) -> Iterator[dict]:
+@dataclass(frozen=True)
+class Executor:
+    """Where the points run: `local` (this process, or a pool of `workers` processes) or `ray` (Ray
+    tasks, on the cluster at `address`, or a local Ray instance of `workers` CPUs; planner/sweep/ray_executor.py)."""
+
+    kind: str = "local"
+    address: str | None = None
+
+
+LOCAL = Executor()
+
+
+def compute(points: Iterable[Point], workers: int = 1, guard: StopSignals | None = None,
+            executor: Executor = LOCAL) -> Iterator[dict]:
     """Rows of `points` (read as they are needed) as they finish: in order when serial, in completion
-    order in a pool. `guard`: the sweep's signal handlers, re-armed before each serial point and checked
-    after it."""
+    order in a pool or on Ray. `guard`: the sweep's signal handlers, re-armed before each serial point
+    and checked after it."""
+    if executor.kind == "ray":
+        from planner.sweep.ray_executor import ray_compute
+
+        yield from ray_compute(points, workers=workers, address=executor.address, guard=guard)
+        return
     run_point = point_rows.run_point  # looked up when called, so a replaced `planner.sweep.rows.run_point` is run
 
     todo = iter(points)
@@ -201,14 +219,15 @@ class _Output:
         return all(p.key in self.done or p.key in self.written for p in self.points)
 
 
-def _run(output: _Output, workers: int, guard: StopSignals, on_row: Callable[[dict], None] | None) -> SweepRun:
+def _run(output: _Output, workers: int, guard: StopSignals, on_row: Callable[[dict], None] | None,
+         executor: Executor = LOCAL) -> SweepRun:
     text = output.fmt in ("csv", "jsonl")
     try:
         if not output.normal:
             output.save(list(output.have.values()))  # normalise: drops rows cut short before appending
         with open(output.out if text else os.devnull, "a", newline="", encoding="utf-8") as handle:
             sink = _RowWriter(handle, output.fmt if text else "none", header=False)
-            with closing(compute(output.todo(), workers, guard)) as rows:
+            with closing(compute(output.todo(), workers, guard, executor)) as rows:
                 for row in rows:
                     output.add(row, sink)
                     if on_row is not None:
@@ -225,7 +244,7 @@ def _run(output: _Output, workers: int, guard: StopSignals, on_row: Callable[[di
 
 
 def run_sweep(points: Sequence[Point], *, out: Path | None = None, workers: int = 1, force: bool = False,
-              on_row: Callable[[dict], None] | None = None) -> SweepRun:
+              on_row: Callable[[dict], None] | None = None, executor: Executor = LOCAL) -> SweepRun:
     """Run the points not already in `out` (all with `force`); append each row to `out` as it
     finishes, and finally rewrite `out` in the points' order (rows of other points kept after).
     While it runs, `out` is locked (another sweep on it is a `SpecError`) and SIGINT or SIGTERM
@@ -234,7 +253,7 @@ def run_sweep(points: Sequence[Point], *, out: Path | None = None, workers: int 
     try:
         with output_lock(out) if out is not None else nullcontext(), stop_signals() as guard:
             output = _Output(points, out, force)
-            return _run(output, workers, guard, on_row)
+            return _run(output, workers, guard, on_row, executor)
     except BrokenPipeError:
         raise
     except OSError as exc:  # a full disk, `ulimit -f`: the rows written before are kept, the rerun resumes
