@@ -136,7 +136,8 @@ def _export(make_model, framework, **training):
 
     model = make_model(layers=8, training=training)
     cluster = load_cluster("dgx-h100-1024")
-    scored = estimate_layout(model, cluster, gpus=4, tp=1, pp=2, micro_batch=1, recompute="full", zero=1)
+    zero = 0 if framework.startswith("torchtitan") else 1  # torchtitan has no ZeRO-1 (DDP or FSDP): its export refuses it
+    scored = estimate_layout(model, cluster, gpus=4, tp=1, pp=2, micro_batch=1, recompute="full", zero=zero)
     return export_settings(framework, scored, model, cluster)
 
 
