@@ -78,9 +78,11 @@ def check_split(model: ModelSpec, pp: int, vpp: int, stage_layers: list[int]) ->
                         f"{model.layers} layers, in schedule order (chunk j of rank r at j*pp + r)")
 
 
-def estimate_defaults(given: dict, gpus: int | None, cluster: ClusterSpec) -> dict:
+def estimate_defaults(given: dict, gpus: int | None, cluster: ClusterSpec, framework: str | None = None) -> dict:
     """The axes not given that default as search picks (Axis.estimate_default: sequence parallelism
-    when tp > 1, ZeRO 1 when dp*cp > 1), from the degrees given and the GPU count."""
+    when tp > 1, ZeRO 1 when dp*cp > 1), from the degrees given and the GPU count. For torchtitan,
+    which has no ZeRO-1, a defaulted ZeRO 1 is its own default instead: FSDP over every data-parallel
+    rank (data_parallel_shard_degree -1, torchtitan's job config), ZeRO 3."""
     unset = [a for a in AXES if a.estimate_default is not None and given.get(a.name) is None]
     if not unset:
         return given
@@ -90,7 +92,10 @@ def estimate_defaults(given: dict, gpus: int | None, cluster: ClusterSpec) -> di
         total = gpus or given_gpus(degrees) or cluster.total_gpus
         others = math.prod(v for k, v in degrees.items() if k != "dp")
         degrees["dp"] = total // others if total % others == 0 else 1
-    return {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
+    filled = {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
+    if framework is not None and framework.startswith("torchtitan") and given.get("zero") is None and filled.get("zero") == 1:
+        filled["zero"] = 3
+    return filled
 
 
 def with_memory_hint(result: ScoredLayout, model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None,

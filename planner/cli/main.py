@@ -113,9 +113,9 @@ Stack = Annotated[Optional[str], typer.Option("--stack", help=(
     "or a shipped profile in configs/stacks (overrides the model's training.stack)"))]
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 Export = Annotated[Optional[str], typer.Option("--export", help=(
-    "print launch settings of the layout instead of the table: megatron | megatron-bridge | nemo | torchtitan | torchtitan@0.2 | deepspeed"))]
+    "print launch settings of the layout instead of the table: megatron | megatron-bridge | nemo | torchtitan | torchtitan@main | torchtitan@0.2 | deepspeed"))]
 Framework = Annotated[Optional[str], typer.Option("--framework", help=(
-    "only layouts this framework runs (megatron | megatron-bridge | nemo | torchtitan | torchtitan@0.2 | deepspeed), "
+    "only layouts this framework runs (megatron | megatron-bridge | nemo | torchtitan | torchtitan@main | torchtitan@0.2 | deepspeed), "
     "priced with its stack profile unless --stack says otherwise"))]
 SeqLen = Annotated[Optional[int], typer.Option("--seq-len", help="tokens per sequence (overrides the model spec's seq_len)")]
 Precision = Annotated[Optional[str], typer.Option("--precision", help=(
@@ -433,7 +433,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         split = parse_split(stage_layers)
         m, c = _load(model, cluster, global_batch, None, stack_, seq_len=seq_len, precision=precision,
                      nvlink_segment=nvlink_domain_gpus, profile=profile)
-        given = estimate_defaults(given, gpus, c)
+        given = estimate_defaults(given, gpus, c, framework or (export if export and export.startswith('torchtitan') else None))
         result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
         if figure is not None:  # a step too long to draw: exit 2 before the numbers and the drawing
             from planner.timeline import check_drawable

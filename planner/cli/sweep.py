@@ -169,7 +169,7 @@ def register(app: typer.Typer) -> None:
         objective: Annotated[Items, typer.Option("--objective", help="time | energy | cost | carbon; repeat or comma-separate to sweep several")] = None,
         framework: Annotated[Optional[str], typer.Option("--framework", help=(
             "only layouts this framework runs at every point (megatron | megatron-bridge | nemo | torchtitan | "
-            "torchtitan@0.2 | deepspeed), priced with its stack profile; overrides the file's framework:"))] = None,
+            "torchtitan@main | torchtitan@0.2 | deepspeed), priced with its stack profile; overrides the file's framework:"))] = None,
         out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
         plot: Annotated[Optional[str], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,

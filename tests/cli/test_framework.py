@@ -85,3 +85,16 @@ def test_a_deepspeed_search_of_a_moe_model_never_proposes_zero3(model):
     out = run("search", "llama3.1-8b", "dgx-h100-1024", "--gpus", "64", "--framework", "deepspeed", "--zero", "3",
               "--top", "1", "--json")
     assert out.exit_code == 0 and json.loads(out.stdout)["best"]["layout"]["zero"] == 3
+
+
+@pytest.mark.parametrize("flag", [("--export", "torchtitan"), ("--framework", "torchtitan")])
+def test_estimate_for_torchtitan_defaults_zero_to_fsdp(flag):
+    # torchtitan has no ZeRO-1: with dp 16 and no --zero, estimate's default is torchtitan's own
+    # (FSDP over every data-parallel rank: data_parallel_shard_degree 16), not a refusal
+    out = run("estimate", "llama3.1-8b", "dgx-h100-1024", "--gpus", "16", "--tp", "1", "--pp", "1", "--micro-batch", "1",
+              *flag, *(["--json"] if flag[0] == "--framework" else []))
+    assert out.exit_code == 0, out.stderr
+    if flag[0] == "--export":
+        assert "--parallelism.data_parallel_shard_degree=16" in out.stdout
+    else:
+        assert json.loads(out.stdout)["layout"]["zero"] == 3
