@@ -1,15 +1,14 @@
-"""Collective and point-to-point communication times (alpha-beta model, NCCL conventions).
+"""Communication of a step: which groups a layout forms, where they sit, and what each collective,
+send and all-to-all costs.
 
-Sources: Thakur, Rabenseifner & Gropp 2005 (ring all-reduce moves 2(n-1)/n of the buffer per
-rank; reduce-scatter and all-gather (n-1)/n each); NCCL's nccl-tests PERFORMANCE.md ("bus
-bandwidth" = algorithm bandwidth x 2(n-1)/n for all-reduce), which is why link bandwidths are
-scaled by a measured bus efficiency. Latency (NCCL's tuning model, src/graph/tuning.cc): a ring
-pass takes n - 1 steps, the (nodes - 1) steps between nodes at the network's latency and the rest
-at NVLink's; all-reduce may use the double binary tree instead (Sanders et al. 2009), log2 depth
-per pass, and NCCL picks the faster; reduce-scatter and all-gather run on rings. So latency grows
-with the group, linearly on rings: the planner does not get more optimistic at scale.
+Collectives are priced as NCCL prices them (planner/costs/collectives.py: ring, tree, NVLS, PAT with
+their latencies, src/graph/tuning.cc) over the links computed here; the bus bandwidth of a ring
+follows nccl-tests PERFORMANCE.md (all-reduce moves 2(n-1)/n of the buffer per rank, reduce-scatter
+and all-gather (n-1)/n; Thakur, Rabenseifner & Gropp 2005), scaled by a measured bus efficiency.
 Between nodes, a step crosses 2 x levels - 1 switches of a fat tree (Leiserson 1985), and traffic
-that leaves a leaf switch shares its uplinks (`network.oversubscription`).
+that leaves a leaf switch shares its uplinks (`network.oversubscription`). ZeRO-3 / FSDP issue
+their collectives one per gathering unit and reduce bucket (`zero3_layer_comm_s`), each paying its
+latency.
 
 Groups follow Megatron-LM's rank order (planner.layout.space.process_group: tp innermost, then cp, ep,
 dp, pp), so a group is given by its size and the rank stride between members. A group inside one NVLink domain runs at NVLink speed;
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.costs.collectives import Links, all_gather_s, all_reduce_s, reduce_scatter_s
 from planner.specs.layers import LayerKind, attention_dims, layer_kinds, windowed_layers
 from planner.specs.precision import BF16, Precision
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, process_group
@@ -27,27 +27,45 @@ from planner.specs import ClusterSpec, ModelSpec, StackConstants
 from planner.units import GB, MB, US
 
 
-def job_domain(cluster: ClusterSpec, job=None):
+def job_domain(cluster: ClusterSpec, layouts=None):
     """GPUs of an NVLink domain a job's consecutive ranks fill: the whole domain for a job that fits
-    one, else the cluster's segment (NVIDIA recommends Slurm --segment 16 trays, 64 of an NVL72
+    one; else the cluster's segment (NVIDIA recommends Slurm --segment 16 trays, 64 of an NVL72
     rack's 72 GPUs, for jobs of 128 GPUs and more: "Unlock exascale performance on NVIDIA GB200
-    NVL72 with Slurm topology-aware job scheduling", NVIDIA technical blog)."""
+    NVL72 with Slurm topology-aware job scheduling", NVIDIA technical blog). A rack-scale domain
+    without a stated segment is filled as that advice would for each layout: the most whole trays
+    that hold whole tp x cp and ep x etp groups (groups of 32 on 72-GPU racks: 64), when the job
+    still fits the cluster's racks so; otherwise all of it, and the groups that straddle two racks
+    bound the step (the slowest group sets every step: `_placement`)."""
     node = cluster.node
-    if node.nvlink_segment == node.nvlink_domain or job is None:
-        return node.nvlink_domain
-    return np.where(np.asarray(job) <= node.nvlink_domain, node.nvlink_domain, node.nvlink_segment)
+    domain = node.nvlink_domain
+    if layouts is None:
+        return domain
+    job = np.asarray(layouts.gpus)
+    if node.nvlink_segment_gpus is not None:
+        segment = node.nvlink_segment
+    elif domain > node.gpus:
+        span = np.lcm(np.lcm(layouts.tp * layouts.cp, layouts.ep * layouts.etp), node.gpus)
+        segment = np.where(span <= domain, domain // span * span, domain)
+        racks = max(cluster.total_gpus // domain, 1)
+        segment = np.where(np.ceil(job / segment) <= racks, segment, domain)
+    else:
+        return domain
+    return np.where(job <= domain, domain, segment)
 
 
-def _placement(cluster: ClusterSpec, size, stride, job=None):
-    """(inside one NVLink domain, members per domain, domains spanned) of a group; `job`: the GPUs
-    of the whole job (a job that fits one domain keeps every group inside it)."""
-    domain = job_domain(cluster, job)
+def _placement(cluster: ClusterSpec, size, stride, layouts=None):
+    """(inside one NVLink domain, members per domain, domains spanned) of a group; `layouts`: the
+    job's (a job that fits one domain keeps every group inside it)."""
+    domain = job_domain(cluster, layouts)
     size, stride = np.asarray(size), np.asarray(stride)
     span = size * stride
+    job = np.asarray(layouts.gpus) if layouts is not None else np.inf
     # A group fits one domain only if groups tile domains exactly (tp 6 on 8-GPU nodes straddles two)
-    # or the whole job does (64 GPUs of an NVL72 rack); a straddling or spanning group is bounded by
-    # its fewest members in one domain.
-    inside = (span <= domain) & ((domain % span == 0) | (np.asarray(job if job is not None else np.inf) <= cluster.node.nvlink_domain))
+    # or the whole job does (64 GPUs of an NVL72 rack). Groups of consecutive ranks that do not tile
+    # the domain straddle two at some boundary, the smallest piece gcd(span, domain) ranks (groups
+    # start at multiples of the span, so a boundary falls gcd apart from one): that group's
+    # members with the fewest peers on NVLink bound it, and the slowest group bounds the step.
+    inside = (span <= domain) & ((domain % span == 0) | (job <= cluster.node.nvlink_domain))
     per_domain = np.clip(np.gcd(span, domain) // np.maximum(stride, 1), 1, size)
     domains = np.where(inside, 1, np.maximum(size // per_domain, 1))
     return inside, per_domain, domains
@@ -67,41 +85,29 @@ def _fat_tree_levels(cluster: ClusterSpec, nodes) -> np.ndarray:
     return np.where(nodes <= leaf, 1, np.where(nodes <= leaf * down, 2, 3))
 
 
-def group_links(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray, job=None) -> tuple:
-    """(bus bandwidth [GB/s], latency arguments of the collectives) of a group, placed once."""
-    placed = _placement(cluster, size, stride, job)
-    return _bus_gbps(cluster, placed), _latency(cluster, placed)
+def group_links(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray, layouts=None) -> Links:
+    """The links of a group of `size` ranks `stride` apart, placed once (planner/costs/collectives.py
+    prices its collectives over them)."""
+    eff, node = cluster.gpu.efficiency, cluster.node
+    inside, per_domain, domains = _placement(cluster, size, stride, layouts)
+    nvlink = node.nvlink_gbps * eff.nvlink
+    nodes = domains * np.maximum(node.nvlink_domain // node.gpus, 1)
+    network = node.network_gbps * eff.network
+    network = np.where(nodes > _leaf_nodes(cluster), network / cluster.network.oversubscription, network)
+    # hierarchical: the k members a group has in a domain share their k NICs (NCCL runs a ring or
+    # tree per NIC); never faster than NVLink
+    inter = per_domain * network
+    bus = np.where(inside, nvlink, np.minimum(nvlink, inter))
+    hop_s = (2 * _fat_tree_levels(cluster, nodes) - 1) * cluster.network.switch_latency_us * US
+    nvls = nvlink * eff.nvls
+    p2p = np.where(domains > 1, eff.network_latency_s + hop_s, eff.latency_s)
+    return Links(bus_gbps=bus, nodes=domains, inter_gbps=np.where(inside, 0.0, inter), nvls_gbps=nvls,
+                 hop_s=hop_s, p2p_s=p2p)
 
 
 def group_bus_gbps(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    """Achieved bus bandwidth [GB/s] of a group of `size` ranks spaced `stride` apart."""
-    return _bus_gbps(cluster, _placement(cluster, size, stride))
-
-
-def _bus_gbps(cluster: ClusterSpec, placed) -> np.ndarray:
-    eff = cluster.gpu.efficiency
-    nvlink = cluster.node.nvlink_gbps * eff.nvlink
-    inside, per_domain, domains = placed
-    nodes = domains * np.maximum(cluster.node.nvlink_domain // cluster.node.gpus, 1)
-    network = cluster.node.network_gbps * eff.network
-    network = np.where(nodes > _leaf_nodes(cluster), network / cluster.network.oversubscription, network)
-    across = np.minimum(nvlink, per_domain * network)
-    return np.where(inside, nvlink, across)
-
-
-def group_latency(cluster: ClusterSpec, size: np.ndarray, stride: np.ndarray, job=None) -> tuple:
-    """(NVLink step latency [s], network step latency [s], domains spanned) of a group, for the
-    collectives below."""
-    return _latency(cluster, _placement(cluster, size, stride, job))
-
-
-def _latency(cluster: ClusterSpec, placed) -> tuple:
-    eff = cluster.gpu.efficiency
-    domains = placed[2]
-    nodes = domains * np.maximum(cluster.node.nvlink_domain // cluster.node.gpus, 1)
-    hops = 2 * _fat_tree_levels(cluster, nodes) - 1
-    network = eff.network_latency_s + hops * cluster.network.switch_latency_us * US
-    return eff.latency_s, network, domains
+    """Achieved bus bandwidth [GB/s] of a ring over a group of `size` ranks spaced `stride` apart."""
+    return group_links(cluster, size, stride).bus_gbps
 
 
 def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
@@ -110,47 +116,6 @@ def sized_bus_gbps(bus_gbps, nbytes, half_mb: float) -> np.ndarray:
     if half_mb <= 0:
         return bus_gbps
     return bus_gbps * nbytes / (nbytes + half_mb * MB)
-
-
-def _flat(links: tuple) -> tuple:
-    bus, lat = links
-    return (bus, *lat)
-
-
-def _log2(n) -> np.ndarray:
-    return np.ceil(np.log2(np.maximum(n, 1)))
-
-
-def _ring_pass_s(n, latency_s, network_latency_s, domains) -> np.ndarray:
-    """Latency of one pass round a ring: n - 1 steps, domains - 1 of them between domains."""
-    net = latency_s if network_latency_s is None else network_latency_s
-    return (n - domains) * latency_s + (domains - 1) * net
-
-
-def _tree_pass_s(n, latency_s, network_latency_s, domains) -> np.ndarray:
-    """A chain inside each domain, a binary tree between domains (NCCL tuning.cc)."""
-    net = latency_s if network_latency_s is None else network_latency_s
-    return (n / domains - 1) * latency_s + _log2(domains) * net
-
-
-def all_reduce_s(nbytes, n, bus_gbps, latency_s, network_latency_s=None, domains=1) -> np.ndarray:
-    """Ring: 2(n-1)/n of the buffer and two ring passes; tree: twice the buffer (reduce, then
-    broadcast) and two tree passes; NCCL's tuner takes the faster."""
-    n = np.asarray(n)
-    wire = nbytes / (bus_gbps * GB)
-    ring = 2.0 * (n - 1) / n * wire + 2.0 * _ring_pass_s(n, latency_s, network_latency_s, domains)
-    tree = 2.0 * wire + 2.0 * _tree_pass_s(n, latency_s, network_latency_s, domains)
-    return np.where(n > 1, np.minimum(ring, tree), 0.0)
-
-
-def reduce_scatter_s(nbytes, n, bus_gbps, latency_s, network_latency_s=None, domains=1) -> np.ndarray:
-    """Reduce-scatter (or all-gather: the same cost) of a buffer of `nbytes` over n ranks (ring)."""
-    n = np.asarray(n)
-    t = (n - 1) / n * nbytes / (bus_gbps * GB) + _ring_pass_s(n, latency_s, network_latency_s, domains)
-    return np.where(n > 1, t, 0.0)
-
-
-all_gather_s = reduce_scatter_s
 
 
 def p2p_s(nbytes, gbps, latency_s) -> np.ndarray:
@@ -167,10 +132,9 @@ def tp_comm_per_layer_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts
     eff = cluster.gpu.efficiency
     size, stride = process_group(layouts, "tp")
     nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / layouts.cp
-    bus, lat = group_links(cluster, size, stride, layouts.gpus)
-    bus = sized_bus_gbps(bus, nbytes, eff.message_half_mb)
-    ar = all_reduce_s(nbytes, size, bus, *lat)
-    sp = 2.0 * (reduce_scatter_s(nbytes, size, bus, *lat))  # AG + RS, per all-reduce replaced
+    links = group_links(cluster, size, stride, layouts).sized(nbytes, eff.message_half_mb)
+    ar = all_reduce_s(nbytes, size, links)
+    sp = 2.0 * reduce_scatter_s(nbytes, size, links)  # AG + RS, per all-reduce replaced
     return pairs * np.where(layouts.sequence_parallel == 1, sp, ar)
 
 
@@ -202,13 +166,13 @@ def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,
     pp, pp_stride = process_group(layouts, "pp")
     nbytes = activation_bytes * layouts.micro_batch * seq_len * hidden / (tp * layouts.cp)
     # Some stage boundary leaves the NVLink domain whenever the pipeline spans more than one domain.
-    crosses = pp * pp_stride > job_domain(cluster, layouts.gpus)
+    crosses = pp * pp_stride > job_domain(cluster, layouts)
     gbps = np.where(crosses, cluster.node.network_gbps * eff.network, cluster.node.nvlink_gbps * eff.nvlink)
     gbps = sized_bus_gbps(gbps, nbytes, eff.message_half_mb)
-    lat = np.where(crosses, group_latency(cluster, 2, pp_stride, layouts.gpus)[1], eff.latency_s)
+    lat = np.where(crosses, eff.network_latency_s + group_links(cluster, 2, pp_stride, layouts).hop_s, eff.latency_s)
     regather = np.where(
         (tp > 1) & (layouts.sequence_parallel == 0),
-        all_gather_s(nbytes * tp, tp, *_flat(group_links(cluster, tp, tp_stride, layouts.gpus))),
+        all_gather_s(nbytes * tp, tp, group_links(cluster, tp, tp_stride, layouts)),
         0.0,
     )
     return p2p_s(nbytes, gbps, lat) + regather
@@ -238,14 +202,18 @@ def dp_comm_s(cluster: ClusterSpec, params_per_gpu: np.ndarray, layouts, prec: P
     micro-batch; with 16-bit gathers and fp32 gradients the bytes equal one fp32 all-reduce).
     `group`: (size, stride) of the reducing group (default dp x cp; routed experts: edp)."""
     dp, stride = group if group is not None else data_group(layouts)
-    bus, lat = group_links(cluster, dp, stride, layouts.gpus)
+    links = group_links(cluster, dp, stride, layouts)
     # grad_bytes: 4 (fp32 main_grad) or 2 (grad_reduce_dtype bf16); the parameter gather moves
     # param_gather_bytes (1 for per-tensor FP8 with fp8_param_gather, else 2; planner/specs/precision.py).
+    # Priced as one collective each: Megatron-Core's gradient buckets grow with the group
+    # (max(40M, 1M x dp) parameters, distributed_data_parallel.py), so that their number times a
+    # ring's latency stays about flat; counting them would let more ranks mean fewer buckets.
     grads, weights = prec.grad_bytes * params_per_gpu, prec.param_gather_bytes * params_per_gpu
-    plain = all_reduce_s(grads, dp, bus, *lat)
-    sharded = reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
-    zero3 = layouts.num_microbatches * (2 * all_gather_s(weights, dp, bus, *lat) + reduce_scatter_s(grads, dp, bus, *lat))
-    zero2 = layouts.num_microbatches * reduce_scatter_s(grads, dp, bus, *lat) + all_gather_s(weights, dp, bus, *lat)
+    ar, rs, ag = all_reduce_s(grads, dp, links), reduce_scatter_s(grads, dp, links), all_gather_s(weights, dp, links)
+    plain = ar
+    sharded = rs + ag
+    zero3 = layouts.num_microbatches * (2 * ag + rs)
+    zero2 = layouts.num_microbatches * rs + ag
     z = layouts.zero
     return np.select([z == 0, z == 1, z == 2], [plain, sharded, zero2], zero3)
 
@@ -262,15 +230,15 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     module`), so small units pay the group's latency many times (Rajbhandari et al. 2020 Sec. 7;
     Zhao et al. 2023 Sec. 3.2)."""
     dp, stride = data_group(layouts)
-    bus, lat = group_links(cluster, dp, stride, layouts.gpus)
+    links = group_links(cluster, dp, stride, layouts)
     layer = np.max([k.params for k in layer_kinds(model)]) / layouts.tp.astype(float)
     units = zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
     if stack.zero3_prefetch_params > 0:
         units = np.maximum(np.minimum(units, np.ceil(layer / stack.zero3_prefetch_params)), 1)
-    gather = units * all_gather_s(prec.param_gather_bytes * layer / units, dp, bus, *lat)
+    gather = units * all_gather_s(prec.param_gather_bytes * layer / units, dp, links)
     buckets = np.ceil(layer / stack.zero3_reduce_bucket_params) if stack.zero3_reduce_bucket_params > 0 else units
-    reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, bus, *lat)
+    reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, links)
     return gather, reduce
 
 
@@ -289,14 +257,13 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> 
     chunk = BF16.activation_bytes * layouts.micro_batch * model.seq_len / cp * (d.k_width + d.v_width) / layouts.tp
     if model.training.stack.cp_kv_expanded:  # grouped K/V repeated to every query head before the exchange
         chunk = chunk * d.heads / d.kv_heads
-    bus, lat = group_links(cluster, cp, stride, layouts.gpus)
-    bus = sized_bus_gbps(bus, chunk, cluster.gpu.efficiency.message_half_mb)
+    links = group_links(cluster, cp, stride, layouts).sized(chunk, cluster.gpu.efficiency.message_half_mb)
     passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)
     if model.training.stack.cp_comm == "all_gather" or windowed_layers(model):
-        gather = all_gather_s(chunk * cp, cp, bus, *lat)
+        gather = all_gather_s(chunk * cp, cp, links)
         fwd_wait, bwd_wait = gather, 2 * gather
     else:
-        step = chunk / (bus * GB) + np.where(lat[2] > 1, lat[1], lat[0])
+        step = chunk / (links.bus_gbps * GB) + links.p2p_s
         ring = (cp - 1) * step
         fwd_wait, bwd_wait = np.maximum(ring - lc.attention_fwd_s, 0.0), np.maximum(2 * ring - lc.attention_bwd_s, 0.0)
     fwd, bwd = lc.waiting_s(fwd_wait, bwd_wait)
@@ -345,7 +312,7 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     eff = cluster.gpu.efficiency
     slots = layouts.micro_batch * model.seq_len * kind.top_k / (layouts.cp * layouts.tp)
     nbytes = BF16.activation_bytes * slots * model.hidden * model.moe.load_imbalance
-    inside, per_domain, domains = _placement(cluster, ep, stride, layouts.gpus)
+    inside, per_domain, domains = _placement(cluster, ep, stride, layouts)
     k = np.where(inside, ep, per_domain)
     nvlink_bytes, network_bytes = _ep_bytes(model, kind, nbytes, ep, k)
     nvlink = nvlink_bytes / (cluster.node.nvlink_gbps * eff.nvlink * GB)
@@ -358,6 +325,6 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     if "moe" in model.training.recomputed:
         passes = passes + (layouts.recompute == RECOMPUTE_SELECTIVE)
     etp_bytes = nbytes * layouts.etp
-    etp_links = group_links(cluster, layouts.etp, np.ones_like(layouts.etp), layouts.gpus)
-    etp = 2.0 * reduce_scatter_s(etp_bytes, layouts.etp, *_flat(etp_links))
+    etp_links = group_links(cluster, layouts.etp, np.ones_like(layouts.etp), layouts)
+    etp = 2.0 * reduce_scatter_s(etp_bytes, layouts.etp, etp_links)
     return passes * (2.0 * a2a + etp)

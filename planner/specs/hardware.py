@@ -49,6 +49,10 @@ class Efficiency(Spec):
     network_latency_us: float | None = Field(default=None, ge=0, le=1e4, description=(
         "per-step latency of a collective step between nodes [us] (default: latency_us)"))
     message_half_mb: float = Field(default=0.0, ge=0, le=1e4, description="message size at which NCCL reaches half its bus bandwidth [MB]")
+    nvls: float = Field(default=0.0, ge=0, le=1, description=(
+        "NVLink SHARP bus bandwidth / NVLink bus bandwidth on the NVSwitch boards this GPU ships on, so NCCL "
+        "may run NVLS collectives (src/graph/tuning.cc nvlsEfficiency: Hopper 0.85, Blackwell 0.74; "
+        "0: no NVLink SHARP, as A100's NVSwitch)"))
 
     @property
     def latency_s(self) -> float:

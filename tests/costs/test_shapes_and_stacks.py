@@ -95,9 +95,10 @@ def test_zero3_gathers_per_module_pay_latency_per_unit(make_model, make_cluster)
     prec = precision("bf16")
     g1, r1 = zero3_layer_comm_s(cluster, fsdp, layout, prec, fsdp.training.stack)
     g4, r4 = zero3_layer_comm_s(cluster, ds, layout, prec, ds.training.stack)
-    # same bytes, but 4 all-gathers (QKV, out, MLP up, MLP down) of a ring of 7 network steps of 10 us
-    assert g4[0] - g1[0] == approx(3 * 7 * 10e-6, rel=1e-9)
-    assert r4[0] - r1[0] == approx(3 * 7 * 10e-6, rel=1e-9)
+    # same bytes, but 4 all-gathers (QKV, out, MLP up, MLP down), each NCCL's ring Simple over 8 nodes
+    # of one rank: 8.4 + 7 network steps x 14 us (tuning.cc) = 106.4 us
+    assert g4[0] - g1[0] == approx(3 * 106.4e-6, rel=1e-9)
+    assert r4[0] - r1[0] == approx(3 * 106.4e-6, rel=1e-9)
 
 
 def test_zero3_exposes_the_gather_a_layer_cannot_hide(make_model, make_cluster):
@@ -126,16 +127,16 @@ def test_zero3_without_overlap_by_hand(make_model, make_cluster):
     # 2 nodes of 1 GPU, 1 GB/s x 0.8 = 0.8 GB/s; dp 2; 8 layers; 4 micro-batches; no overlap.
     # layer params: 4h^2 + 4h (attention) + 2hf + f + h (MLP) + 4h (norms), h 1024, f 4096 = 12,596,224
     layer = 12_596_224
-    # all-gather of bf16 weights: 1/2 x 2 B x layer / 0.8e9 + one network step (10 us) = 15.755 ms;
-    # reduce-scatter of fp32 gradients: 1/2 x 4 B x layer / 0.8e9 + 10 us = 31.500 ms
-    gather = 0.5 * 2 * layer / 0.8e9 + 10e-6
-    reduce = 0.5 * 4 * layer / 0.8e9 + 10e-6
+    # all-gather of bf16 weights: 1/2 x 2 B x layer / 0.8e9 + NCCL's ring Simple of one network step
+    # (8.4 + 14 us) = 15.768 ms; reduce-scatter of fp32 gradients: 1/2 x 4 B x layer / 0.8e9 + 22.4 us
+    gather = 0.5 * 2 * layer / 0.8e9 + 22.4e-6
+    reduce = 0.5 * 4 * layer / 0.8e9 + 22.4e-6
     cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=1.0)
     model = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, dp_comm_overlap=False)))
     layout = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3)
-    # forward gather, backward gather and reduce-scatter per layer, 8 layers, 4 micro-batches: 2.0164 s
+    # forward gather, backward gather and reduce-scatter per layer, 8 layers, 4 micro-batches: 2.0175 s
     assert step_time(job_context(model, cluster, layout)).dp_comm[0] == approx(4 * 8 * (2 * gather + reduce), rel=1e-9)
-    assert 4 * 8 * (2 * gather + reduce) == approx(2.01636, rel=1e-4)
+    assert 4 * 8 * (2 * gather + reduce) == approx(2.01755, rel=1e-4)
 
 
 def test_overlap_never_makes_zero3_slower(make_model, make_cluster):
@@ -148,14 +149,19 @@ def test_overlap_never_makes_zero3_slower(make_model, make_cluster):
 
 
 def test_fat_tree_hops_add_switch_latency(make_cluster, toy_gpu_data):
-    from planner.costs.comm import group_latency
+    from planner.costs.collectives import SIMPLE, ring_latency_s
+    from planner.costs.comm import group_links
 
     # radix 4: a rail-optimised leaf reaches 2 nodes, a second level 2 x 2 = 4, beyond that 3 levels.
-    # 1 us a hop on top of the 10 us network step: 1 level = 1 hop, 2 levels = 3 hops, 3 levels = 5 hops.
+    # 1 us a hop: 1 level = 1 hop, 2 levels = 3 hops, 3 levels = 5 hops; a send pays them on top of the
+    # 10 us network step, a collective's network step on top of NCCL's (twice for Simple: its flush)
     cluster = make_cluster(nodes=16, network=dict(switch_radix=4, switch_latency_us=1.0))
-    _, net, domains = group_latency(cluster, np.array([2, 4, 16]), np.array([8, 8, 8]))
-    assert list(domains) == [2, 4, 16]
-    assert net == approx([11e-6, 13e-6, 15e-6])
+    links = group_links(cluster, np.array([2, 4, 16]), np.array([8, 8, 8]))
+    assert list(links.nodes) == [2, 4, 16]
+    assert links.hop_s == approx([1e-6, 3e-6, 5e-6])
+    assert links.p2p_s == approx([11e-6, 13e-6, 15e-6])
+    # reduce-scatter, Simple, one rank a node: 8.4 + 3 network steps x (14 + 2 x 3 hops) us
+    assert ring_latency_s("reduce_scatter", SIMPLE, 4, 4, 3e-6) == approx((8.4 + 3 * 20) * 1e-6)
 
 
 def test_flash_attention_efficiency_saturates_with_sequence():
