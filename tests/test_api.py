@@ -69,6 +69,9 @@ ESTIMATES = [
     (["--gpus", "16", "--tp", "2", "--pp", "2", "--micro-batch", "1", "--vpp", "2", "--stage-layers", "5,7,6,6",
       "--recompute", "selective"],
      dict(gpus=16, tp=2, pp=2, micro_batch=1, vpp=2, stage_layers=[5, 7, 6, 6], recompute="selective")),
+    # a framework's own defaults (torchtitan: FSDP, ZeRO 3, where estimate would take ZeRO 1)
+    (["--gpus", "8", "--tp", "2", "--pp", "1", "--micro-batch", "4", "--framework", "torchtitan"],
+     dict(gpus=8, tp=2, pp=1, micro_batch=4, framework="torchtitan")),
 ]
 
 

@@ -131,11 +131,10 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
 
 
 def _estimated(m, c, gpus, limits, split, given, framework):
-    from planner.api.hints import with_memory_hint
     from planner.api.results import Estimate, _from
-    from planner.estimate import estimate_defaults, estimate_layout
+    from planner.estimate import estimate_defaults, estimate_layout, with_memory_hint
 
-    given = estimate_defaults(given, gpus, c)
+    given = estimate_defaults(given, gpus, c, framework)
     result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
     _check_framework_runs(framework, result, m)
     result = with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)
