@@ -191,8 +191,9 @@ def check_precision(model: ModelSpec, cluster: ClusterSpec, file: str | None = N
     prec = model.training.numerics
     if getattr(cluster.gpu.peak_tflops, prec.peak) is None:
         have = [k for k, v in cluster.gpu.peak_tflops.model_dump().items() if v is not None and k in PRECISIONS]
+        why = "; FP4 tensor cores came with Blackwell: Hopper and Ampere have none" if prec.is_fp4 else ""
         raise SpecError(f"precision {prec.name} needs a {prec.peak} peak, and the {cluster.gpu.name} preset has none "
-                        f"(cluster {cluster.name})", file=file, line=line, path="training.precision",
+                        f"(cluster {cluster.name}{why})", file=file, line=line, path="training.precision",
                         expected=" | ".join(have))
 
 

@@ -67,8 +67,11 @@ def peak_flops(gpu: GpuSpec, name: str) -> float:
 
 
 def gemm_efficiency(gpu: GpuSpec, prec: Precision) -> float:
-    """Fraction of the precision's peak that large GEMMs reach (FP8 GEMMs have their own)."""
+    """Fraction of the precision's peak that large GEMMs reach (FP8 GEMMs have their own; NVFP4 GEMMs
+    theirs where the preset states one, else the FP8 one: no published NVFP4 training fit)."""
     eff = gpu.efficiency
+    if prec.is_fp4 and eff.gemm_fp4 is not None:
+        return eff.gemm_fp4
     return eff.gemm_fp8 if prec.is_fp8 and eff.gemm_fp8 is not None else eff.gemm
 
 
@@ -132,7 +135,19 @@ def split_shape(mat: Matrix, split) -> tuple:
 
 def _gemm_set(mats: tuple[Matrix, ...], rows, split, gpu: GpuSpec, prec: Precision, groups=1) -> tuple:
     """Forward time of the GEMMs of `mats` over `rows` rows each on one GPU [s], and the bytes of
-    casting their inputs (forward) and output gradients (backward) to FP8 (0 in 16 bits)."""
+    casting their inputs (forward) and output gradients (backward) to FP8 / NVFP4 (0 in 16 bits).
+    A recipe that keeps a share of the linear layers in BF16 (`bf16_gemm_share`) runs that share of
+    the GEMMs at the BF16 peak, 16-bit operands and no cast: time and casts are the mean of the two."""
+    low = _gemm_set_at(mats, rows, split, gpu, prec, groups)
+    share = prec.bf16_gemm_share if prec.is_fp8 else 0.0
+    if share == 0:
+        return low
+    high = _gemm_set_at(mats, rows, split, gpu, BF16, groups)
+    return tuple((1 - share) * a + share * b for a, b in zip(low, high))
+
+
+def _gemm_set_at(mats: tuple[Matrix, ...], rows, split, gpu: GpuSpec, prec: Precision, groups=1) -> tuple:
+    """`_gemm_set` with every GEMM at `prec`."""
     peak, level = gpu.peak_flops(prec.peak), gemm_efficiency(gpu, prec)
     time = cast_in = cast_out = 0.0
     for mat in mats:

@@ -54,9 +54,9 @@ class MemoryBreakdown:
 def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stored activations of one layer for one micro-batch on one GPU [bytes], and those of the
     layer rebuilt during full recomputation. GEMM inputs are kept as the GEMMs read them (FP8:
-    1 byte, Transformer Engine); context parallelism divides every per-token tensor by cp."""
+    1 byte, NVFP4: 0.5625, Transformer Engine; 2 in layers a recipe keeps in BF16); context parallelism divides every per-token tensor by cp."""
     kind = kind or layer_kinds(model)[0]
-    g = model.training.numerics.gemm_input_bytes
+    g = model.training.numerics.stored_gemm_input_bytes
     d = attention_dims(model)
     t, c = layouts.tp.astype(float), layouts.cp.astype(float)
     sp = layouts.sequence_parallel == 1

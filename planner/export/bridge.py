@@ -28,7 +28,7 @@ RECIPES = {
 }
 GENERIC = "vanilla_gpt_pretrain_config"
 MIXED = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed",
-         "mxfp8": "bf16_with_mxfp8_mixed"}  # training/mixed_precision.py @register names
+         "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_with_nvfp4_mixed"}  # training/mixed_precision.py @register names
 
 
 def _value(v: object) -> str:
@@ -154,6 +154,10 @@ def bridge_settings(lay: Launch, model: ModelSpec) -> Export:
           ("dataset.seq_length", model.seq_len), ("mixed_precision", MIXED[t.precision])]
     if t.grad_reduce_dtype == "bf16":
         o.append(("ddp.grad_reduce_in_fp32", False))
+    if t.precision == "nvfp4":
+        notes.append("nvfp4: bf16_with_nvfp4_mixed also sets fp4_param_gather (NVFP4 parameters, gathered in NVFP4); "
+                     "the plan prices BF16 parameters with Transformer Engine's cached NVFP4 copies and a BF16 "
+                     "parameter all-gather, more memory and traffic than that recipe needs")
     notes += layout_notes + model_notes
     lines = [("python", "scripts/training/run_recipe.py", "--recipe", recipe, "--mode", "pretrain")]
     return shell_export(notes, lines + [(f"{k}={_value(v)}",) for k, v in o], continued=True, program="python")

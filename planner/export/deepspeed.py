@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from planner.errors import SpecError
 from planner.export.common import Export, Launch, architecture_extras, is_even, runs, visible, window_pattern
 from planner.specs import ModelSpec
 
@@ -71,6 +72,10 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
 
 
 def deepspeed_settings(lay: Launch, model: ModelSpec) -> Export:
+    if model.training.precision == "nvfp4":
+        raise SpecError("DeepSpeed has no NVFP4 training: no ds_config precision section for it (fp16, bf16 only) "
+                        "and no FP4 training kernels (its FP4 kernels are inference v2's)", path="--export deepspeed",
+                        expected="--precision bf16, fp16, fp8 or mxfp8")
     # json.dumps escapes what a string holds; the notes go to stderr, one line each (visible)
     return Export(text=json.dumps(deepspeed_config(lay, model), indent=2),
                   notes=[visible(n) for n in deepspeed_notes(lay, model)])

@@ -318,13 +318,17 @@ def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
 
 def precision_args(model: ModelSpec) -> Flags:
     """--bf16/--fp16; FP8 as NeMo's recipes set it (recipes/precision/mixed_precision.py: fp8 'hybrid',
-    recipe 'delayed' for per-tensor scaling, 'mxfp8' for MXFP8)."""
+    recipe 'delayed' for per-tensor scaling, 'mxfp8' for MXFP8); NVFP4 as E2M1 with the nvfp4 recipe."""
     t = model.training
     f: Flags = [("--fp16" if t.precision == "fp16" else "--bf16", None)]
     if t.precision in ("fp8", "mxfp8"):
         f += [("--fp8-format", "hybrid"), ("--fp8-recipe", "delayed" if t.precision == "fp8" else "mxfp8")]
         if t.fp8_param_gather:
             f.append(("--fp8-param-gather", None))
+    elif t.precision == "nvfp4":
+        # Transformer Engine's NVFP4BlockScaling (core_v0.15.0 arguments.py --fp4-format choices ['e2m1'],
+        # --fp4-recipe choices ['nvfp4']); no --first-last-layers-bf16: every linear layer in NVFP4, as priced
+        f += [("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]
     if t.grad_reduce_dtype == "bf16":
         f.append(("--grad-reduce-in-bf16", None))  # Megatron-Core DDP grad_reduce_in_fp32=False
     return f

@@ -94,6 +94,10 @@ def nemo_precision(model: ModelSpec) -> Overrides:
               (p + "fp8_param_gather", t.fp8_param_gather)]
     else:
         o.append((p + "fp8", None))
+    if t.precision == "nvfp4":
+        # NeMo v2.4.0's MegatronMixedPrecision has no FP4 field: Megatron Core's TransformerConfig fp4 / fp4_recipe
+        # (core_v0.15.0), which the plugin leaves as they are
+        o += [("model.config.fp4", "e2m1"), ("model.config.fp4_recipe", "nvfp4")]
     # training.grad_reduce_dtype: the plugin's and the DDP config's grad_reduce_in_fp32 (Megatron-Bridge's
     # MoE perf recipes set both False); written either way, as NeMo's performance recipes set False
     fp32 = t.grad_reduce_dtype == "fp32"

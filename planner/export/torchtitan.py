@@ -173,6 +173,14 @@ def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool, main: bool = False)
                   ("--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", True)]
     elif t.precision == "mxfp8":
         o.append(("--model.converters", "quantize.linear.mx"))
+    if t.precision == "nvfp4" and main:
+        notes.append("nvfp4 GEMMs: torchtitan 0.3.0 and main convert the model in the config function, "
+                     "NVFP4LinearConverter.Config(fqns=...) (components/quantization/nvfp4.py, a TorchAO prototype), not on "
+                     "the CLI; its llama3_8b_first_85_pct_layers_nvfp4 keeps the last 15 % of decoder blocks in BF16, "
+                     "which the plan does not price (every linear layer in NVFP4)")
+    elif t.precision == "nvfp4":
+        raise SpecError("torchtitan v0.2.2 has no NVFP4 training (NVFP4LinearConverter came with 0.3.0)",
+                        path="--export torchtitan@0.2", expected="torchtitan or torchtitan@main for --precision nvfp4")
     if not main and t.fp8_param_gather and t.precision in ("fp8", "mxfp8") and (t.precision == "mxfp8" or not fsdp):
         notes.append("fp8_param_gather: torchtitan gathers FP8 weights only with FSDP and tensorwise FP8")
     if t.grad_reduce_dtype == "bf16":

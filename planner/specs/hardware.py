@@ -17,6 +17,8 @@ class PeakTflops(Spec):
     fp16: float = Field(ge=MIN_TFLOPS, le=1e5)
     fp8: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5, description="FP8 with per-tensor scaling (Hopper, Blackwell)")
     mxfp8: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5, description="MXFP8: FP8 with a scale per 32 values (Blackwell, MI355X)")
+    nvfp4: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5, description=(
+        "NVFP4: E2M1 with an E4M3 scale per 16 values (Blackwell; Hopper and Ampere have no FP4 tensor cores)"))
     tf32: float | None = Field(default=None, ge=MIN_TFLOPS, le=1e5)
 
 
@@ -32,6 +34,8 @@ class Efficiency(Spec):
     gemm: float = Field(ge=MIN_FRACTION, le=1, description="fraction of peak TFLOP/s that large, wave-aligned GEMMs reach")
     gemm_fp8: float | None = Field(default=None, ge=MIN_FRACTION, le=1, description=(
         "fraction of the FP8 (and MXFP8) peak that large GEMMs reach (None: `gemm`)"))
+    gemm_fp4: float | None = Field(default=None, ge=MIN_FRACTION, le=1, description=(
+        "fraction of the NVFP4 peak that large GEMMs reach (None: `gemm_fp8`, else `gemm`)"))
     gemm_half_gflop: float = Field(default=0.0, ge=0, le=1e6, description=(
         "GEMM work at which a GEMM reaches half of `gemm` [GFLOP] (saturating curve; 0: off)"))
     hbm: float = Field(ge=MIN_FRACTION, le=1, description="fraction of HBM bandwidth memory-bound kernels reach")
@@ -124,7 +128,7 @@ class GpuSpec(Spec):
         return self.hbm_gbps * GB
 
     def peak_flops(self, peak: str) -> float:
-        """Dense FLOP/s of the `peak_tflops` field `peak` (bf16, fp16, fp8, tf32)."""
+        """Dense FLOP/s of the `peak_tflops` field `peak` (bf16, fp16, fp8, mxfp8, nvfp4, tf32)."""
         return getattr(self.peak_tflops, peak) * TERA
 
     @property

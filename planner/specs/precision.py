@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 FP32_BYTES = 4  # what loss kernels keep in fp32 (the logits' copy inside the cross-entropy)
+BF16_BYTES = 2
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,22 @@ class Precision:
     quantize_bytes: float = 0  # HBM traffic to cast one GEMM input element (read 16-bit, write 8-bit copies)
     mfu_peak: str = ""  # the peak MFU is quoted against (published tables: BF16 for FP8 runs)
     param_gather_bytes: float = 2  # what the distributed optimizer's parameter all-gather moves per parameter
+    bf16_gemm_share: float = 0.0  # share of the linear layers' GEMM FLOPs a low-precision recipe keeps in BF16
 
     @property
     def is_fp8(self) -> bool:
+        """GEMMs below 16 bits (FP8, MXFP8 and NVFP4: the low-precision GEMM path of compute.py)."""
         return self.gemm_input_bytes < 2
+
+    @property
+    def is_fp4(self) -> bool:
+        return self.gemm_input_bytes < 1
+
+    @property
+    def stored_gemm_input_bytes(self) -> float:
+        """Bytes of a GEMM input saved for backward, over the linear layers: the low-precision copy where
+        the recipe quantizes, 16 bits in the layers it keeps in BF16 (`bf16_gemm_share`)."""
+        return (1 - self.bf16_gemm_share) * self.gemm_input_bytes + self.bf16_gemm_share * BF16_BYTES
 
     @property
     def optimizer_state_bytes(self) -> int:
@@ -67,7 +80,27 @@ FP8 = Precision("fp8", peak="fp8", weight_bytes=2, grad_bytes=4, master_bytes=4,
 MXFP8 = Precision("mxfp8", peak="mxfp8", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
                   activation_bytes=2, gemm_input_bytes=1 + 1 / 32, weight_cache_bytes=2 * (1 + 1 / 32),
                   quantize_bytes=2 + 2 * (1 + 1 / 32), mfu_peak="bf16")
-PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8)}
+# NVFP4 training with Transformer Engine's NVFP4BlockScaling recipe (TE >= 2.7; Megatron-LM --fp4-format e2m1
+# --fp4-recipe nvfp4) as NVIDIA's "Pretraining Large Language Models with NVFP4" (arXiv 2509.25149, Sec. 4)
+# describes it: the three GEMMs of every linear layer (fprop, dgrad, wgrad) read E2M1 values (half a byte) with an
+# E4M3 scale per 16 values (1/16 byte) and one FP32 scale per tensor (negligible): 0.5625 bytes per operand
+# element. Attention (QK^T, softmax, attention-over-V), norms, the embedding, the output layer and the MoE router
+# stay in BF16, as they do for FP8 here; master weights, gradients and Adam states are unchanged (FP32). TE caches
+# the quantized weight across the micro-batches of a step in both orientations (2-D 16 x 16 block scales, so
+# row- and column-wise copies agree): 2 x 0.5625 bytes per parameter beside the BF16 weights (without
+# --fp4-param-gather). GEMM inputs are saved for backward quantized (0.5625 bytes). Casting an input reads it in
+# 16 bits and writes the row-wise copy (fprop / dgrad); the column-wise copy the wgrad GEMM reads first goes
+# through the 16-point random Hadamard transform (the paper's Sec. 4.2: Wgrad inputs only), priced as a second
+# elementwise pass that reads the 16-bit tensor again: 2 x (2 + 0.5625) = 5.125 bytes per element (TE's fused
+# RHT-cast kernel would save one 2-byte read: the price is the unfused upper bound). The paper keeps ~16 % of the
+# linear layers in BF16 (its 12B run: the first 2 and last 8 of 62 blocks) and torchtitan's NVFP4 recipe the last
+# 15 % of decoder blocks; Megatron-LM and Megatron-Bridge's bf16_with_nvfp4_mixed keep none by default (the
+# recipe of their published NVFP4 throughput tables): `nvfp4` prices that default, bf16_gemm_share 0.
+NVFP4_OPERAND_BYTES = 0.5 + 1 / 16
+NVFP4 = Precision("nvfp4", peak="nvfp4", weight_bytes=2, grad_bytes=4, master_bytes=4, optimizer_bytes=8,
+                  activation_bytes=2, gemm_input_bytes=NVFP4_OPERAND_BYTES, weight_cache_bytes=2 * NVFP4_OPERAND_BYTES,
+                  quantize_bytes=2 * (BF16_BYTES + NVFP4_OPERAND_BYTES), mfu_peak="bf16")
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8, NVFP4)}
 
 
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}  # training.grad_reduce_dtype: bytes of a main_grad value
