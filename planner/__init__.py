@@ -35,8 +35,8 @@ __all__ = [
 _CALLABLE_MODULES = ("search", "estimate", "sweep", "check", "export")  # modules that are also API functions
 _HOMES = {
     **{name: "planner.api" for name in ("calibrate", "load_model", "load_cluster", "load_gpu", "load_profile")},
-    **{name: "planner.api.results" for name in ("Search", "PoolsSearch", "GpuCounts", "Estimate", "CheckReport",
-                                                "Calibration")},
+    **{name: "planner.api.results" for name in ("Search", "PoolsSearch", "GpuCounts", "Estimate", "Calibration")},
+    "CheckReport": "planner.api.checking",
     "ScoredLayout": "planner.results", "Finding": "planner.check", "MeasuredRun": "planner.fidelity.runs",
     "Export": "planner.export.common",
     **{name: "planner.errors" for name in ("PlannerError", "SpecError", "SpecErrors", "InfeasibleError")},

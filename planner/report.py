@@ -1,9 +1,9 @@
-"""The presentation layer: typed results (planner/results.py, planner/search.py) as JSON-ready dicts
-and as rich terminal tables. Nothing here computes a figure; columns of layouts come from
-planner/layout/axes.py."""
+"""The presentation layer: typed results (planner/results.py, planner/search.py) as rich terminal
+tables. Nothing here computes a figure; columns of layouts come from planner/layout/axes.py. JSON is
+the results' own `to_dict()` (planner/results.py, planner/api/results.py)."""
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import fields
 from typing import Any
 
 from rich import box
@@ -15,14 +15,12 @@ from planner.layout.axes import AXES, layout_cell, layout_summary
 from planner.export import is_even, megatron_pipeline_args, runs
 from planner.results import ScoredLayout
 from planner.choose import TIE_PCT
-from planner.mixed_pools import MixedLayout, PoolSearch
+from planner.mixed_pools import PoolSearch
 from planner.search import GpuCountResult, SearchResult
 from planner.errors import printable
 
 COLUMN_AXES = tuple(a for a in AXES if a.column)
 
-
-# --- JSON --------------------------------------------------------------------------------------
 
 def name_text(text: object) -> str:
     """A name from a spec (model, cluster, GPU, stack, pool, job) as rich markup on one line: control
@@ -30,42 +28,11 @@ def name_text(text: object) -> str:
     return escape(printable(str(text)))
 
 
-def scored_json(s: ScoredLayout) -> dict:
-    """One scored layout as JSON (docs/commands.md, "JSON of one scored layout")."""
-    memory = {k: round(v, 4) for k, v in asdict(s.memory_gib).items()}
-    memory["total"] = round(s.memory_gib.total, 4)
-    out = {
-        "layout": dict(s.layout),
-        "feasible": s.feasible,
-        "violations": [{"constraint": v.constraint, "message": v.message} for v in s.violations],
-        "step_time_s": s.step_time_s,
-        "step_time_error_pct": round(s.error_band.pct, 2),
-        "step_time_error_basis": s.error_band.basis,
-        "time_breakdown_s": asdict(s.time_breakdown_s),
-        "memory_gib": memory,
-        **({} if s.error_band.memory_pct is None else {"memory_error_pct": round(s.error_band.memory_pct, 2)}),
-        "tokens_per_s": s.tokens_per_s,
-        "model_tflops_per_gpu": s.model_tflops_per_gpu,
-        "mfu": s.mfu,
-        **({} if s.mfu_fp8_peak is None else {"mfu_fp8_peak": s.mfu_fp8_peak}),
-        "energy_j_per_step": s.energy.energy_j_per_step,
-        "energy_j_per_token": s.energy_j_per_token,
-        "avg_power_kw": s.energy.avg_power_kw,
-        **({} if s.cost_usd_per_step is None else {
-            "cost_usd_per_step": s.cost_usd_per_step, "cost_usd_per_m_tokens": s.cost_usd_per_m_tokens,
-            "co2e_g_per_step": s.co2e_g_per_step}),
-        **asdict(s.reliability),
-    }
-    if s.statistical_efficiency is not None:
-        out["statistical_efficiency"] = s.statistical_efficiency
-    if s.training is not None:
-        out.update(asdict(s.training))
-    if s.power_cap is not None:
-        out.update(asdict(s.power_cap))
-    args = _split_args(s)
-    if args:
-        out["megatron_pipeline_args"] = args
-    return out
+def search_json(result: SearchResult) -> dict:
+    """`plan search --json` of an engine's `SearchResult` (what `planner.Search.to_dict()` gives)."""
+    from planner.api.results import search_dict
+
+    return search_dict(result)
 
 
 def _split_args(s: ScoredLayout) -> list[str]:
@@ -80,55 +47,6 @@ def _cell(layout: dict) -> str:
         return layout_cell(layout)
     text = runs(split)  # a split of many short runs would push the table off the line: named below it
     return layout_cell(layout) + (f" [{text}]" if len(text) <= 24 else " [uneven]")
-
-
-def search_json(result: SearchResult) -> dict:
-    results = [scored_json(r) for r in result.results]
-    out = {
-        "model": result.model.name,
-        "stack": result.model.training.stack.name,
-        "cluster": result.cluster.name,
-        "gpus": result.gpus,
-        "objective": result.objective,
-        "best": results[0] if results else None,
-        "results": results,
-        "solver": {"status": result.solver.status, "method": result.solver.method, "wall_s": result.solver.wall_s,
-                   "objective": result.solver.objective, "bound": result.solver.bound},
-        "candidates": {"total": len(result.scores), "feasible": int(result.feasible.sum())},
-        "rejected": result.rejected,
-    }
-    near = result.nearest
-    if near is not None:
-        out["nearest"] = scored_json(near)
-    if result.power_caps:
-        out["power_caps_searched"] = True
-    if result.stage_caps is not None:
-        out["stage_caps"] = stage_caps_json(result.stage_caps)
-    if result.frontier is not None:
-        out["frontier"] = [scored_json(r) for r in result.frontier_results]
-    simple = result.simplest_within_tie
-    if simple is not None:
-        out["simplest_within_tie"] = {**scored_json(simple), "tie_pct": TIE_PCT, "slower_than_best_pct":
-                                       100 * (simple.step_time_s / result.best.step_time_s - 1)}
-    return out
-
-
-def stage_caps_json(r) -> dict:
-    return {"status": r.status, "caps_w": r.caps_w, "energy_saved_j_per_step": r.energy_saved_j_per_step,
-            "base_pipeline_s": float(r.base_step_pipeline_s), "pipeline_s": float(r.step_pipeline_s),
-            "wall_s": r.wall_s}
-
-
-def gpus_range_json(r: GpuCountResult) -> dict:
-    rows = []
-    for n, res, why, eff in zip(r.counts, r.results, r.reasons, r.scaling_efficiency):
-        row = {"gpus": n, "feasible": res is not None, "scaling_efficiency": eff}
-        if res is not None:
-            row["best"] = scored_json(res.best)
-        else:
-            row["reason"] = why
-        rows.append(row)
-    return {"counts": rows, "recommended_gpus": r.recommended}
 
 
 # --- terminal ----------------------------------------------------------------------------------
@@ -336,25 +254,6 @@ def render_infeasible(result: SearchResult, console: Console) -> None:
 
 
 # --- clusters of several pools (planner/mixed_pools.py) ----------------------------------------------------
-
-def mixed_json(m: MixedLayout) -> dict:
-    p = m.placement
-    return {"layout": m.layout, "gpus": m.gpus, "step_time_s": m.step_time_s, "pipeline_s": m.pipeline_s,
-            "outside_pipeline_s": m.outside_pipeline_s, "tokens_per_s": m.tokens_per_s,
-            "solver": {"status": p.status, "objective": p.objective, "bound": p.bound, "wall_s": p.wall_s}}
-
-
-def pool_search_json(ps: PoolSearch) -> dict:
-    """`search --json` on a cluster with pools: the best single pool's search, each pool's best,
-    the best pipeline across pools and which is fastest."""
-    out = search_json(ps.best) if ps.best is not None else {"best": None, "results": []}
-    out["pools"] = {name: None if r is None else {"gpus": r.gpus, "best": scored_json(r.best)}
-                    for name, r in ps.per_pool.items()}
-    out["mixed"] = None if ps.mixed is None else mixed_json(ps.mixed)
-    out["placements_tried"] = [{"status": p.status, "step_s": p.step_s, "wall_s": p.wall_s} for p in ps.tried]
-    out["fastest"] = ps.fastest
-    return out
-
 
 def render_pool_search(ps: PoolSearch, console: Console) -> None:
     if ps.best is not None:

@@ -112,6 +112,28 @@ def test_sweep_rows_are_the_cli_rows(tmp_path):
     assert [r["point_id"] for r in again] == [r["point_id"] for r in cli_rows]
 
 
+def test_what_the_command_line_needs_of_the_api(tmp_path):
+    # an export kind chooses estimate's defaults (torchtitan: ZeRO 3), as `plan estimate --export torchtitan`
+    est = planner.estimate("gpt3-1.3b", "dgx-a100-1024", gpus=8, tp=2, pp=1, micro_batch=4, export="torchtitan")
+    assert est.layout["zero"] == 3
+    assert planner.estimate("gpt3-1.3b", "dgx-a100-1024", gpus=8, tp=2, pp=1, micro_batch=4).layout["zero"] == 1
+    with pytest.raises(SpecError, match="unknown framework"):
+        planner.estimate("gpt3-1.3b", "dgx-a100-1024", gpus=8, tp=2, pp=1, micro_batch=4, export="mxnet")
+    # a row callback (the progress bar) and the executor (`--executor`), checked on the call
+    seen = []
+    rows = list(planner.sweep(models="gpt3-1.3b", gpus=[8], on_row=seen.append, executor="local"))
+    assert seen == rows and len(rows) == 1
+    with pytest.raises(SpecError, match="--ray-address is for --executor ray"):
+        planner.sweep(models="gpt3-1.3b", gpus=[8], ray_address="localhost:6379")
+    # a calibration never writes over one of the files it was fitted to
+    runs = tmp_path / "runs.yaml"
+    runs.write_text((ROOT / "configs/runs/dgxc-h100-gpt3.yaml").read_text())
+    cal = planner.calibrate([runs])
+    with pytest.raises(SpecError, match="--output"):
+        cal.write(runs)
+    assert runs.read_text() == (ROOT / "configs/runs/dgxc-h100-gpt3.yaml").read_text()
+
+
 def test_export_is_the_cli_export():
     shown = plan("search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--export", "megatron")
     assert planner.export(planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=8), "megatron").text.rstrip("\n") \

@@ -58,7 +58,8 @@ def option_values(where: str, given: dict) -> dict:
 
 
 def read_options(values: dict, where: str) -> dict:
-    """The option values given, checked against their bounds (planner/cli/common.py read_options)."""
+    """The values given of the limits and settings `where` takes (a command: "search", "estimate",
+    "sweep"), checked against their bounds."""
     from planner.options import check_option, options_for
 
     out = {}

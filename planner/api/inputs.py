@@ -1,7 +1,7 @@
 """Specs in: a model, cluster or GPU given as a shipped name, a path, a mapping (a spec's content or
 a Hugging Face config.json's) or a spec object; a profile as a path, a loaded profile or a
 calibration; and the run stated beside them (batch, sequence length, precision, stack, profile)
-applied and checked as `plan search` and `plan estimate` do (planner/cli/main.py `_load`)."""
+applied and checked, for `planner.search`/`estimate` and for `plan search`/`plan estimate`, which call them."""
 from __future__ import annotations
 
 import os

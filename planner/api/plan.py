@@ -1,5 +1,5 @@
-"""`planner.search` and `planner.estimate`: the work of `plan search` and `plan estimate`, checked in
-the same order with the same messages (planner/cli/main.py), returning typed results."""
+"""`planner.search` and `planner.estimate`: the work of `plan search` and `plan estimate` (which call
+them: planner/cli/layouts.py), arguments checked with the flags' messages, typed results returned."""
 from __future__ import annotations
 
 import os
@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from planner.api import arguments as args
 from planner.api.inputs import framework_stack, prepare
+from planner.api.tools import export_kind
 from planner.errors import SpecError
 
 _RUN = dict(global_batch=int, seq_len=int, nvlink_domain_gpus=int)  # keyword -> type (flag: --global-batch, ...)
@@ -26,13 +27,15 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
            gpus: int | None = None, profile: Any = None, framework: str | None = None, objective: str = "time",
            top: int = 5, global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
            nvlink_domain_gpus: int | None = None, stack: str | None = None, frontier: bool = False,
-           power_caps: bool | None = None, gpus_range: tuple[int, int] | None = None, **options: Any):
+           power_caps: bool | None = None, gpus_range: tuple[int, int] | None = None, export: str | None = None,
+           **options: Any):
     """The best `top` layouts of `model` on `cluster`, as `plan search` finds them.
 
     `options`: fixed layout axes by name (`tp=8`, `recompute="selective"`), limits and search settings
     by their file keys (`max_step_time_s=20`, `memory_headroom=0.1`, `time_limit_s=5`). Returns a
     `Search`; a `PoolsSearch` on a cluster of several pools (unless `frontier`); a `GpuCounts` with
-    `gpus_range=(lo, hi)`."""
+    `gpus_range=(lo, hi)`. `export`: the framework whose launch settings will be asked of the result
+    (`planner.export`), checked before any work (against `framework`, and a cluster of one pool)."""
     from planner.layout.axes import fixable
     from planner.options import GPUS, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT, TOP, CRITICAL_BATCH, check_option, options_for
 
@@ -44,7 +47,7 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     with args.numbers_checked():
         check_option(TOP, top)
         check_option(GPUS, gpus)
-        stack_ = framework_stack(framework, stack)
+        stack_ = framework_stack(framework, stack, export_kind(export))
         values = {**args.option_values("search", options), **{a.name: options.get(a.name) for a in fixable()}}
         fixed = args.read_axes(values)
         args.check_degree_product(fixed)
@@ -60,6 +63,9 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
         span = None if gpus_range is None else _span(gpus_range)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=gpus, stack=stack_, seq_len=seq_len,
                        precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+        if export is not None and span is None and len(c.pool_names) > 1:
+            raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
+                            expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
         result = _searched(m, c, gpus, top, span, frontier, split_top, common)
         args.require_finite(result.to_dict())
     return result
@@ -99,11 +105,13 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
              gpus: int | None = None, profile: Any = None, framework: str | None = None,
              global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
              nvlink_domain_gpus: int | None = None, stack: str | None = None,
-             stage_layers: list[int] | str | None = None, **axes: Any):
+             stage_layers: list[int] | str | None = None, export: str | None = None, **axes: Any):
     """One layout of `model` on `cluster` scored, as `plan estimate` scores it: `tp`, `pp` and
     `micro_batch` are required, the other axes take `plan estimate`'s defaults (sequence parallelism
-    when tp > 1, ZeRO 1 when dp x cp > 1); limits by their file keys (`memory_headroom=0.1`). Returns
-    an `Estimate`; an infeasible layout is a result (`feasible` False, `violations` say why)."""
+    when tp > 1, ZeRO 1 when dp x cp > 1; torchtitan's own ZeRO 3 for `framework` or `export`
+    torchtitan); limits by their file keys (`memory_headroom=0.1`). `export`: the framework whose
+    launch settings will be asked of the result, checked first. Returns an `Estimate`; an infeasible
+    layout is a result (`feasible` False, `violations` say why)."""
     from planner.layout.axes import AXES, fixable
     from planner.options import GPUS, check_option, options_for
 
@@ -117,7 +125,7 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
                           precision=precision, stack=stack, framework=framework))
     with args.numbers_checked():
         check_option(GPUS, gpus)
-        stack_ = framework_stack(framework, stack)
+        stack_ = framework_stack(framework, stack, export_kind(export))
         given = {a.name: axes.get(a.name, None if a.estimate_default is not None else a.default)
                  for a in AXES if a.given is not None}
         args.check_degree_product(args.read_axes(given))
@@ -125,16 +133,16 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         split = parse_split(stage_layers)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=stack_, seq_len=seq_len,
                        precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
-        result = _estimated(m, c, gpus, limits, split, given, framework)
+        result = _estimated(m, c, gpus, limits, split, given, framework, export)
         args.require_finite(result.to_dict())
     return result
 
 
-def _estimated(m, c, gpus, limits, split, given, framework):
+def _estimated(m, c, gpus, limits, split, given, framework, export=None):
     from planner.api.results import Estimate, _from
     from planner.estimate import estimate_defaults, estimate_layout, with_memory_hint
 
-    given = estimate_defaults(given, gpus, c, framework)
+    given = estimate_defaults(given, gpus, c, framework or export)  # torchtitan's settings: its own defaults
     result = estimate_layout(m, c, gpus=gpus, limits=limits, stage_layers=split, **given)
     _check_framework_runs(framework, result, m)
     result = with_memory_hint(result, m, c, gpus=gpus, limits=limits, given=given)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from planner.check import Finding
+from planner.api.checking import CheckReport, check_summary  # noqa: F401 (planner.api.results.CheckReport)
 from planner.choose import TIE_PCT
 from planner.fidelity import own
 from planner.mixed_pools import PoolSearch
@@ -120,34 +120,11 @@ class Estimate(ScoredLayout):
 
 
 @dataclass(frozen=True)
-class CheckReport:
-    """`planner.check`: the files checked and what was found; `exit_code` is `plan check`'s (0 clean,
-    1 a check failed, 2 a file unreadable or invalid)."""
-
-    files: tuple[str, ...]
-    findings: tuple[Finding, ...]
-    exit_code: int
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-    @property
-    def errors(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.severity == "error")
-
-    def to_dict(self) -> dict[str, Any]:
-        """`plan check --format json`."""
-        count = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning")}
-        return {"files": list(self.files), "findings": [f.to_dict() for f in self.findings],
-                "summary": {"files": len(self.files), "errors": count["error"], "warnings": count["warning"]},
-                "exit_code": self.exit_code}
-
-
-@dataclass(frozen=True)
 class Calibration(own.Calibration):
     """`planner.calibrate`: the fitted constants, each run fitted and left out, and notes. Pass it as
     `profile=` to `planner.search`/`estimate`, or `write` it as a profile file."""
+
+    sources: tuple[str, ...] = ()  # the runs files and logs it was fitted to: `write` never replaces one
 
     def to_dict(self, name: str = "profile") -> dict[str, Any]:
         """`plan calibrate --json` (the profile file's content), named `name`."""
@@ -158,14 +135,24 @@ class Calibration(own.Calibration):
 
     def write(self, path, name: str | None = None) -> None:
         """Write the profile file (YAML, kind: profile) whole or not at all, as `plan calibrate -o`;
-        `name` defaults to the file's stem when it is a plain name."""
+        `name` defaults to the file's stem when it is a plain name. A symbolic link, a non-regular
+        file or one of the runs files or logs it was fitted to is refused (SpecError), not replaced."""
         from pathlib import Path
 
         from planner.atomic import check_output, write_atomic
-        from planner.specs import is_plain_name
         from planner.specs.yamlio import dump_yaml
 
         path = Path(path)
-        check_output(path, "--output")
-        stem = name or path.stem
-        write_atomic(path, dump_yaml(self.to_dict(stem if is_plain_name(stem) else "profile")), "--output")
+        check_output(path, "--output", self.sources)
+        data = self.to_dict(name or profile_name(path))
+        write_atomic(path, dump_yaml(data), "--output", self.sources)
+
+
+def profile_name(path) -> str:
+    """A profile's name from the file it goes to: the file's stem when it is a plain name, else 'profile'."""
+    from pathlib import Path
+
+    from planner.specs import is_plain_name
+
+    stem = "profile" if path is None else Path(path).stem
+    return stem if is_plain_name(stem) else "profile"

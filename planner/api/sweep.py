@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from planner.api import arguments as args
 from planner.errors import SpecError
@@ -23,7 +23,8 @@ def _names(value, flag: str) -> list[str]:
 
 def overrides(*, models, scale_model, params, cluster, gpus, global_batch, batch_tokens, tokens, objective,
               framework, constraints: dict) -> dict:
-    """The sweep-file keys the keywords give (planner/cli/sweep.py overrides_of)."""
+    """The sweep-file keys the keywords give, as `plan sweep`'s flags give them (None: not given, the
+    file's value stands)."""
     from planner.sweep import parse_gpus, parse_params
 
     out = {k: v for k, v in dict(global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens).items()
@@ -68,17 +69,67 @@ def _file_defaults(constraints: dict) -> dict:
             else (False if o.kind is bool else None) for o in options_for("sweep")}
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def worker_count(workers: int | None) -> int:
-    """`workers` checked (1 to MAX_WORKERS) and capped by the cores this process may run on."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    n = cores if workers is None else args.typed(workers, int, "--workers")
+    """`workers` checked (1 to MAX_WORKERS) and capped by the cores this process may run on (256
+    workers on 2 cores made no progress in 60 s)."""
+    n = cores() if workers is None else args.typed(workers, int, "--workers")
     if not 1 <= n <= MAX_WORKERS:
         raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
                         expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
-    return min(n, cores)
+    return min(n, cores())
 
 
-def _spec(spec, given: dict):
+def executor_of(kind: Any = "local", address: str | None = None):
+    """The `Executor` the points run on: "local" or "ray" (Ray tasks on the cluster at `address`, or a
+    local instance), or an `Executor`; checked before any work (Ray's presence and the address too)."""
+    from planner.sweep import Executor
+
+    if isinstance(kind, Executor):
+        kind, address = kind.kind, kind.address if address is None else address
+    args.typed(kind, str, "--executor"), args.typed(address, str, "--ray-address")
+    if kind not in ("local", "ray"):
+        raise SpecError(f"unknown executor '{kind[:40]}'", path="--executor", expected="local | ray")
+    if address is not None and kind != "ray":
+        raise SpecError("--ray-address is for --executor ray", path="--ray-address", expected="--executor ray")
+    if kind == "ray":
+        from planner.sweep.ray_executor import _ray, check_address
+
+        _ray()
+        if address is not None:
+            check_address(address)
+    return Executor(kind, address)
+
+
+def make_folder(folder: Path, flag: str) -> None:
+    """Create the folder an output goes to; say plainly when that is impossible."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"cannot create the folder: {exc.strerror}", file=str(folder), path=flag,
+                        expected="a writable folder") from None
+
+
+def check_out(out: str | os.PathLike | None) -> Path | None:
+    """The output file checked before the work (its format, pyarrow for parquet, a FIFO or a device
+    that would take the rows and lose them), its folder made."""
+    if out is None:
+        return None
+    from planner.atomic import check_output
+    from planner.sweep import output_format
+
+    out = Path(out)
+    output_format(out)
+    make_folder(out.parent, "--out")
+    check_output(out, "--out")
+    return out
+
+
+def sweep_spec(spec, given: dict):
     """(SweepSpec, the folder its relative paths are read from) of a file, a mapping or nothing."""
     from planner.sweep import SweepSpec, load_sweep, with_overrides
 
@@ -96,9 +147,18 @@ def _spec(spec, given: dict):
     return load_sweep(spec, given), Path(spec).resolve().parent
 
 
+def sweep_points(spec, base_dir: Path | None, *, seq_len=None, precision=None, nvlink_domain_gpus=None,
+                 profile=None) -> list:
+    """The points of a checked sweep spec, with the run stated beside it applied (`with_stated`)."""
+    from planner.sweep import expand
+
+    return with_stated(expand(spec, base_dir), spec, seq_len=seq_len, precision=precision,
+                       nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+
+
 def with_stated(points: list, spec, *, seq_len=None, precision=None, nvlink_domain_gpus=None, profile=None) -> list:
     """The points with seq_len, precision and the NVLink segment applied as if each spec said so, and a
-    profile's constants in (planner/cli/sweep.py with_stated); points that become identical run once."""
+    profile's constants in (the key of each point holds them); points that become identical run once."""
     from planner.api.inputs import load_profile, with_nvlink_segment, with_run
     from planner.fidelity.profile import apply_profile
     from planner.search import check_precision
@@ -137,41 +197,51 @@ def sweep(spec: str | os.PathLike | Mapping | None = None, *, models=None, scale
           tokens: float | None = None, objective=None, framework: str | None = None, seq_len: int | None = None,
           precision: str | None = None, nvlink_domain_gpus: int | None = None, profile: Any = None,
           out: str | os.PathLike | None = None, workers: int | None = 1, force: bool = False,
+          executor: Any = "local", ray_address: str | None = None, on_row: Callable[[dict], None] | None = None,
           **constraints: Any) -> Iterator[dict]:
     """The best layout of every point of a sweep, one row (a dict of planner.sweep.COLUMNS) a point.
 
     `spec`: a sweep file or its content; the keywords override its keys as `plan sweep`'s flags do.
     Without `out`, rows come as each point finishes (in order with one worker). With `out` (.csv,
     .jsonl, .parquet) points already there are skipped and every row is written as it finishes, the
-    output locked, and the rows are given in the points' order once the sweep is done. Checked on the
-    call, before any point runs."""
+    output locked, and the rows are given in the points' order once the sweep is done. `executor`:
+    "local" (`workers` processes) or "ray" (Ray tasks, on the cluster at `ray_address` or a local
+    instance), or a `planner.sweep.Executor`; `on_row`: called with each row as it finishes (a
+    progress bar). Checked on the call, before any point runs."""
     from planner.layout.axes import fixable
     from planner.options import options_for
-    from planner.sweep import expand
 
     args.unknown("sweep", constraints, {o.key for o in options_for("sweep")} | {a.name for a in fixable()})
+    ex = executor_of(executor, ray_address)
     n = worker_count(workers)
     given = overrides(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                       global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
                       framework=framework, constraints=constraints)
-    sweep_spec, base_dir = _spec(spec, given)
-    if out is not None:
-        from planner.atomic import check_output
-        from planner.sweep import output_format
-
-        out = Path(out)
-        output_format(out)
-        check_output(out, "--out")
-    points = with_stated(expand(sweep_spec, base_dir), sweep_spec, seq_len=seq_len, precision=precision,
-                         nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
-    return _rows(points, out, n, force)
+    sweep_spec_, base_dir = sweep_spec(spec, given)
+    out = check_out(out)
+    points = sweep_points(sweep_spec_, base_dir, seq_len=seq_len, precision=precision,
+                          nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+    return _rows(points, out, n, force, on_row, ex)
 
 
-def _rows(points, out: Path | None, workers: int, force: bool) -> Iterator[dict]:
-    from planner.sweep import compute, run_sweep
+def run(points: list, *, out: Path | None = None, workers: int = 1, force: bool = False,
+        on_row: Callable[[dict], None] | None = None, executor=None):
+    """Run checked points (`sweep_points`) into `out` as `plan sweep` does: a `SweepRun` (rows in the
+    points' order, how many computed and skipped); Ctrl-C or SIGTERM raise `SweepInterrupted` with
+    the finished rows written."""
+    from planner.sweep import run_sweep
+
+    return run_sweep(points, out=out, workers=workers, force=force, on_row=on_row,
+                     **({} if executor is None else {"executor": executor}))
+
+
+def _rows(points, out: Path | None, workers: int, force: bool, on_row, executor) -> Iterator[dict]:
+    from planner.sweep import compute
 
     if out is None:
-        yield from compute(points, workers)
+        for row in compute(points, workers, executor=executor):
+            if on_row is not None:
+                on_row(row)
+            yield row
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    yield from run_sweep(points, out=out, workers=workers, force=force).rows
+    yield from run(points, out=out, workers=workers, force=force, on_row=on_row, executor=executor).rows

@@ -1,5 +1,5 @@
 """`planner.check`, `planner.export` and `planner.calibrate`: `plan check`, `--export` and `plan
-calibrate` as functions (planner/cli/check.py, planner/cli/main.py, planner/cli/calibrate.py)."""
+calibrate` as functions; the commands call them (planner/cli/check.py, layouts.py, calibrate.py)."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ def check(paths: str | os.PathLike | Iterable[str | os.PathLike], *, memory_head
           against_best: float | None = None, strict: bool = False):
     """Check spec, plan, sweep, runs and profile files (directories: their *.yaml and *.yml) as `plan
     check` does. Returns a `CheckReport`; what a file gets wrong is a finding in it, not an exception."""
-    from planner.api.results import CheckReport
+    from planner.api.checking import CheckReport
     from planner.check import check_paths, exit_code
     from planner.constraints import constraint_of_option
     from planner.options import check_option
@@ -36,12 +36,10 @@ def export(result: Any, framework: str):
     them: a search's best layout, or an estimate's layout (an infeasible one too, as `plan estimate
     --export` writes it; its `violations` say why)."""
     from planner.api.results import Estimate, PoolsSearch
-    from planner.export import EXPORTS, export_settings
+    from planner.export import export_settings
     from planner.search import SearchResult
 
-    args.typed(framework, str, "--export")
-    if framework not in EXPORTS:
-        raise SpecError(f"unknown framework '{framework[:40]}'", path="--export", expected=" | ".join(EXPORTS))
+    export_kind(framework)
     searched = getattr(result, "framework", None)
     if searched is not None:
         from planner.api.inputs import framework_stack
@@ -59,6 +57,18 @@ def export(result: Any, framework: str):
         return export_settings(framework, result.best, result.model, result.cluster)
     raise SpecError(f"a {type(result).__name__}", path="result",
                     expected="the result of planner.search or planner.estimate")
+
+
+def export_kind(kind: str | None) -> str | None:
+    """`kind` when it names launch settings `planner.export` writes (None: none asked), else a SpecError."""
+    if kind is None:
+        return None
+    from planner.export import EXPORTS
+
+    args.typed(kind, str, "--export")
+    if kind not in EXPORTS:
+        raise SpecError(f"unknown framework '{kind[:40]}'", path="--export", expected=" | ".join(EXPORTS))
+    return kind
 
 
 def calibrate(runs: Iterable[Any] | str | os.PathLike, *, stack: str | None = None, cluster: str | None = None,
@@ -80,7 +90,7 @@ def calibrate(runs: Iterable[Any] | str | os.PathLike, *, stack: str | None = No
     measured = read_runs(paths, cluster=cluster, model=model) if paths else []
     measured += [r for r in items if isinstance(r, MeasuredRun)]
     with args.numbers_checked():
-        return _from(Calibration, fit(measured, stack=stack))
+        return _from(Calibration, fit(measured, stack=stack), sources=tuple(os.fspath(p) for p in paths))
 
 
 def _check_stack(stack: str | None) -> None:

@@ -20,14 +20,12 @@ if TYPE_CHECKING:
 def allocation_json(a: Allocation) -> dict:
     """`plan allocate --json`: per job the scored-layout JSON of `plan search` plus name, model and
     GPUs; the totals; the solver's status, objective and bound; `unserved` when infeasible."""
-    from planner.report import scored_json
-
     data = {
         "cluster": a.cluster.name,
         "cluster_gpus": a.cluster.total_gpus,
         "objective": a.instance.objective,
         "power_budget_kw": a.instance.power_budget_kw,
-        "jobs": [{"name": job.name, "model": model.name, "gpus": c.gpus, **scored_json(c.layout)}
+        "jobs": [{"name": job.name, "model": model.name, "gpus": c.gpus, **c.layout.to_dict()}
                  for job, model, c in a.chosen],
         "gpus_used": a.gpus_used,
         "power_kw": a.power_kw,

@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from planner.cli.common import err, out, run
-from planner.errors import SpecError, clip_file
+from planner.errors import clip_file
 
 RunsArg = Annotated[list[Path], typer.Argument(help=(
     "runs files (*.yaml, kind: runs) or training logs of Megatron-LM, NeMo / Megatron-Bridge, torchtitan or DeepSpeed"))]
@@ -21,16 +19,11 @@ ClusterOpt = Annotated[Optional[str], typer.Option("--cluster", help="the cluste
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="the model of the logs, where a log prints no dimensions")]
 
 
-def profile_name(output: Path | None) -> str:
-    """The profile's name: the output file's stem when it is a plain name, else 'profile'."""
-    from planner.specs import is_plain_name
-
-    stem = output.stem if output is not None else "profile"
-    return stem if is_plain_name(stem) else "profile"
-
-
 def render_calibration(cal, data: dict, console) -> None:
     """The runs measured vs fitted and left out, the constants that moved, the range, the notes."""
+    from rich import box
+    from rich.table import Table
+
     from planner.layout.axes import layout_cell
 
     console.print(f"calibrated {escape(cal.stack)} on {escape(cal.gpu)} from {len(cal.runs)} run"
@@ -77,24 +70,20 @@ def calibrate_cmd(
 ) -> None:
     """Fit the planner's constants to runs measured on your own cluster; predict with --profile."""
     def go() -> None:
-        from planner import version
-        from planner.atomic import check_output, write_atomic
-        from planner.fidelity.own import calibrate
-        from planner.fidelity.profile import profile_data
-        from planner.fidelity.runs import read_runs
-        from planner.specs.yamlio import dump_yaml
+        from planner import api
+        from planner.api.results import profile_name
+        from planner.atomic import check_output
 
         if output is not None:
-            check_output(output, "--output", runs)
-        _check_stack(stack)
-        cal = calibrate(read_runs(runs, cluster=cluster, model=model), stack=stack)
-        data = profile_data(cal, profile_name(output), version())
+            check_output(output, "--output", runs)  # before the fit: an input or a FIFO is refused at once
+        cal = api.calibrate(runs, stack=stack, cluster=cluster, model=model)
+        data = cal.to_dict(profile_name(output))
         if json_out:
             sys.stdout.write(json.dumps(data, indent=2) + "\n")
         else:
             render_calibration(cal, data, out)
         if output is not None:
-            write_atomic(output, dump_yaml(data), "--output", runs)
+            cal.write(output, data["name"])
             err.print(f"wrote {escape(clip_file(str(output)))}: plan search MODEL CLUSTER --profile "
                       f"{escape(clip_file(str(output)))}", highlight=False, soft_wrap=True)
 
@@ -134,12 +123,3 @@ def register(app: typer.Typer) -> None:
     runs_app = typer.Typer(help="Measured runs: read training logs into a runs file.", no_args_is_help=True)
     runs_app.command("import")(runs_import)
     app.add_typer(runs_app, name="runs")
-
-
-def _check_stack(stack: str | None) -> None:
-    from planner.specs import is_plain_name
-    from planner.specs.shipped import shipped_names
-
-    if stack is not None and not is_plain_name(stack):
-        raise SpecError(f"'{stack[:40]}' is not a stack name", path="--stack",
-                        expected=f"one of: {', '.join(shipped_names('stack'))}")

@@ -4,32 +4,28 @@ from __future__ import annotations
 import json
 import os
 import sys
-import xml.etree.ElementTree as ET
 from collections import Counter
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from planner.check import INVALID, UNREADABLE, Finding
-from planner.cli.common import out, run
 from planner.errors import clip_file, printable
+
+if TYPE_CHECKING:
+    from planner.check import Finding
 
 FORMATS = ("text", "json", "github", "junit")
 
 
 def summary(files: list[str], findings: list[Finding]) -> dict:
-    count = Counter(f.severity for f in findings)
-    return {"files": len(files), "errors": count["error"], "warnings": count["warning"]}
+    from planner.api.checking import check_summary
+
+    return check_summary(files, findings)
 
 
 def _counts(s: dict) -> str:
     plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
     return f"{plural(s['files'], 'file')} checked, {plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}"
-
-
-def render_json(files: list[str], findings: list[Finding], code: int) -> str:
-    return json.dumps({"files": files, "findings": [f.to_dict() for f in findings],
-                       "summary": summary(files, findings), "exit_code": code}, indent=2)
 
 
 def _escape_data(text: str) -> str:
@@ -60,6 +56,10 @@ def render_github(files: list[str], findings: list[Finding], strict: bool = Fals
 
 def render_junit(files: list[str], findings: list[Finding], strict: bool = False) -> str:
     """JUnit XML: one test case per file; unreadable or invalid files are errors, failed checks failures."""
+    import xml.etree.ElementTree as ET
+
+    from planner.check import INVALID, UNREADABLE
+
     by_file: dict[str, list[Finding]] = {file: [] for file in files}
     for f in findings:
         by_file.setdefault(f.file, []).append(f)
@@ -106,6 +106,8 @@ def render_text(files: list[str], findings: list[Finding], console, strict: bool
 
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
+    from planner.cli.common import run
+
     @app.command()
     def check(
         paths: Annotated[list[str], typer.Argument(help="files and directories (searched for *.yaml, *.yml)")],
@@ -120,21 +122,17 @@ def register(app: typer.Typer) -> None:
         """Validate GPU, cluster, model, layout and plan files for CI: exit 0 clean, 1 a check failed, 2 unreadable."""
 
         def go():
-            from planner.check import check_paths, exit_code
-            from planner.constraints import constraint_of_option
+            from planner import api
+            from planner.cli.common import out
             from planner.errors import SpecError
-            from planner.options import check_option
 
             if fmt not in FORMATS:
                 raise SpecError(f"unknown format '{fmt}'", path="--format", expected=" | ".join(FORMATS))
-            check_option(constraint_of_option("memory_headroom").option, memory_headroom)
-            if against_best is not None and not 0 <= against_best < 1e6:
-                raise SpecError("must be a percentage >= 0", path="--against-best", expected="e.g. 5")
-            files, findings = check_paths(paths, headroom=memory_headroom, against_best=against_best)
-            code = exit_code(findings, strict)
+            report = api.check(paths, memory_headroom=memory_headroom, against_best=against_best, strict=strict)
+            files, findings, code = list(report.files), list(report.findings), report.exit_code
             try:
                 if fmt == "json":
-                    print(render_json(files, findings, code))
+                    print(json.dumps(report.to_dict(), indent=2))
                 elif fmt == "github":
                     print(render_github(files, findings, strict))
                 elif fmt == "junit":

@@ -8,7 +8,6 @@ import inspect
 import os
 import sys
 import typing
-import warnings
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -17,10 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from planner.cli import edge
-from planner.layout.axes import AXES, Axis, fixable
-from planner.constraints.base import Option
 from planner.errors import InfeasibleError, PlannerError, SpecError, SpecErrors
-from planner.options import check_axis, check_option, limits_from, options_for
 
 
 class _Console(Console):
@@ -83,8 +79,9 @@ def numbers_checked(fn: Callable[[], Any]) -> Callable[[], Any]:
     for commands whose outputs refuse a non-finite figure by name (planner/results.py, non_finite_error):
     that one line says it. Sweep workers are forked inside, so they inherit the filter."""
     def quiet() -> Any:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"planner(\.|$)")
+        from planner.api.arguments import numbers_checked as checked
+
+        with checked():
             return fn()
 
     return quiet
@@ -109,6 +106,8 @@ def _param(name: str, kind: Any, default: Any, *decls: str, help: str) -> inspec
 def option_params(where: str, *, file_defaults: bool = False) -> list[inspect.Parameter]:
     """The limits and settings a command takes. `file_defaults`: every default None (a file's value
     or the option's default applies later), as `plan sweep` and `plan check` need."""
+    from planner.options import options_for
+
     params = []
     for o in options_for(where):
         if o.kind is bool:
@@ -121,11 +120,13 @@ def option_params(where: str, *, file_defaults: bool = False) -> list[inspect.Pa
     return params
 
 
-def axis_params(mode: str, axes: tuple[Axis, ...] = AXES) -> list[inspect.Parameter]:
+def axis_params(mode: str, axes: tuple | None = None) -> list[inspect.Parameter]:
     """`mode` "fix": every fixable axis as an optional option (`plan search --tp 8`); "give": the
-    axes `plan estimate` takes, required ones without a default."""
+    axes `plan estimate` takes, required ones without a default. `axes`: planner/layout/axes.py's AXES."""
+    from planner.layout.axes import AXES, fixable
+
     params = []
-    for a in fixable(axes):
+    for a in fixable(AXES if axes is None else axes):
         if mode == "fix":
             kind, default, help_ = Optional[a.kind], None, a.help
         elif a.given is None:
@@ -156,69 +157,6 @@ def with_params(*groups: list[inspect.Parameter]) -> Callable:
         return command
 
     return decorate
-
-
-def _checked(values: dict, declared, key: Callable, check: Callable) -> dict:
-    """The values given for the declared options or axes (None: not given), each checked."""
-    given = {}
-    for d in declared:
-        v = values.get(key(d))
-        if v is not None:
-            check(d, v)
-            given[key(d)] = v
-    return given
-
-
-def read_options(values: dict, where: str) -> dict:
-    """The option values given, checked against their bounds."""
-    return _checked(values, options_for(where), lambda o: o.key, check_option)
-
-
-def read_axes(values: dict, axes: tuple[Axis, ...] = AXES) -> dict:
-    """Axis values given on the command line (the others left free), checked against their domains."""
-    return _checked(values, fixable(axes), lambda a: a.name, check_axis)
-
-
-def read_limits(values: dict, where: str, *, fix: bool = True):
-    """`Limits` from a command's option values; with `fix`, the axes given are fixed dimensions."""
-    return limits_from(read_options(values, where), read_axes(values) if fix else None)
-
-
-def setting(values: dict, option: Option) -> Any:
-    """A search setting's value (its default when not given), checked."""
-    v = values.get(option.key)
-    if v is None:
-        return option.default
-    check_option(option, v)
-    return v
-
-
-# --- the run stated on the command line: spec fields overridden as if the spec said so ----------
-
-RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision"}  # spec path -> flag
-
-
-def with_run(model, *, seq_len: int | None = None, precision: str | None = None):
-    """`model` as if its spec said `seq_len` and `training.precision` (planner/search.py with_run), a
-    problem said naming the flag (exit 2)."""
-    from planner.search import with_run as run_as
-
-    return run_as(model, seq_len=seq_len, precision=precision, flags=RUN_FLAGS)
-
-
-def check_nvlink_segment(cluster, gpus: int | None, flag: str = "--nvlink-domain-gpus"):
-    """The cluster with node.nvlink_segment_gpus = `gpus` (GPUs of an NVLink domain the job's
-    consecutive ranks fill), within the cluster's NVLink domain."""
-    if gpus is None:
-        return cluster
-    if cluster.pools:
-        raise SpecError(f"{cluster.name} has {len(cluster.pool_names)} pools", path=flag,
-                        expected="a cluster of one pool (each pool states its own NVLink domain)")
-    domain = cluster.node.nvlink_domain
-    if not 1 <= gpus <= domain:
-        raise SpecError(f"got {gpus}, and an NVLink domain of {cluster.name} has {domain} GPUs", path=flag,
-                        expected=f"GPUs from 1 to {domain}")
-    return cluster.model_copy(update={"node": cluster.node.model_copy(update={"nvlink_segment_gpus": gpus})})
 
 
 def write_output(path: Path, text: str, flag: str) -> None:

@@ -9,18 +9,15 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from planner.cli.common import (axis_params, numbers_checked, option_params, out, read_axes, read_limits, run,
-                                with_params, with_run)
+from planner.cli.common import axis_params, numbers_checked, option_params, out, run, with_params
 
 def replan_json(r) -> dict:
     """`plan replan --json` (docs/replan.md)."""
-    from planner.report import scored_json
-
     d = r.decision
     return {
         "gpus": r.gpus, "lost_gpus": r.lost_gpus, "gpus_left": r.gpus_left, "new_gpus": r.new_gpus,
         "global_batch": r.global_batch, "new_global_batch": r.new_global_batch, "change_note": r.change_note,
-        "running": scored_json(r.running), "new": scored_json(r.new),
+        "running": r.running.to_dict(), "new": r.new.to_dict(),
         "tokens_per_s_lost": r.tokens_per_s_lost,
         "change": {**asdict(r.change), "total_s": r.change.total_s},
         "decision": {"winner": d.winner, "spares_in_h": d.spares_in_h, "spares_source": d.spares_source,
@@ -106,6 +103,8 @@ def register(app: typer.Typer) -> None:
 
         Example: plan replan gpt3-175b dgx-a100-1024 --gpus 1024 --lost-gpus 16 --tp 8 --pp 4 --micro-batch 4 --vpp 12"""
         def go() -> None:
+            from planner.api.arguments import read_axes, read_limits
+            from planner.api.inputs import with_run
             from planner.layout.axes import AXES
             from planner.options import GLOBAL_BATCH, GPUS, check_option
             from planner.replan import replan

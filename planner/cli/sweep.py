@@ -1,30 +1,22 @@
-"""`plan sweep` command (registered on the main app): flags in, planner.sweep does the work, tables out."""
+"""`plan sweep` command (registered on the main app): flags in, planner.api.sweep checks them and runs the
+points, a progress bar while it runs, tables out."""
 
-import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich import box
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
-from rich.table import Table
-from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 Items = Optional[list[str]]
 SHOWN_REASONS = 10  # reasons printed under the table; all are in the output file
-MAX_WORKERS = 256  # processes of --workers (each holds ~110 MiB)
 PLAIN_PROGRESS_S = 30.0  # a progress line this often when stderr is a log, not a terminal
 
 
-class RateColumn(ProgressColumn):
-    def render(self, task) -> Text:
-        return Text(f"{task.speed:.1f} points/s" if task.speed else "- points/s", style="progress.data.speed")
-
-
-def split(values: list[str] | None) -> list[str]:
+def split(values: Optional[list[str]]) -> list[str]:
     """`--models a --models b,c` -> [a, b, c]."""
     return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
 
@@ -32,51 +24,9 @@ def split(values: list[str] | None) -> list[str]:
 def overrides_of(flags: dict, options: dict) -> dict:
     """The sweep-file keys given by flags (None: not given, so the file's value stands).
     `options`: the generated limit, setting and axis options, keyed by their file keys."""
-    from planner.cli.common import read_axes, read_options
-    from planner.errors import SpecError
-    from planner.sweep import parse_gpus, parse_params
+    from planner.api.sweep import overrides
 
-    out = {k: flags[k] for k in ("global_batch", "batch_tokens", "tokens") if flags[k] is not None}
-    if flags["models"]:
-        out["models"] = split(flags["models"])
-    for key in ("cluster", "objective"):
-        if flags[key] is not None:
-            names = split(flags[key])
-            if not names:  # `--objective ''` would sweep nothing and look like success
-                raise SpecError("an empty list", path=f"--{key}",
-                                expected="time | energy | cost | carbon" if key == "objective" else "cluster specs")
-            out[key] = names[0] if len(names) == 1 else names
-    if flags["gpus"]:
-        out["gpus"] = parse_gpus(flags["gpus"])
-    if flags.get("framework") is not None:
-        out["framework"] = framework_named(flags["framework"])
-    scale = {}
-    if flags["scale_model"] is not None:
-        scale["base"] = flags["scale_model"]
-    if flags["params"] is not None:
-        scale["params"] = parse_params(flags["params"])
-    if scale:
-        out["scale_model"] = scale
-    constraints = {**read_options(options, "sweep"), **read_axes(options)}
-    if constraints.get("allow_cross_node_tp") is False:
-        constraints.pop("allow_cross_node_tp")  # a flag off leaves the file's value
-    if constraints:
-        out["constraints"] = constraints
-    if flags["global_batch"] is not None and flags["batch_tokens"] is not None:
-        raise SpecError("give one of them", path="--global-batch/--batch-tokens",
-                        expected="--global-batch SEQUENCES or --batch-tokens TOKENS")
-    return out
-
-
-def framework_named(name: str) -> str:
-    """--framework's value, one of planner/export/frameworks.py's (as `plan search --framework` says)."""
-    from planner.errors import SpecError
-    from planner.export.frameworks import framework_names
-
-    if name not in framework_names():
-        raise SpecError(f"no framework named '{name[:40]}'", path="--framework",
-                        expected=f"one of: {', '.join(framework_names())}")
-    return name
+    return overrides(**flags, constraints=options)
 
 
 def _fmt(value, spec: str, empty: str = "-") -> str:
@@ -90,7 +40,10 @@ def _priced(rows: list[dict]) -> list[tuple[str, str, str]]:
         ([("kgCO2e/Mtok", "co2e_kg_per_m_tokens", ",.3f")] if "carbon" in objectives else [])
 
 
-def render_rows(rows: list[dict], console: Console, title: str) -> None:
+def render_rows(rows: list[dict], console: "Console", title: str) -> None:
+    from rich import box
+    from rich.table import Table
+
     objectives = len({r["objective"] for r in rows}) > 1
     clusters = len({r["cluster"] for r in rows}) > 1
     budget = any(r["time_to_train_days"] is not None for r in rows)
@@ -130,21 +83,18 @@ def render_rows(rows: list[dict], console: Console, title: str) -> None:
         console.print(f"... and {len(bad) - SHOWN_REASONS} more points without a feasible layout (see --out)", highlight=False)
 
 
-def progress_bar(console: Console, quiet: bool) -> Progress:
+def progress_bar(console: "Console", quiet: bool) -> "Progress":
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            return Text(f"{task.speed:.1f} points/s" if task.speed else "- points/s", style="progress.data.speed")
+
     return Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), RateColumn(),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
                     disable=quiet or not console.is_terminal, transient=False)
-
-
-def _make_folder(folder: Path, flag: str) -> None:
-    """Create the folder an output goes to; say plainly when that is impossible."""
-    from planner.errors import SpecError
-
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecError(f"cannot create the folder: {exc.strerror}", file=str(folder), path=flag,
-                        expected="a writable folder") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -192,58 +142,41 @@ def register(app: typer.Typer) -> None:
         flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
                      framework=framework)
-        stated = dict(seq_len=seq_len, precision=precision, nvlink_segment=nvlink_domain_gpus, profile=profile)
+        stated = dict(seq_len=seq_len, precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
                                                 workers=workers, force=force, quiet=quiet, stated=stated,
                                                 executor=executor_of(executor, ray_address))))
 
 
-def executor_of(kind: str, address: str | None):
+def executor_of(kind: str, address: Optional[str]):
     """--executor and --ray-address checked before any work (Ray's presence too)."""
-    from planner.errors import SpecError
-    from planner.sweep import Executor
+    from planner.api.sweep import executor_of as checked
 
-    if kind not in ("local", "ray"):
-        raise SpecError(f"unknown executor '{kind[:40]}'", path="--executor", expected="local | ray")
-    if address is not None and kind != "ray":
-        raise SpecError("--ray-address is for --executor ray", path="--ray-address", expected="--executor ray")
-    if kind == "ray":
-        from planner.sweep.ray_executor import _ray, check_address
-
-        _ray()
-        if address is not None:
-            check_address(address)
-    return Executor(kind, address)
+    return checked(kind, address)
 
 
-def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file: Path | None, plot: str | None,
-                workers: int | None, force: bool, quiet: bool, stated: dict | None = None, executor=None) -> None:
-    """`plan sweep`: the spec from the file and flags, the points run, the table, file and plots."""
+def run_command(sweep_file: Optional[Path], flags: dict, options: dict, *, out_file: Optional[Path], plot: Optional[str],
+                workers: Optional[int], force: bool, quiet: bool, stated: Optional[dict] = None, executor=None) -> None:
+    """`plan sweep`: the spec from the file and flags, the points run (planner.api.sweep), the table,
+    file and plots."""
+    from planner.api.sweep import check_out, make_folder, sweep_points, sweep_spec, worker_count
     from planner.cli.common import err, out
     from planner.errors import SpecError
-    from planner.sweep import SweepSpec, expand, load_sweep, output_format, with_overrides
     from planner.sweep.points import check_size
 
-    n = worker_count(workers, err)
-    given = overrides_of(flags, options)
-    if sweep_file is not None:
-        spec, base_dir = load_sweep(sweep_file, given), sweep_file.resolve().parent
-    else:
-        spec, base_dir = with_overrides(SweepSpec(), given), None
-    if out_file is not None:
-        output_format(out_file)  # fail before the work: unknown suffix, parquet without pyarrow
-        _make_folder(out_file.parent, "--out")
-        from planner.atomic import check_output
-
-        check_output(out_file, "--out")  # a FIFO or device would take the rows and lose them
+    n = worker_count(workers)
+    if workers is not None and workers > n:
+        err.print(f"note: --workers {workers} capped to the {n} core{'s' if n > 1 else ''} available", highlight=False)
+    spec, base_dir = sweep_spec(sweep_file, overrides_of(flags, options))
+    out_file = check_out(out_file)  # before the work: unknown suffix, parquet without pyarrow, a FIFO
     if plot is not None and not plot.strip():  # Path('') is '.': figures would land wherever we run
         raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
     if plot is not None:
         _require_matplotlib(err)
-        _make_folder(Path(plot), "--plot")  # before the work: a folder that cannot be made fails at once
+        make_folder(Path(plot), "--plot")  # before the work: a folder that cannot be made fails at once
     if not quiet:  # first words before the models are generated and the first search ends
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
-    points = with_stated(expand(spec, base_dir), spec, **(stated or {}))
+    points = sweep_points(spec, base_dir, **(stated or {}))
     result = _run_points(points, out_file, n, force, quiet, err, executor)
     from planner.report import name_text
 
@@ -259,79 +192,7 @@ def run_command(sweep_file: Path | None, flags: dict, options: dict, *, out_file
     _summary(result, len(points), out_file, plot, paths, quiet, err)
 
 
-def with_stated(points: list, spec, *, seq_len: int | None = None, precision: str | None = None,
-                nvlink_segment: int | None = None, profile: str | None = None) -> list:
-    """The points with --seq-len, --precision and --nvlink-domain-gpus applied as if each model and
-    cluster spec said so (planner/cli/common.py with_run); a --batch-tokens batch is recomputed for
-    the new sequence length. Points that become identical run once."""
-    from dataclasses import replace
-
-    from planner.cli.common import check_nvlink_segment, with_run
-    from planner.errors import SpecError
-    from planner.search import check_precision
-    from planner.sweep.family import batch_from_tokens
-
-    points = with_profile(points, profile)
-    if seq_len is None and precision is None and nvlink_segment is None:
-        return points
-    models: dict[int, tuple] = {}  # id -> (the original, kept so the id stays its own; the new one)
-    clusters: dict[int, tuple] = {}
-    unique: dict[str, object] = {}
-    for p in points:
-        if id(p.model) not in models:
-            m = with_run(p.model, seq_len=seq_len, precision=precision)
-            if seq_len is not None and spec.global_batch is None and spec.batch_tokens is not None:
-                batch = batch_from_tokens(spec.batch_tokens, m.seq_len)
-                m = m.model_copy(update={"training": m.training.model_copy(update={"global_batch": batch})})
-            models[id(p.model)] = (p.model, m)
-        if id(p.cluster) not in clusters:
-            clusters[id(p.cluster)] = (p.cluster, check_nvlink_segment(p.cluster, nvlink_segment))
-        q = replace(p, model=models[id(p.model)][1], cluster=clusters[id(p.cluster)][1])
-        if precision is not None:
-            try:
-                check_precision(q.model, q.cluster)
-            except SpecError as exc:  # every point of this cluster would fail alike: bad input
-                raise SpecError(exc.message, path="--precision", expected=exc.expected) from None
-        unique.setdefault(q.key, q)
-    return list(unique.values())
-
-
-def with_profile(points: list, profile: str | None) -> list:
-    """Every point priced with a calibration profile (planner/fidelity/profile.py): its key holds the
-    fitted constants, so a resume never takes rows computed without them."""
-    from dataclasses import replace
-
-    from planner.fidelity.profile import apply_profile, load_profile
-
-    if profile is None:
-        return points
-    prof = load_profile(profile)
-    done: dict[tuple[int, int], tuple] = {}
-    out = []
-    for p in points:
-        key = (id(p.model), id(p.cluster))
-        if key not in done:
-            done[key] = apply_profile(p.model, p.cluster, prof)
-        out.append(replace(p, model=done[key][0], cluster=done[key][1]))
-    return out
-
-
-def worker_count(workers: int | None, err: Console) -> int:
-    """--workers checked, and capped by the cores this process may run on (256 workers on 2 cores
-    made no progress in 60 s): a note says so."""
-    from planner.errors import SpecError
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    n = cores if workers is None else workers
-    if not 1 <= n <= MAX_WORKERS:
-        raise SpecError(f"must be 1 to {MAX_WORKERS}, got {str(n)[:20]}", path="--workers",
-                        expected=f"an integer from 1 to {MAX_WORKERS} (processes)")
-    if n > cores:
-        err.print(f"note: --workers {n} capped to the {cores} core{'s' if cores > 1 else ''} available", highlight=False)
-    return min(n, cores)
-
-
-def _summary(result, total: int, out_file: Path | None, plot: str | None, paths: list, quiet: bool, err: Console) -> None:
+def _summary(result, total: int, out_file: Optional[Path], plot: Optional[str], paths: list, quiet: bool, err: "Console") -> None:
     """The closing line on stderr; a sweep whose every point failed (status error) says so and exits 1."""
     errors = sum(r["status"] == "error" for r in result.rows)
     infeasible = sum(r["status"] == "infeasible" for r in result.rows)
@@ -348,7 +209,7 @@ def _summary(result, total: int, out_file: Path | None, plot: str | None, paths:
         raise typer.Exit(1)
 
 
-def _require_matplotlib(err: Console) -> None:
+def _require_matplotlib(err: "Console") -> None:
     from rich.markup import escape
 
     from planner.errors import SpecError
@@ -364,7 +225,7 @@ def _require_matplotlib(err: Console) -> None:
 class _PlainProgress:
     """Progress for a log (stderr not a terminal, so no bar): a line every PLAIN_PROGRESS_S."""
 
-    def __init__(self, err: Console, total: int) -> None:
+    def __init__(self, err: "Console", total: int) -> None:
         import time
 
         self.err, self.total, self.done, self.clock = err, total, 0, time.monotonic
@@ -377,12 +238,13 @@ class _PlainProgress:
             self.err.print(f"sweep: {self.done:,} of {self.total:,} points done", highlight=False)
 
 
-def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet: bool, err: Console, executor=None):
+def _run_points(points, out_file: Optional[Path], workers: int, force: bool, quiet: bool, err: "Console", executor=None):
     """Run the points with a progress bar. Ctrl-C (SIGINT) or SIGTERM keeps the finished rows and
     exits 128 + the signal's number: 130 or 143."""
     import signal
 
-    from planner.sweep import SweepInterrupted, run_sweep
+    from planner.api.sweep import run as run_sweep
+    from planner.sweep import SweepInterrupted
 
     with progress_bar(err, quiet) as bar:
         task = bar.add_task("sweep", total=len(points))
@@ -394,8 +256,7 @@ def _run_points(points, out_file: Path | None, workers: int, force: bool, quiet:
                 plain.advance()
 
         try:
-            extra = {} if executor is None else {"executor": executor}
-            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=on_row, **extra)
+            result = run_sweep(points, out=out_file, workers=workers, force=force, on_row=on_row, executor=executor)
         except KeyboardInterrupt as exc:  # SweepInterrupted; or a bare one before the sweep's handlers were set
             bar.stop()
             signum = getattr(exc, "signum", signal.SIGINT)

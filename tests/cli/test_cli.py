@@ -187,3 +187,40 @@ def test_a_solver_that_stops_is_not_reported_as_infeasible():
     assert "across pools: CP-SAT stopped (UNKNOWN) before placing" in r.stdout and "raise --time-limit" in r.stdout
     assert "no pipeline that spans pools" not in r.stdout
 
+
+
+# --- start-up: commands load on demand (issue 39 item 3) ----------------------------------------------------
+
+def test_each_commands_static_help_is_its_docstrings_first_line():
+    # `plan --help` lists COMMANDS' static lines without importing the commands: they must say what
+    # each command's own help says.
+    from planner.cli.main import COMMANDS, load_command
+
+    for name, (_, line) in COMMANDS.items():
+        command = load_command(name)
+        assert command is not None, name
+        first = " ".join((command.help or "").split("\n\n")[0].split())
+        assert first == line and command.name == name, name
+
+
+def test_help_and_check_load_no_command_they_do_not_run():
+    import subprocess
+    import sys
+
+    probe = ("import sys; from planner.cli import app; sys.argv = ['plan', *sys.argv[1:]]\n"
+             "try:\n    app()\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith(('planner', 'numpy', 'ortools', "
+             "'rich.progress', 'rich.table', 'matplotlib')))))")
+    root = Path(__file__).resolve().parents[2]
+
+    def loaded(*args) -> set[str]:
+        r = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=root, timeout=60)
+        return set(r.stderr.split())
+
+    helped = loaded("--help")
+    assert not helped & {"planner.cli.layouts", "planner.cli.sweep", "planner.cli.check", "planner.cli.common",
+                         "numpy", "rich.progress"}, helped  # (typer draws the help with rich.table)
+    checked = loaded("check", str(CONFIGS / "models" / "gpt3-1.3b.yaml"))
+    assert "planner.check" in checked
+    assert not checked & {"planner.cli.layouts", "planner.cli.sweep", "planner.search", "ortools", "matplotlib",
+                          "rich.progress"}, checked

@@ -27,7 +27,7 @@ runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 GROUP = typer.main.get_command(app)
-COMMANDS = GROUP.commands
+COMMANDS = {name: GROUP.get_command(None, name) for name in GROUP.list_commands(None)}  # each loaded (lazily) now
 
 HOSTILE = ("0", "-1", "nan", "inf", "-inf", "1e30", str(2**63), "1" + "0" * 400, "", "x" * 10_000,
            "[red]x[/red]", ":fire:", "a\nb", "../../etc/passwd")
