@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         name: Annotated[Optional[str], typer.Option("--name", help="the spec's name (default: from the config or its folder)")] = None,
         seq_len: Annotated[Optional[int], typer.Option("--seq-len", help="training sequence length (default: min(max positions, 4096))")] = None,
         global_batch: Annotated[Optional[int], typer.Option("--global-batch", help="sequences per step (default: about 4M tokens)")] = None,
-        precision: Annotated[Optional[str], typer.Option("--precision", help="bf16, fp16, fp8 or mxfp8 (default: bf16)")] = None,
+        precision: Annotated[Optional[str], typer.Option("--precision", help="bf16, fp16, fp8, mxfp8 or nvfp4 (default: bf16)")] = None,
         overlay: Annotated[Optional[Path], typer.Option("--overlay", help="a YAML mapping merged over the imported spec")] = None,
     ) -> None:
         """Turn a Hugging Face config.json into a model spec YAML (planner/specs/hf.py's mapping table)."""

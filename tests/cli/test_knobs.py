@@ -47,7 +47,7 @@ def test_precision_is_as_if_the_spec_said_so(tmp_path):
 @pytest.mark.parametrize("args,flag,says", [
     (["--seq-len", "0"], "--seq-len", "greater than 0"),
     (["--seq-len", "100000001"], "--seq-len", "less than or equal to 100000000"),
-    (["--precision", "fp9"], "--precision", "'bf16', 'fp16', 'fp8' or 'mxfp8'"),
+    (["--precision", "fp9"], "--precision", "'bf16', 'fp16', 'fp8', 'mxfp8' or 'nvfp4'"),
 ])
 def test_bad_run_values_are_one_line_naming_the_flag(args, flag, says):
     for command in (ESTIMATE, ["search", "llama3-8b", "dgx-h100-1024", "--gpus", "8"]):
