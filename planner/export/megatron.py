@@ -43,9 +43,12 @@ def megatron_first_last(stage_layers, pp: int, vpp: int) -> tuple[int, int] | No
     return (first, last) if built == n else None
 
 
-def megatron_layout(stage_layers) -> str:
+def megatron_layout(stage_layers, mtp_layers: int = 0) -> str:
     """--pipeline-model-parallel-layout of a split, runs of equal middle stages as "(X|)*n":
-    [0, 1 x 126, 0] -> 'E|(t|)*126L', [7, 8 x 14, 7] -> 'Et*7|(t*8|)*14t*7L'."""
+    [0, 1 x 126, 0] -> 'E|(t|)*126L', [7, 8 x 14, 7] -> 'Et*7|(t*8|)*14t*7L'. A model with MTP layers puts
+    them ("m" each) in the last stage before the loss: pipeline_parallel_layer_layout.py validate_layer_layout
+    asserts the layout's count equals mtp_num_layers, after every decoder layer, in the last virtual stage of
+    the last rank together with the loss (core_v0.15.0; Megatron's own placement without a layout)."""
     def text(k: int) -> str:
         return "t" if k == 1 else f"t*{k}" if k else ""
 
@@ -58,18 +61,19 @@ def megatron_layout(stage_layers) -> str:
             j += 1
         out.append(f"({text(n[k])}|)*{j - k}" if j - k > 1 else text(n[k]) + "|")
         k = j
-    out.append(text(n[-1]) + "L")
+    out.append(text(n[-1]) + "m" * mtp_layers + "L")
     return "".join(out)
 
 
-def megatron_pipeline_args(stage_layers, pp: int, vpp: int) -> list[str]:
-    """The Megatron-LM flags that state an uneven split (none for an even one)."""
+def megatron_pipeline_args(stage_layers, pp: int, vpp: int, mtp_layers: int = 0) -> list[str]:
+    """The Megatron-LM flags that state an uneven split (none for an even one); `mtp_layers`: the model's
+    multi-token-prediction layers, which a layout string must place (megatron_layout)."""
     if pp < 2 or is_even(stage_layers):
         return []
     fl = megatron_first_last(stage_layers, pp, vpp)
     if fl is not None:
         return ["--decoder-first-pipeline-num-layers", str(fl[0]), "--decoder-last-pipeline-num-layers", str(fl[1])]
-    return ["--pipeline-model-parallel-layout", megatron_layout(stage_layers)]
+    return ["--pipeline-model-parallel-layout", megatron_layout(stage_layers, mtp_layers)]
 
 
 def moe_layer_pattern(model: ModelSpec) -> str | None:
@@ -207,7 +211,7 @@ def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
                 ("--context-parallel-size", lay.cp)]
     if model.moe is not None:
         f += [("--expert-model-parallel-size", lay.ep), ("--expert-tensor-parallel-size", lay.etp)]
-    split = megatron_pipeline_args(lay.stage_layers, lay.pp, lay.vpp)
+    split = megatron_pipeline_args(lay.stage_layers, lay.pp, lay.vpp, model.mtp_layers or 0)
     if lay.vpp > 1 and (not split or split[0] != "--pipeline-model-parallel-layout"):
         f.append(("--num-virtual-stages-per-pipeline-rank", lay.vpp))
     f += list(zip(split[::2], split[1::2]))
