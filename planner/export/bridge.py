@@ -27,6 +27,8 @@ RECIPES = {
     "gpt-oss-120b": "gpt_oss_120b_pretrain_config",
 }
 GENERIC = "vanilla_gpt_pretrain_config"
+# recipes that set optimizer.use_precision_aware_optimizer = True (recipes/deepseek/h100/deepseek_v3.py)
+PRECISION_AWARE = {"deepseek_v3_pretrain_config"}
 MIXED = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed",
          "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_with_nvfp4_mixed"}  # training/mixed_precision.py @register names
 
@@ -55,23 +57,14 @@ def bridge_layout(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
                     (m + "context_parallel_size", lay.cp), (m + "sequence_parallel", lay.sequence_parallel)]
     if model.moe is not None:
         o += [(m + "expert_model_parallel_size", lay.ep), (m + "expert_tensor_parallel_size", lay.etp)]
-    if lay.pp > 1 and not is_even(lay.stage_layers):
-        first_last = megatron_first_last(lay.stage_layers, lay.pp, lay.vpp)
-        if first_last:
-            o += [(m + "num_layers_in_first_pipeline_stage", first_last[0]), (m + "num_layers_in_last_pipeline_stage", first_last[1])]
-        else:
-            notes.append(f"the split {' '.join(map(str, lay.stage_layers))} needs model.pipeline_model_parallel_layout "
-                         "(the Megatron export's --pipeline-model-parallel-layout string), set in the recipe's Python")
+    o += bridge_split(lay, model)
     full = lay.recompute == "full"
     o += [(m + "recompute_granularity", None if lay.recompute == "none" else lay.recompute),
           (m + "recompute_method", model.training.recompute_method if full else None),
           (m + "recompute_num_layers", model.training.recompute_num_layers if full else None)]
     if lay.recompute == "selective" and model.training.recompute_modules is not None:
         o.append((m + "recompute_modules", list(model.training.recompute_modules)))
-    o += [("ddp.use_distributed_optimizer", lay.zero == 1), ("optimizer.use_distributed_optimizer", lay.zero == 1)]
-    if lay.zero >= 2:
-        o += [("ddp.use_megatron_fsdp", True),
-              ("ddp.data_parallel_sharding_strategy", "optim_grads" if lay.zero == 2 else "optim_grads_params")]
+    o += bridge_optimizer(lay)
     t = model.training
     if t.dp_comm_overlap and lay.dp * lay.cp > 1:
         o += [("ddp.overlap_grad_reduce", True), ("ddp.overlap_param_gather", lay.zero == 1)]
@@ -80,6 +73,44 @@ def bridge_layout(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
         if not lay.sequence_parallel:
             notes.append("TP communication overlap was planned, but it needs sequence parallelism")
     return o, notes
+
+
+def bridge_split(lay: Launch, model: ModelSpec) -> Overrides:
+    """Every pipeline-split field, so that a recipe's own cannot survive the layout's pp and vpp (the DeepSeek-V3
+    and Kimi K2 recipes set a 16-stage pipeline_model_parallel_layout, PipelineParallelLayerLayout then asserts its
+    length divides by pp; Llama 3's large recipes turn on account_for_embedding/loss_in_pipeline_split, which
+    TransformerConfig refuses beside first/last counts and which would move a layer's worth off the end stages).
+    An even split: all unset. Else the first/last counts where they build it, else the layout as a list of
+    stages of LayerType names (Hydra reads it as plain names; the MTP layers, before the loss, in the last stage,
+    as validate_layer_layout wants them)."""
+    m = "model."
+    first_last = layout = None
+    if lay.pp > 1 and not is_even(lay.stage_layers):
+        first_last = megatron_first_last(lay.stage_layers, lay.pp, lay.vpp)
+        if first_last is None:
+            n = list(lay.stage_layers)
+            layout = [["embedding"] * (i == 0) + ["decoder"] * k
+                      + (["mtp"] * (model.mtp_layers or 0) + ["loss"]) * (i == len(n) - 1) for i, k in enumerate(n)]
+    return [(m + "num_layers_in_first_pipeline_stage", first_last and first_last[0]),
+            (m + "num_layers_in_last_pipeline_stage", first_last and first_last[1]),
+            (m + "pipeline_model_parallel_layout", layout),
+            (m + "account_for_embedding_in_pipeline_split", False), (m + "account_for_loss_in_pipeline_split", False)]
+
+
+def bridge_optimizer(lay: Launch) -> Overrides:
+    """ZeRO-1: the distributed optimizer; ZeRO-2/3: Megatron FSDP, which always uses it (ConfigContainer's
+    _validate_and_apply_megatron_fsdp_configs turns it on, but only after OptimizerConfig.finalize() has
+    asserted that a precision-aware optimizer has it) and saves in the fsdp_dtensor format it asserts. ZeRO-0:
+    no precision-aware optimizer, which Megatron Core allows only with the distributed optimizer
+    (optimizer_config.py) and the DeepSeek-V3 recipe turns on."""
+    o: Overrides = [("ddp.use_distributed_optimizer", lay.zero >= 1), ("optimizer.use_distributed_optimizer", lay.zero >= 1)]
+    if lay.zero == 0:
+        o.append(("optimizer.use_precision_aware_optimizer", False))
+    if lay.zero >= 2:
+        o += [("ddp.use_megatron_fsdp", True),
+              ("ddp.data_parallel_sharding_strategy", "optim_grads" if lay.zero == 2 else "optim_grads_params"),
+              ("checkpoint.ckpt_format", "fsdp_dtensor")]
+    return o
 
 
 def bridge_model(model: ModelSpec) -> tuple[Overrides, list[str]]:
@@ -109,9 +140,14 @@ def bridge_model(model: ModelSpec) -> tuple[Overrides, list[str]]:
           (m + "share_embeddings_and_output_weights", bool(model.tied_embeddings)),
           (m + "add_bias_linear", model.linear_bias if model.linear_bias is not None else model.ffn_act != "swiglu"),
           (m + "gated_linear_unit", model.ffn_act == "swiglu")]
-    if model.ffn_act == "swiglu":
-        notes.append("SwiGLU: model.activation_func = F.silu with gated_linear_unit true (a Callable, which an override "
-                     "cannot set; the Llama/Qwen/DeepSeek recipes and GPTModelProvider subclasses set it)")
+    if model.swiglu_limit is None:
+        # activation_func by name (omegaconf_utils.py reads it back through activation_map.py): silu with the
+        # gated unit is SwiGLU; without it GPTModelProvider's default F.gelu, a GeGLU for a gated MLP (Mixtral
+        # has no v0.6.0 recipe: vanilla_gpt_pretrain_config's provider)
+        o.append((m + "activation_func", "silu" if model.ffn_act == "swiglu" else "gelu"))
+    else:
+        notes.append("clamped SwiGLU: model.activation_func left to the recipe's provider (GPT-OSS: quick_gelu with "
+                     "glu_linear_offset 1.0 and the clamp, gpt_oss_bridge.py)")
     if model.swiglu_limit is not None:
         o.append((m + "activation_func_clamp_value", model.swiglu_limit))
     if model.mtp_layers:
@@ -154,6 +190,9 @@ def bridge_settings(lay: Launch, model: ModelSpec) -> Export:
           ("dataset.seq_length", model.seq_len), ("mixed_precision", MIXED[t.precision])]
     if t.grad_reduce_dtype == "bf16":
         o.append(("ddp.grad_reduce_in_fp32", False))
+    if recipe in PRECISION_AWARE and lay.zero >= 1:
+        notes.append(f"{recipe} keeps its precision-aware optimizer (BF16 gradients and Adam moments): less optimizer "
+                     "memory than planned, which prices FP32 ones")
     if t.precision == "nvfp4":
         notes.append("nvfp4: bf16_with_nvfp4_mixed also sets fp4_param_gather (NVFP4 parameters, gathered in NVFP4); "
                      "the plan prices BF16 parameters with Transformer Engine's cached NVFP4 copies and a BF16 "

@@ -153,3 +153,80 @@ def test_the_mtp_layer_sits_with_the_loss():
     # the vendored check refuses the layout without its "m", with Megatron's own message
     with pytest.raises(AssertionError, match="Number of mtp layers in layout must match mtp_num_layers"):
         layout_cls("Et*16|t*14|t*15|t*16L", 4).validate_layer_layout(num_layers=61, mtp_num_layers=1)
+
+
+# --- Megatron-Bridge v0.6.0 -------------------------------------------------------------------------------------------
+def recipe_worst(m) -> dict:
+    """What a shipped recipe may leave set where no override says otherwise (megatron-bridge-checks.txt): the
+    DeepSeek-V3 recipe's pp 16 layout (set_deepseek_v3_pipeline_model_parallel_layout's (16, 1) entry) and its
+    precision-aware optimizer, Llama 3's accounting flags, the checkpoint format's default (torch_dist) and
+    GPTModelProvider's F.gelu."""
+    last = ["decoder"] + ["mtp"] * (m.mtp_layers or 0) + ["loss"]
+    return {"model.pipeline_model_parallel_layout": [["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 14 + [last],
+            "model.num_layers_in_first_pipeline_stage": None, "model.num_layers_in_last_pipeline_stage": None,
+            "model.account_for_embedding_in_pipeline_split": True, "model.account_for_loss_in_pipeline_split": True,
+            "optimizer.use_precision_aware_optimizer": True, "checkpoint.ckpt_format": "torch_dist",
+            "model.activation_func": "gelu", "model.mtp_num_layers": None, "ddp.use_megatron_fsdp": False}
+
+
+def bridge_config(name: str, k: int):
+    m, scored, export = exported(name, k, "megatron-bridge")
+    _, got = READ.parse_bridge(export.text)
+    return m, scored, recipe_worst(m) | got
+
+
+@pytest.mark.parametrize("name,k", CASES)
+def test_megatron_bridge_pipeline_checks_pass(name, k):
+    """Bridge's model provider finalizes into Megatron Core's TransformerConfig (cd4afffa64): its pipeline
+    statements run as code over the overrides (a recipe's layout of another length, its accounting flags beside
+    first/last counts, are refused there), then the split Bridge builds is the one planned."""
+    m, scored, cfg = bridge_config(name, k)
+    ns = types.SimpleNamespace(
+        num_layers=cfg["model.num_layers"], mtp_num_layers=cfg["model.mtp_num_layers"],
+        pipeline_model_parallel_size=cfg["model.pipeline_model_parallel_size"],
+        virtual_pipeline_model_parallel_size=cfg["model.virtual_pipeline_model_parallel_size"],
+        **{key: cfg["model." + key] for key in ("pipeline_model_parallel_layout", "num_layers_in_first_pipeline_stage",
+                                                 "num_layers_in_last_pipeline_stage", "account_for_embedding_in_pipeline_split",
+                                                 "account_for_loss_in_pipeline_split")})
+    megatron_code(BRIDGE_CORE)[1](ns)
+    assert built_split(ns, BRIDGE_CORE) == list(launch(scored.layout, m).stage_layers)
+
+
+@pytest.mark.parametrize("name,k", CASES)
+def test_megatron_bridge_optimizer_and_checkpoint_checks_pass(name, k):
+    """Re-implemented from megatron-bridge-checks.txt (they need torch): OptimizerConfig.__post_init__ asserts
+    `self.use_distributed_optimizer` under `if self.use_precision_aware_optimizer:` and runs in
+    ConfigContainer.validate's `self.optimizer.finalize()`, before `_validate_and_apply_megatron_fsdp_configs`
+    turns the distributed optimizer on; that one asserts `self.checkpoint.ckpt_format == "fsdp_dtensor"` (the
+    recipes save checkpoints) when ddp.use_megatron_fsdp."""
+    m, scored, cfg = bridge_config(name, k)
+    if cfg["optimizer.use_precision_aware_optimizer"]:
+        assert cfg["optimizer.use_distributed_optimizer"], "--use-precision-aware-optimizer only supported with distributed optimizer"
+    if cfg["ddp.use_megatron_fsdp"]:
+        assert cfg["checkpoint.ckpt_format"] == "fsdp_dtensor", "Megatron-FSDP requires the fsdp_dtensor checkpointing format!"
+    zero = scored.layout["zero"]
+    assert cfg["ddp.use_megatron_fsdp"] == (zero >= 2) and cfg["optimizer.use_distributed_optimizer"] == (zero >= 1)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_megatron_bridge_builds_the_planned_activation(name):
+    """The MLP activation Bridge builds (gated_linear_unit with activation_func, read back by name through
+    activation_map.py) is the spec's: SwiGLU is silu gated, GeLU ungated gelu. A clamped SwiGLU (GPT-OSS) stays
+    the recipe provider's quick_gelu, said in a note."""
+    m, _, cfg = bridge_config(name, 0)
+    _, _, export = exported(name, 0, "megatron-bridge")
+    if m.swiglu_limit is not None:
+        assert "model.activation_func" not in READ.parse_bridge(export.text)[1]
+        assert any("quick_gelu" in note for note in export.notes)
+    elif m.ffn_act == "swiglu":
+        assert (cfg["model.activation_func"], cfg["model.gated_linear_unit"]) == ("silu", True)
+    else:
+        assert (cfg["model.activation_func"], cfg["model.gated_linear_unit"]) == ("gelu", False)
+
+
+def test_mixtral_is_swiglu_in_bridge():
+    # the issue's case: Mixtral 8x7B has no v0.6.0 recipe; vanilla_gpt_pretrain_config's provider is F.gelu
+    _, _, export = exported("mixtral-8x7b", 0, "megatron-bridge")
+    recipe, got = READ.parse_bridge(export.text)
+    assert recipe == "vanilla_gpt_pretrain_config" and got["model.activation_func"] == "silu"
+    assert "silu" in READ.activation_names() and "activation_func" in READ.serializable_callables()

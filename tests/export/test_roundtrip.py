@@ -526,8 +526,10 @@ def _bridge_value(annotation: str, text: str):
         assert "bool" in annotation, annotation
         return text == "true"
     if text.startswith("["):
-        assert "List[int]" in annotation or "list[int]" in annotation or "List[str]" in annotation, annotation
-        return [int(x) if x.isdigit() else x for x in text[1:-1].split(",")]
+        assert re.search(r"\b(List|list)\b", annotation), annotation
+        # Hydra's list grammar: nested [..] of ints and plain names (bridge._value writes nothing else)
+        assert re.fullmatch(r"[\[\],\w]*", text), text
+        return ast.literal_eval(re.sub(r"[A-Za-z_]\w*", lambda found: repr(found.group()), text))
     if literal := re.search(r"Literal\[([^\]]*)\]", annotation):
         assert text in ast.literal_eval(f"[{literal.group(1)}]"), (annotation, text)
         return text
@@ -557,8 +559,31 @@ def parse_bridge(text: str) -> tuple[str, dict[str, object]]:
             out[key] = value
             continue
         assert name in fields[prefix], key
+        if name in serializable_callables():  # omegaconf_utils.py: a name activation_map.py resolves
+            assert value in activation_names(), value
+            out[key] = value
+            continue
         out[key] = _bridge_value(fields[prefix][name], value)
     return recipe, out
+
+
+def _checks(title: str) -> str:
+    """The lines of a megatron-bridge-checks.txt section whose title holds `title`."""
+    text = (FRAMEWORKS / "megatron-bridge-checks.txt").read_text()
+    [section] = [s for s in text.split("\n## ")[1:] if title in s.splitlines()[0]]
+    return "\n".join(section.splitlines()[1:])
+
+
+@cache
+def activation_names() -> set[str]:
+    """ACTIVATION_FUNC_MAP's names (Megatron-Bridge v0.6.0 activation_map.py, vendored)."""
+    return set(re.findall(r'^\s+"(\w+)":', _checks("activation names"), re.M))
+
+
+@cache
+def serializable_callables() -> set[str]:
+    """_SERIALIZABLE_CALLABLE_FIELDS (omegaconf_utils.py, vendored)."""
+    return set(re.findall(r'"(\w+)"', _checks("activation_func is written")))
 
 
 def bridge_expected(m, lay) -> dict:
@@ -575,7 +600,7 @@ def bridge_expected(m, lay) -> dict:
            "model.gated_linear_unit": m.ffn_act == "swiglu", "model.qk_layernorm": bool(m.qk_norm) or m.mla is not None,
            "model.share_embeddings_and_output_weights": bool(m.tied_embeddings),
            "model.add_bias_linear": m.linear_bias if m.linear_bias is not None else m.ffn_act != "swiglu",
-           "ddp.use_distributed_optimizer": lay["zero"] == 1,
+           "ddp.use_distributed_optimizer": lay["zero"] >= 1,  # Megatron FSDP (ZeRO-2/3) always uses it
            "model.recompute_granularity": None if lay["recompute"] == "none" else lay["recompute"]}
     if m.mla is None:
         out["model.num_query_groups"] = m.num_kv_heads

@@ -291,6 +291,8 @@ sections = {
     "optimizer": [("bridge", "src/megatron/bridge/training/config.py", "OptimizerConfig"),
                   ("mcore", "megatron/core/optimizer/optimizer_config.py", "OptimizerConfig")],
     "dataset": [("bridge", "src/megatron/bridge/training/config.py", "GPTDatasetConfig")],
+    "checkpoint": [("bridge", "src/megatron/bridge/training/config.py", "CheckpointConfig"),
+                   ("mcore", "megatron/training/config/training_config.py", "CheckpointConfig")],
 }
 out = []
 for prefix, sources in sections.items():
