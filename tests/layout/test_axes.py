@@ -159,8 +159,9 @@ def test_an_uneven_interleaving_that_trained_is_expressible_but_not_searched():
     assert list(r.layout["stage_layers"]) == [2] * 29 + [1] * 3  # 29 * 2 + 3 * 1 = 61
     out = CliRunner().invoke(app, ["estimate", "deepseek-v3", "dgx-gb200-nvl72-1152", "--gpus", "256", "--tp", "1",
                                    "--pp", "8", "--vpp", "4", "--ep", "32", "--micro-batch", "1", "--export", "megatron"])
-    # E with 2 layers, 28 more stages of 2, two stages of 1, the last stage's 1 layer with the loss
-    assert "Et*2|(t*2|)*28(t|)*2tL" in out.stdout
+    # E with 2 layers, 28 more stages of 2, two stages of 1, the last stage's 1 layer, then DeepSeek-V3's
+    # one MTP layer (m: Megatron requires it after every decoder layer, in the last stage) and the loss
+    assert "Et*2|(t*2|)*28(t|)*2tmL" in out.stdout
     job = dict(gpus=256, layers=61, heads=128, kv_heads=128, global_batch=15360, seq_len=4096, experts=256)
     searched = enumerate_layouts(**job, limits=SpaceLimits(tp=1, pp=8, ep=32, micro_batch=1))
     assert 4 not in set(searched.vpp.tolist())  # 8 * 4 stages leave 3 layers missing: not in the search
