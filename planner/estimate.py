@@ -23,6 +23,9 @@ def layout_of(model: ModelSpec, gpus: int, given: dict[str, Any], *, gpus_said: 
     that breaks a rule of the space is a violation, reported by `estimate_layout`."""
     values = {a.name: given.get(a.name, a.default) for a in AXES if a.given is not None}
     for a in AXES:
+        if a.default_from is not None and given.get(a.name) is None:
+            values[a.name] = a.to_json(a.default_from(values))
+    for a in AXES:
         if a.given is not None:
             check_axis(a, values[a.name])
     values[filling().name] = derive_dp(gpus, values, gpus_said=gpus_said, in_file=in_file)
@@ -92,7 +95,7 @@ def estimate_defaults(given: dict, gpus: int | None, cluster: ClusterSpec, frame
         total = gpus or given_gpus(degrees) or cluster.total_gpus
         others = math.prod(v for k, v in degrees.items() if k != "dp")
         degrees["dp"] = total // others if total % others == 0 else 1
-    filled = {**given, **{a.name: a.estimate_default(degrees) for a in unset}}
+    filled = {**given, **{a.name: a.estimate_default({**given, **degrees}) for a in unset}}
     if framework is not None and framework.startswith("torchtitan") and given.get("zero") is None and filled.get("zero") == 1:
         filled["zero"] = 3
     return filled

@@ -28,6 +28,7 @@ from planner.units import GIB
 from planner.costs import recompute
 from planner.costs.compute import routed_rows
 from planner.costs.context import JobContext
+from planner.costs.schedules import activation_factor, parameter_copies
 from planner.costs.pipeline_ranks import (PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
                                           rank_param_split)
 
@@ -197,7 +198,8 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     model, gpu, layouts, ranks, prec = job.model, job.gpu, job.layouts, job.ranks, job.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
-    shards = _shards(*job.params, layouts)
+    # DualPipe holds both directions' stages: two copies of the parameters (planner/costs/schedules.py).
+    shards = tuple(x * parameter_copies(layouts.schedule) for x in _shards(*job.params, layouts))
     # FP8 weight copies (planner/specs/precision.py) sit beside the 16-bit weights and shard with them.
     weights = _sharded(shards, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
     grads = _sharded(shards, 2, z) * prec.grad_bytes
@@ -205,7 +207,7 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     gathered, bucket = zero3_transient_params(model, layouts, job.profile)
     weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
-    acts = _activation_bytes(model, layouts, ranks, job.rows)
+    acts = _activation_bytes(model, layouts, ranks, job.rows) * activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster).
     logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)

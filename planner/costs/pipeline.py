@@ -17,6 +17,7 @@ from planner.costs.compute import LayerCompute
 from planner.costs.context import JobContext
 from planner.costs.layer_times import KindTimes, kind_sums
 from planner.costs.pipeline_ranks import PipelineRanks
+from planner.costs.schedules import bubble_factor
 from planner.layout.arrays import unique_rows
 from planner.layout.axes import AXES, degrees
 from planner.specs import ClusterSpec, ModelSpec
@@ -79,7 +80,8 @@ def step_time(job: JobContext) -> TimeBreakdown:
     micro = st.microbatch_overhead_s * v
     t_max = _rank_time_s(sums.layers, moe, logits, ranks).max(axis=0) + micro
     t_sum = sums.layer + logits + p * micro
-    pipeline = m * t_max + (t_sum - t_max) / v
+    # Schedules other than (interleaved) 1F1B shrink the fill and drain (planner/costs/schedules.py).
+    pipeline = m * t_max + (t_sum - t_max) / v * bubble_factor(layouts.schedule, layouts.pp, layouts.vpp)
 
     # Averages over ranks: what each GPU does; the rest of `pipeline` is bubble and imbalance.
     def per_gpu(total):

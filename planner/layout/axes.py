@@ -81,6 +81,9 @@ class Axis:
     # `plan estimate`'s value when not given, from the degrees (None: `default`): what `plan search`
     # picks where the layout allows it, so that search's best row pasted into estimate scores alike.
     estimate_default: Callable[[Mapping[str, int]], Any] | None = None
+    # The stored default from the other columns where it follows them (the schedule: interleaved at
+    # vpp > 1); `default` then only names the axis's first choice.
+    default_from: Callable[[Mapping[str, Any]], Any] | None = None
     json: bool = True  # part of the JSON `layout` object
     csv: bool = True  # a column of `plan sweep --out`
 
@@ -119,6 +122,11 @@ class Axis:
     @property
     def label(self) -> str:
         return self.short or self.name
+
+
+SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-v", "interleaved-zb", "dualpipe", "dualpipev")
+INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-zb")  # vpp > 1 chunks in a loop
+V_SCHEDULES = ("zb-v", "dualpipev")  # two chunks a rank in a V: vpp 2
 
 
 def divisors(n: int) -> list[int]:
@@ -227,6 +235,16 @@ AXES: tuple[Axis, ...] = (
          bounds=dict(gt=0, le=100_000), flag="--etp", help="fix the expert tensor-parallel degree (MoE)",
          give_help="expert tensor-parallel degree (MoE)", candidates=_expert_tensor_parallel,
          tiebreak=1.7, show="cell", hide_default=True),
+    # Pipeline schedules (issue 40 item 3; costs in planner/costs/schedules.py). 1f1b and interleaved
+    # follow vpp, as before the axis existed; the others a search tries only where --schedule names them.
+    Axis("schedule", "pipeline schedule: " + " | ".join(SCHEDULES), "option", kind=str, choices=SCHEDULES,
+         default="1f1b", given="default", flag="--schedule", help="fix the pipeline schedule: " + " | ".join(SCHEDULES),
+         give_help="pipeline schedule (default: 1f1b, interleaved when vpp > 1)",
+         estimate_default=lambda v: "interleaved" if (v.get("vpp") or 1) > 1 else "1f1b",
+         default_from=lambda v: np.where(np.asarray(v["vpp"]) > 1, 1, 0),
+         invalid="unknown schedule '{value}'", expected=" | ".join(SCHEDULES),
+         candidates=lambda ctx, chosen: [0, 1] if chosen["pp"] > 1 else [0],
+         csv=False),  # not yet a column of `plan sweep --out`: its order is a documented contract (docs/sweeps.md)
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
          short="m", show="detail", csv=False),
@@ -290,6 +308,39 @@ def _interleaving_ok(v, ctx):
     return (v["vpp"] == 1) | unsplit | ((v["pp"] >= 2) & (m % v["pp"] == 0) & _chunks_fit(ctx.layers, v["pp"] * v["vpp"]))
 
 
+_SCHEDULE_INDEX = {name: i for i, name in enumerate(SCHEDULES)}
+
+
+def _schedule_is(v, names):
+    return np.isin(v["schedule"], [_SCHEDULE_INDEX[n] for n in names])
+
+
+def _schedule_ok(v, ctx):
+    """1f1b, zb-h1 and dualpipe run one chunk a rank; interleaved and interleaved-zb vpp > 1;
+    zb-v and dualpipev two chunks in a V (Qi et al. 2024 Sec. 6; DeepSeek-V3's DualPipeV: vpp 2);
+    every schedule but 1f1b needs pp >= 2, and dualpipe an even pp (two directions that meet
+    halfway, DeepSeek-V3 Sec. 3.2.1)."""
+    vpp, pp = np.asarray(v["vpp"]), np.asarray(v["pp"])
+    chunks = np.where(_schedule_is(v, INTERLEAVED_SCHEDULES), vpp > 1,
+                      np.where(_schedule_is(v, V_SCHEDULES), vpp == 2, vpp == 1))
+    pipelined = _schedule_is(v, ("1f1b",)) | (pp >= 2)
+    even = ~_schedule_is(v, ("dualpipe",)) | (pp % 2 == 0)
+    return chunks & pipelined & even
+
+
+def _schedule_message(r, ctx):
+    s, vpp, pp = r["schedule"], r["vpp"], r["pp"]
+    if s in INTERLEAVED_SCHEDULES and vpp == 1:
+        return f"schedule {s} needs vpp > 1 (got vpp={vpp})"
+    if s in V_SCHEDULES and vpp != 2:
+        return f"schedule {s} runs two chunks a rank in a V: vpp=2 (got vpp={vpp})"
+    if s not in INTERLEAVED_SCHEDULES + V_SCHEDULES and vpp != 1:
+        return f"schedule {s} runs one chunk a rank: vpp=1 (got vpp={vpp}; interleaved schedules take vpp > 1)"
+    if s == "dualpipe" and pp % 2:
+        return f"schedule dualpipe needs an even pp (got pp={pp})"
+    return f"schedule {s} needs pp >= 2 (got pp={pp})"
+
+
 RULES: tuple[Rule, ...] = (
     Rule("tp_divides_heads", ("tp",),
          lambda v, ctx: (ctx.heads % v["tp"] == 0) & (ctx.kv_heads % v["tp"] == 0),
@@ -327,6 +378,7 @@ RULES: tuple[Rule, ...] = (
          lambda r, ctx: f"vpp={r['vpp']} needs pp >= 2, num_microbatches ({ctx.global_batch // (r['dp'] * r['micro_batch'])}) "
          f"divisible by pp ({r['pp']}) and pp*vpp ({r['pp'] * r['vpp']}) virtual stages that take the {ctx.layers} layers "
          "with at least one layer each, or at most two short of even (the embedding's and the loss's place)"),
+    Rule("schedule_fits", ("pp", "vpp", "schedule"), _schedule_ok, _schedule_message),
     Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),
@@ -363,5 +415,11 @@ def layout_assignments(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES)
     def text(v):
         return str(v).lower() if isinstance(v, bool) else str(v)
 
+    def at_default(a):
+        value = layout.get(a.name, a.default)
+        if a.default_from is not None:
+            return a.name not in layout or a.to_stored(value) == int(a.default_from(layout))
+        return a.hide_default and value == a.default
+
     return " ".join(f"{a.name}={text(layout.get(a.name, a.default))}" for a in axes if a.given is not None
-                    and not (a.hide_default and layout.get(a.name, a.default) == a.default))
+                    and not at_default(a))

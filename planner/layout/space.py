@@ -43,9 +43,13 @@ def _post_init(self) -> None:
         value = getattr(self, name)
         if value is None:
             a = self._axis_by_name[name]
-            if a.default is None:
+            if a.default_from is not None:
+                value = np.broadcast_to(np.asarray(a.default_from(
+                    {k: getattr(self, k) for k in self._axis_names if k != name}), dtype=np.int64), (n,))
+            elif a.default is None:
                 raise TypeError(f"Layouts needs the {name} column")
-            value = np.full(n, a.to_stored(a.default), dtype=np.int64)
+            else:
+                value = np.full(n, a.to_stored(a.default), dtype=np.int64)
         object.__setattr__(self, name, np.asarray(value))
 
 
@@ -233,6 +237,8 @@ def single_layout(**values) -> Any:
         if a.name in values:
             v = values[a.name]
             row[a.name] = a.to_stored(v) if isinstance(v, str) else int(v)
+        elif a.default_from is not None:
+            row[a.name] = int(a.default_from(row))
         elif a.default is not None:
             row[a.name] = a.to_stored(a.default)
         else:
