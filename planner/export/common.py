@@ -41,6 +41,7 @@ class Launch:
     zero: int
     stage_layers: tuple[int, ...]  # transformer layers per virtual stage, schedule order (j * pp + r)
     global_batch: int  # [sequences per optimizer step]
+    schedule: str = "1f1b"  # pipeline schedule (planner/layout/axes.py SCHEDULES)
 
     @property
     def gpus(self) -> int:
@@ -63,7 +64,8 @@ def launch(layout: Mapping[str, Any], model: ModelSpec) -> Launch:
                   ep=int(layout.get("ep", 1)), etp=int(layout.get("etp", 1)), vpp=vpp,
                   micro_batch=int(layout["micro_batch"]), recompute=str(layout.get("recompute", "none")),
                   sequence_parallel=bool(layout.get("sequence_parallel", False)), zero=int(layout.get("zero", 0)),
-                  stage_layers=tuple(int(k) for k in split), global_batch=model.training.global_batch)
+                  stage_layers=tuple(int(k) for k in split), global_batch=model.training.global_batch,
+                  schedule=str(layout.get("schedule") or ("interleaved" if vpp > 1 else "1f1b")))
 
 
 def is_even(stage_layers) -> bool:

@@ -74,6 +74,19 @@ def _core(path: str, quote: str) -> tuple[Source, ...]:
     return tuple(Source("NVIDIA/Megatron-LM", rev, path, quote) for rev in (MEGATRON_CORE, BRIDGE_CORE))
 
 
+def _schedule_in(l, names) -> np.ndarray:
+    """Rows whose pipeline schedule (planner/layout/axes.py SCHEDULES) is one of `names`."""
+    from planner.layout.axes import SCHEDULES
+
+    return np.isin(l.schedule, [SCHEDULES.index(n) for n in names])
+
+
+# torchtitan resolves --parallelism.pipeline_parallel_schedule with torch.distributed.pipelining's get_schedule_class,
+# whose registry holds 1F1B, Interleaved1F1B, GPipe, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble and DualPipeV
+# (and the abstract PipelineScheduleSingle/Multi): no ZB-H1 and no two-copy DualPipe.
+_TITAN_SCHEDULE = "schedule_class = get_schedule_class(parallelism.pipeline_parallel_schedule)"
+
+
 def _selective(l, m, module: str) -> np.ndarray:
     """Rows whose selective recomputation recomputes `module` (the model's training.recompute_modules)."""
     return (l.recompute == 1) & (module in (m.training.recompute_modules or ()))
@@ -175,6 +188,25 @@ RESTRICTIONS: tuple[Restriction, ...] = (
                 (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/engine.py",
                         'raise AssertionError("Native DeepSpeed MoE is not supported with ZeRO Stage 3. "'),),
                 needs_model=True),
+    # Megatron Core picks its pipeline schedule in get_forward_backward_func: 1F1B, or interleaved 1F1B at vpp > 1.
+    Restriction(_CORE, lambda l: _schedule_in(l, ("1f1b", "interleaved")),
+                "Megatron Core runs 1F1B and interleaved 1F1B only (get_forward_backward_func): "
+                "schedule must be 1f1b or interleaved",
+                _core(_SCHEDULES, "forward_backward_func = forward_backward_pipelining_with_interleaving")),
+    Restriction(("torchtitan", "torchtitan@main"), lambda l: ~_schedule_in(l, ("zb-h1", "dualpipe")),
+                "torchtitan's schedules are torch.distributed.pipelining's (get_schedule_class: 1F1B, Interleaved1F1B, "
+                "InterleavedZeroBubble, ZBVZeroBubble, DualPipeV): no zb-h1 and no dualpipe",
+                (Source("pytorch/torchtitan", TITAN_RELEASE, "torchtitan/distributed/pipeline_parallel.py", _TITAN_SCHEDULE),
+                 Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/distributed/pipeline_parallel.py", _TITAN_SCHEDULE))),
+    Restriction(("torchtitan@0.2",), lambda l: ~_schedule_in(l, ("zb-h1", "dualpipe")),
+                "torchtitan's schedules are torch.distributed.pipelining's (get_schedule_class: 1F1B, Interleaved1F1B, "
+                "InterleavedZeroBubble, ZBVZeroBubble, DualPipeV): no zb-h1 and no dualpipe",
+                (Source("pytorch/torchtitan", "v0.2.2", "torchtitan/distributed/pipeline_parallel.py",
+                        "schedule_class = get_schedule_class(pp_schedule)"),)),
+    # (the schedules of two chunks a rank are refused with vpp > 1 above)
+    Restriction(("deepspeed",), lambda l: ~_schedule_in(l, ("zb-h1", "dualpipe")),
+                "DeepSpeed's pipeline runs its TrainSchedule (1F1B) only: schedule must be 1f1b",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/schedule.py", "class TrainSchedule(PipeSchedule):"),)),
     Restriction(("deepspeed",), lambda l: (l.pp == 1) | (l.zero <= 1),
                 "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism",
                 (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/engine.py",

@@ -58,10 +58,16 @@ def titan_counts(stages: int, layers: int, input_weight: int, output_weight: int
     return out
 
 
+# The planner's schedules by torch.distributed.pipelining's names (get_schedule_class); zb-h1 and dualpipe have
+# none, refused in planner/export/frameworks.py RESTRICTIONS.
+TITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "interleaved-zb": "InterleavedZeroBubble",
+                   "zb-v": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
+
+
 def titan_split(lay: Launch, main: bool = False) -> tuple[Overrides, list[str]]:
     """The schedule, and first/last weights (and layers per stage with vpp > 1) that reproduce the split."""
     p = "--parallelism."
-    o: Overrides = [(p + "pipeline_parallel_schedule", "Interleaved1F1B" if lay.vpp > 1 else "1F1B")]
+    o: Overrides = [(p + "pipeline_parallel_schedule", TITAN_SCHEDULES[lay.schedule])]
     stages, layers = lay.pp * lay.vpp, sum(lay.stage_layers)
     weights = [(1, 1)] + [(i, j) for i in range(layers // stages + 2) for j in range(layers // stages + 2) if (i, j) != (1, 1)]
     for i, j in weights:
