@@ -37,6 +37,8 @@ from planner.specs import ClusterSpec, ModelSpec
 # Units (one micro-batch's forward and backward on one virtual stage) a timeline simulates and draws at most:
 # 50,000 take about 2 s to simulate and a few more to draw (60,000 sequences on pp 8 were 480,000: minutes, GBs)
 MAX_UNITS = 50_000
+# The schedules simulated here; the zero-bubble and DualPipe schedules (issue 40) are priced, not drawn yet.
+DRAWN_SCHEDULES = ("1f1b", "interleaved")
 
 # Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
 KINDS = ("forward", "backward", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
@@ -241,6 +243,11 @@ def rank_memory(job: JobContext, stage_layers) -> MemoryBreakdown:
 def check_drawable(layout: dict) -> None:
     """A step of at most MAX_UNITS units (micro-batches x pp x vpp) is drawn; a larger one is bad input
     (exit 2), said before any event is simulated."""
+    schedule = layout.get("schedule") or "1f1b"
+    if schedule not in DRAWN_SCHEDULES:
+        raise SpecError(f"no drawing of the {schedule} schedule yet (its bubble and memory are priced: "
+                        "planner/costs/schedules.py)", path="--timeline",
+                        expected=" or ".join(DRAWN_SCHEDULES) + " (Megatron-LM's schedules.py), or no --timeline")
     lay = layout_row(layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
     if m * p * v > MAX_UNITS:
