@@ -9,10 +9,13 @@ them for the weights, so F : B : W = 1 : 2 : 1 (Qi et al. 2024 Sec. 2 take T_F =
 their T_B the input-gradient half alone), and overlapping F with B hides communication, not
 compute (F&B = F + B). Bubbles [in the pipeline's own bubble time]:
 - 1F1B (p-1)(F+B); interleaved with v chunks (p-1)(F+B)/v (chunk times: v times smaller);
-- ZB-H1 (p-1)(F+B-2W) (Qi et al. 2024 Table 4, (p-1)(T_F+T_B-T_W) in their notation): 1/3 of 1F1B,
+- ZB-H1 (p-1)(F+B-2W) (Qi et al. 2024 Sec. 2.1, (p-1)(T_F+T_B-T_W) in their notation): 1/3 of 1F1B,
   activations as 1F1B (p micro-batches: the deferred W keeps no more than 1F1B's peak);
-- ZB-V, two chunks a rank in a V (Qi et al. 2024 Sec. 6): (p-1)(T_F+T_B-2T_W) of chunk times,
-  (p-1)(F+B-3W) = 0 at 1:2:1, with 1F1B's peak activations (p micro-batches of a rank's layers);
+- ZB-V, two chunks a rank in a V (Qi et al. 2024, arXiv v2's ZB-V section): (p-1)(T_F+T_B-2T_W) of chunk times,
+  (p-1)(F+B-3W) = 0 at 1:2:1, with 1F1B's peak activations (p micro-batches of a rank's layers) and
+  twice its pipeline sends (the step time's 2(m v + p - 1) sends at v = 2). The authors' comparison at
+  T_F = T_B = T_W (sail-sg/zero-bubble-pipeline-parallelism): bubble rate 1F1B (p-1)/m, ZB-H1
+  (p-1)/(3m), ZB-V 0; activation memory 1x, 1x, 1x; pipeline communication 1x, 1x, 2x;
 - interleaved zero bubble (torch.distributed.pipelining's ScheduleInterleavedZeroBubble): the
   interleaved bubble with each chunk's W deferred as in ZB-H1, (p-1)(F+B-2W)/v (an assumption: no
   paper tabulates it);

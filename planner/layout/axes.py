@@ -317,7 +317,7 @@ def _schedule_is(v, names):
 
 def _schedule_ok(v, ctx):
     """1f1b, zb-h1 and dualpipe run one chunk a rank; interleaved and interleaved-zb vpp > 1;
-    zb-v and dualpipev two chunks in a V (Qi et al. 2024 Sec. 6; DeepSeek-V3's DualPipeV: vpp 2);
+    zb-v and dualpipev two chunks in a V (Qi et al. 2024 (ZB-V); DeepSeek-V3's DualPipeV: vpp 2);
     every schedule but 1f1b needs pp >= 2, and dualpipe an even pp (two directions that meet
     halfway, DeepSeek-V3 Sec. 3.2.1)."""
     vpp, pp = np.asarray(v["vpp"]), np.asarray(v["pp"])

@@ -21,7 +21,7 @@ def s(name):
     ("zb-h1", 8, 1, 7 / 21, "Qi et al. 2024: ZB-H1 a third of 1F1B's bubble"),
     ("interleaved-zb", 8, 2, 7 / 21, "ZB-H1's deferral per chunk (an assumption)"),
     # ZB-V (p-1)(T_F+T_B-2T_W) = (p-1)(F+B-3W) = 7*(1+2-3) = 0
-    ("zb-v", 8, 2, 0.0, "Qi et al. 2024 Sec. 6: zero bubble when T_F = T_B = T_W"),
+    ("zb-v", 8, 2, 0.0, "Qi et al. 2024 (ZB-V): zero bubble when T_F = T_B = T_W"),
     # DualPipe (PP/2-1)(F&B+B-3W) = (8/2-1)*((1+2)+2-3) = 3*2 = 6 over 7*3 = 21
     ("dualpipe", 8, 1, 6 / 21, "DeepSeek-V3 Table 2"),
     ("dualpipe", 16, 1, 7 * 2 / (15 * 3), "DeepSeek-V3 Table 2: (16/2-1)*2 = 14 over 15*3 = 45"),
@@ -39,7 +39,7 @@ def test_bubble_against_the_papers(schedule, pp, vpp, expected, source):
     ("zb-h1", 8, 1, 1.0, "Qi et al. 2024: ZB-H1's peak memory is 1F1B's, p M_B"),
     ("interleaved-zb", 8, 4, 1.0, "as interleaved"),
     # ZB-V: p M_B = 8 against interleaved v=2's p(1 + (p-1)/(vp)) = 8 * (1 + 7/16) = 11.5
-    ("zb-v", 8, 2, 8 / 11.5, "Qi et al. 2024 Sec. 6: ZB-V's peak is 1F1B's"),
+    ("zb-v", 8, 2, 8 / 11.5, "Qi et al. 2024 (ZB-V): ZB-V's peak is 1F1B's"),
     # DualPipe: PP + 1 = 9 against 1F1B's 8
     ("dualpipe", 8, 1, 9 / 8, "DeepSeek-V3 Table 2"),
     # DualPipeV: 2p+1 = 17 chunks of half a stage = 8.5 stages against 11.5
