@@ -244,6 +244,7 @@ AXES: tuple[Axis, ...] = (
          default_from=lambda v: np.where(np.asarray(v["vpp"]) > 1, 1, 0),
          invalid="unknown schedule '{value}'", expected=" | ".join(SCHEDULES),
          candidates=lambda ctx, chosen: [0, 1] if chosen["pp"] > 1 else [0],
+         short="sched=", show="cell", hide_default=True,  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
          csv=False),  # not yet a column of `plan sweep --out`: its order is a documented contract (docs/sweeps.md)
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
@@ -400,8 +401,11 @@ def layout_cell(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str
     def value(a):
         return layout.get(a.name, a.default)
 
-    return " ".join(f"{a.label}{value(a)}" for a in axes
-                    if a.show == "cell" and not (a.hide_default and value(a) == a.default))
+    def hidden(a):  # at its default, or at the default the other axes give it (a schedule follows vpp)
+        return a.hide_default and (value(a) == a.default or (a.estimate_default is not None and a.role != "degree"
+                                                             and value(a) == a.estimate_default(layout)))
+
+    return " ".join(f"{a.label}{value(a)}" for a in axes if a.show == "cell" and not hidden(a))
 
 
 def layout_summary(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
