@@ -167,3 +167,13 @@ def test_an_uneven_interleaving_that_trained_is_expressible_but_not_searched():
     assert 4 not in set(searched.vpp.tolist())  # 8 * 4 stages leave 3 layers missing: not in the search
     given = enumerate_layouts(**job, limits=SpaceLimits(tp=1, pp=8, ep=32, micro_batch=1, vpp=4))
     assert set(given.vpp.tolist()) == {4}  # ... but tried when asked for
+
+
+def test_a_row_names_its_schedule_only_when_vpp_does_not_say_it():
+    from planner.layout.axes import layout_cell
+
+    base = {"dp": 16, "tp": 4, "pp": 4, "cp": 1, "micro_batch": 1, "vpp": 1, "ep": 1, "etp": 1}
+    assert layout_cell({**base, "schedule": "1f1b"}) == "dp16 tp4 pp4 mb1"
+    assert layout_cell({**base, "vpp": 2, "schedule": "interleaved"}) == "dp16 tp4 pp4 mb1 vpp2"
+    assert layout_cell({**base, "schedule": "zb-h1"}) == "dp16 tp4 pp4 mb1 sched=zb-h1"
+    assert layout_cell({**base, "vpp": 2, "schedule": "zb-v"}) == "dp16 tp4 pp4 mb1 vpp2 sched=zb-v"
