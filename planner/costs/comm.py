@@ -242,7 +242,7 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     return gather, reduce
 
 
-def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> np.ndarray:
+def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc, st) -> np.ndarray:
     """Exposed context-parallel K/V exchange of one layer per micro-batch, all passes [s].
     p2p (Megatron-Core's default --cp-comm-type): a ring of cp - 1 steps, each passing a K/V chunk of
     s/cp tokens (K and V of kv_heads / tp heads) while attention runs on the one at hand, so only
@@ -255,11 +255,11 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc) -> 
     d = attention_dims(model)
     cp, stride = process_group(layouts, "cp")
     chunk = BF16.activation_bytes * layouts.micro_batch * model.seq_len / cp * (d.k_width + d.v_width) / layouts.tp
-    if model.training.stack.cp_kv_expanded:  # grouped K/V repeated to every query head before the exchange
+    if st.cp_kv_expanded:  # grouped K/V repeated to every query head before the exchange
         chunk = chunk * d.heads / d.kv_heads
     links = group_links(cluster, cp, stride, layouts).sized(chunk, cluster.gpu.efficiency.message_half_mb)
     passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)
-    if model.training.stack.cp_comm == "all_gather" or windowed_layers(model):
+    if st.cp_comm == "all_gather" or windowed_layers(model):
         gather = all_gather_s(chunk * cp, cp, links)
         fwd_wait, bwd_wait = gather, 2 * gather
     else:

@@ -177,7 +177,7 @@ def _attention_core(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts,
         # QK^T runs over qk_dim, attention-over-V over v_dim (MLA: 192 and 128): their mean.
         rate = flash_sequence_factor(s / c, eff.flash_half_seq) * flash_head_dim_factor(
             (d.qk_dim + d.v_dim) / 2, eff.flash_half_head_dim)
-        if model.training.stack.attention_kernel == "fa2":  # FlashAttention-2 where the preset's kernel is faster
+        if st.attention_kernel == "fa2":  # FlashAttention-2 where the preset's kernel is faster
             rate = rate * eff.flash_fa2_relative
         # The saturation factors are relative to 2,048 tokens and head dim 128, so above those they pass
         # 1: a long sequence of wide heads ran above the peak (issue 38). No kernel beats the peak.

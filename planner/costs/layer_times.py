@@ -192,7 +192,7 @@ def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConsta
             lc = replace(lc, recompute_s=lc.recompute_s + np.where(
                 moe_again, recompute.moe_forward_s(model, cluster.gpu, st, layouts, kind), 0.0))
         tp = tp * comm.tp_exposed(model.training.tp_comm_overlap, st)
-        cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc)
+        cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc, st)
         ep = ep_comm_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
         out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))
     return out

@@ -32,6 +32,17 @@ class StackConstants(Spec):
     moe_sync_us: float = Field(default=0.0, ge=0, le=1e6, description=(
         "GPU idle per forward of a dropless MoE layer [us]: the dispatcher reads the tokens per expert "
         "on the host (a blocking sync) before it can size and launch the rest of the layer"))
+    # The kernels and exchanges the stack runs (settings, not fitted): here so that a cost model reads them
+    # from the job's constants on this GPU (planner/costs/context.py JobContext.stack), not from the model.
+    attention_kernel: Literal["fused", "fa2"] = Field(default="fused", description=(
+        "the fused attention kernel: Transformer Engine's (cuDNN or FlashAttention-3 on Hopper, the GPU "
+        "preset's flash_attention) or FlashAttention-2 (flash-attn 2, PyTorch SDPA's flash backend: "
+        "the preset's flash_fa2_relative of that rate)"))
+    cp_comm: Literal["p2p", "all_gather"] = Field(default="p2p", description=(
+        "context-parallel K/V exchange (Megatron --cp-comm-type): a ring overlapped with attention, or an all-gather"))
+    cp_kv_expanded: bool = Field(default=False, description=(
+        "K/V exchanged between context-parallel ranks after grouped-query heads are repeated to every "
+        "query head (heads / kv_heads times the bytes; torchtitan's repeat_kv before SDPA)"))
 
     @property
     def layer_overhead_s(self) -> float:
@@ -97,17 +108,8 @@ class StackSpec(StackConstants):
     name: str = Field(min_length=1, max_length=128)
     description: str = Field(default="", max_length=2000)
     attention: Literal["flash", "standard"] = "flash"
-    attention_kernel: Literal["fused", "fa2"] = Field(default="fused", description=(
-        "the fused attention kernel: Transformer Engine's (cuDNN or FlashAttention-3 on Hopper, the GPU "
-        "preset's flash_attention) or FlashAttention-2 (flash-attn 2, PyTorch SDPA's flash backend: "
-        "the preset's flash_fa2_relative of that rate)"))
     tp_comm_overlap: bool = False
     dp_comm_overlap: bool = True
-    cp_comm: Literal["p2p", "all_gather"] = Field(default="p2p", description=(
-        "context-parallel K/V exchange (Megatron --cp-comm-type): a ring overlapped with attention, or an all-gather"))
-    cp_kv_expanded: bool = Field(default=False, description=(
-        "K/V exchanged between context-parallel ranks after grouped-query heads are repeated to every "
-        "query head (heads / kv_heads times the bytes; torchtitan's repeat_kv before SDPA)"))
     zero3_gather: Literal["layer", "module"] = Field(default="layer", description=(
         "ZeRO-3 gathering unit: a whole transformer layer (FSDP wrapping per block) or one weight "
         "matrix at a time (DeepSpeed stage-3 hooks per submodule)"))

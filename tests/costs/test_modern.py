@@ -36,6 +36,11 @@ TINY_MOE = dict(layers=3, hidden=64, heads=4, ffn_act="swiglu", vocab=100, seq_l
                          dense_layers=1))
 
 
+def _st(model, cluster):
+    """The job's stack constants on this GPU, as planner/costs/context.py hands them to the cost models."""
+    return model.training.stack.for_gpu(cluster.gpu.name)
+
+
 def lay(**kw):
     kw.setdefault("dp", 1)
     kw.setdefault("tp", 1)
@@ -154,12 +159,12 @@ def test_cp_ring_exposes_what_outlasts_attention(make_model, make_cluster):
     assert lc.attention_fwd_s[0] == approx(core_fwd, rel=REL)
     # forward shows ring - attention; backward sends K/V and their gradients (2 x ring) behind 2.5 x attention
     expected = (ring - core_fwd) + (2 * ring - 2.5 * core_fwd)
-    assert cp_comm_per_layer_s(cluster, model, layout, lc)[0] == approx(expected, rel=REL)
+    assert cp_comm_per_layer_s(cluster, model, layout, lc, _st(model, cluster))[0] == approx(expected, rel=REL)
     # cp 2: one step of a chunk twice as long
     two = lay(cp=2)
     step2 = 2 * 524288 / 100e9 + 10e-6
     core2 = 2 * core_fwd
-    assert cp_comm_per_layer_s(cluster, model, two, layer_compute_on(model, cluster.gpu, two))[0] == approx(
+    assert cp_comm_per_layer_s(cluster, model, two, layer_compute_on(model, cluster.gpu, two), _st(model, cluster))[0] == approx(
         max(step2 - core2, 0) + max(2 * step2 - 2.5 * core2, 0), rel=REL)
 
 
@@ -177,12 +182,12 @@ def test_cp_with_kv_repeated_to_every_query_head_moves_heads_over_kv_heads_times
     for model, chunk in ((gqa, 131072), (expanded, 524288)):
         ring = 3 * (chunk / 100e9 + 10e-6)  # cp - 1 = 3 steps at 100 GB/s + 10 us
         expected = max(ring - core_fwd, 0) + max(2 * ring - 2.5 * core_fwd, 0)
-        assert cp_comm_per_layer_s(cluster, model, layout, lc)[0] == approx(expected, rel=REL)
+        assert cp_comm_per_layer_s(cluster, model, layout, lc, _st(model, cluster))[0] == approx(expected, rel=REL)
     # all-gather (torchtitan's cp_comm): the expanded K/V of all 4 ranks gathered before attention,
     # nothing overlapped; the gather's time is 4x the grouped one's bandwidth term
     gathered = [m.model_copy(update={"training": m.training.model_copy(update={"stack": m.training.stack.model_copy(
         update={"cp_comm": "all_gather"})})}) for m in (gqa, expanded)]
-    small, big = (cp_comm_per_layer_s(cluster, m, layout, lc)[0] for m in gathered)
+    small, big = (cp_comm_per_layer_s(cluster, m, layout, lc, _st(m, cluster))[0] for m in gathered)
     # ring all-gather of 4 chunks, 3/4 of them on the wire, as NCCL's tuner picks (tuning.cc): LL
     # 6.6 + 3 x 0.6 = 8.4 us at half of 100 GB/s; LL128 14 + 3 x 1.9 = 19.7 us at 0.92 x; Simple
     # 8.4 + 3 x 3.4 = 18.6 us at 100 GB/s. 524 kB: LL (8.4 + 7.86 us); 2.1 MB: Simple (18.6 + 15.73 us).
@@ -338,7 +343,7 @@ def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_c
     cp = lay(cp=4)
     gather = 3 * 524288 / 100e9 + 18.6e-6
     lc = layer_compute_on(windowed, cluster.gpu, cp)
-    assert cp_comm_per_layer_s(cluster, windowed, cp, lc)[0] == approx(gather + 2 * gather, rel=1e-6)
+    assert cp_comm_per_layer_s(cluster, windowed, cp, lc, _st(windowed, cluster))[0] == approx(gather + 2 * gather, rel=1e-6)
 
 
 # --- host syncs, CUDA graphs and the ops PyTorch runs one by one ----------------------------------------
