@@ -450,13 +450,27 @@ def family_of(gpu_name: str) -> str | None:
 def with_constants(case: Case, hardware: dict, stack: dict) -> tuple[ModelSpec, ClusterSpec]:
     """The case's model and cluster with the given hardware (`Efficiency`) and stack constants in
     place of the shipped ones (a refit's trial values)."""
-    cluster = case.cluster
+    return priced_with(case.model, case.cluster, hardware, stack)
+
+
+def priced_with(model: ModelSpec, cluster: ClusterSpec, hardware: dict, stack: dict,
+                memory_reserve_gib: float | None = None) -> tuple[ModelSpec, ClusterSpec]:
+    """`model` and `cluster` with the GPU's efficiencies, the stack's constants on this GPU and the GPU's
+    memory reserve replaced by the given values (a refit's trial values, or a profile's fitted ones);
+    the stack's constants on this GPU become the profile's own, other GPUs' fitted entries are kept."""
+    gpu = cluster.gpu
+    update = {}
     if hardware:
-        eff = cluster.gpu.efficiency.model_copy(update=hardware)
-        cluster = cluster.model_copy(update={"gpu": cluster.gpu.model_copy(update={"efficiency": eff})})
-    model = case.model
+        update["efficiency"] = gpu.efficiency.model_copy(update=hardware)
+    if memory_reserve_gib is not None:
+        update["memory_reserve_gib"] = memory_reserve_gib
+    if update:
+        cluster = cluster.model_copy(update={"gpu": gpu.model_copy(update=update)})
     if stack:
-        profile = model.training.stack.model_copy(update={**stack, "gpus": {}})
+        profile = model.training.stack
+        gpus = {k: v for k, v in profile.gpus.items() if k != gpu.name}
+        base = {**profile.for_gpu(gpu.name).model_dump(), **stack}
+        profile = profile.model_copy(update={**base, "gpus": gpus})
         model = model.model_copy(update={"training": model.training.model_copy(update={"stack": profile})})
     return model, cluster
 

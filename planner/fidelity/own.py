@@ -24,8 +24,9 @@ from planner.costs.memory import memory_breakdown
 from planner.costs.pipeline import step_time
 from planner.errors import SpecError
 from planner.fidelity.bounds import HARDWARE, MEMORY, stack_bounds
+from planner.fidelity.calibration import priced_with as with_constants  # one mechanism with the published refit
 from planner.fidelity.runs import MeasuredRun
-from planner.specs import ClusterSpec, ModelSpec
+from planner.specs import ModelSpec
 
 # The ridge: a constant moved over its whole bound's range costs as much as a sqrt(RIDGE) log misfit of
 # one run. From two runs it is chosen among RIDGES by the runs' own left-out errors; of one, RIDGE: benchmarks/calibrate_own.py over the published scale series and jobs (k = 1 and 3 of
@@ -185,27 +186,6 @@ def _groups(jobs: list[_Job]) -> list[tuple]:
         rows = Layouts(**{k: np.concatenate([getattr(jobs[i].layouts, k) for i in idx]) for k in first.columns()})
         out.append((jobs[idx[0]].run.model, jobs[idx[0]].run.cluster, rows, np.array(idx)))
     return out
-
-
-def with_constants(model: ModelSpec, cluster: ClusterSpec, hardware: dict, stack: dict,
-                   memory_reserve_gib: float | None = None) -> tuple[ModelSpec, ClusterSpec]:
-    """`model` and `cluster` with the GPU's efficiencies, the stack's constants on this GPU and the
-    GPU's memory reserve replaced by the given values."""
-    gpu = cluster.gpu
-    update = {}
-    if hardware:
-        update["efficiency"] = gpu.efficiency.model_copy(update=hardware)
-    if memory_reserve_gib is not None:
-        update["memory_reserve_gib"] = memory_reserve_gib
-    if update:
-        cluster = cluster.model_copy(update={"gpu": gpu.model_copy(update=update)})
-    if stack:
-        profile = model.training.stack
-        gpus = {k: v for k, v in profile.gpus.items() if k != gpu.name}
-        base = {**profile.for_gpu(gpu.name).model_dump(), **stack}
-        profile = profile.model_copy(update={**base, "gpus": gpus})
-        model = model.model_copy(update={"training": model.training.model_copy(update={"stack": profile})})
-    return model, cluster
 
 
 def _jacobian(p: _Problem, u: np.ndarray, free: list[int], base: np.ndarray) -> np.ndarray:
