@@ -104,10 +104,7 @@ def rows_of(cases, vals) -> list[Row]:
 def predict(rows: list[Row], hw: dict, st: dict) -> np.ndarray:
     """Step times of rows, per case in one call, with the given constants over the rows' own."""
     out = np.empty(len(rows))
-    by_case: dict[str, list[int]] = {}
-    for j, r in enumerate(rows):
-        by_case.setdefault(r.case.id, []).append(j)
-    for idx in by_case.values():
+    for idx in _by_case(rows).values():
         r0 = rows[idx[0]]
         m, c = with_constants(r0.model, r0.cluster, hw, st)
         t = step_time(job_context(m, c, r0.case.layouts)).total
@@ -116,12 +113,26 @@ def predict(rows: list[Row], hw: dict, st: dict) -> np.ndarray:
 
 
 def bands(rows: list[Row], profile: ProfileSpec | None) -> np.ndarray:
+    """Each row's stated band [%]: the shipped one without a profile, the profile's with one; once per
+    case (its rows' layouts in one call), as predict() prices them."""
     out = np.empty(len(rows))
+    for idx in _by_case(rows).values():
+        r0 = rows[idx[0]]
+        lay = r0.case.layouts
+        if profile is None:
+            pct = error_band(r0.model, r0.cluster.gpu.name, lay.gpus).pct
+        else:
+            m, c = apply_profile(r0.model, r0.cluster, profile)
+            pct = band(m, c.gpu.name, lay.gpus, lay).pct
+        out[idx] = np.asarray(pct)[[rows[j].i for j in idx]]
+    return out
+
+
+def _by_case(rows: list[Row]) -> dict[str, list[int]]:
+    """Indices of `rows` by the case they come from, in first-seen order."""
+    out: dict[str, list[int]] = {}
     for j, r in enumerate(rows):
-        m, c = (r.model, r.cluster) if profile is None else apply_profile(r.model, r.cluster, profile)
-        lay = r.case.layouts
-        out[j] = band(m, c.gpu.name, lay.gpus, lay).pct[r.i] if profile is not None else \
-            error_band(m, c.gpu.name, lay.gpus).pct[r.i]
+        out.setdefault(r.case.id, []).append(j)
     return out
 
 
