@@ -194,7 +194,7 @@ def render_gpus_range(r: GpuCountResult, console: Console) -> None:
     console.print(f"recommended: {rec} GPUs" if rec else "[red]no GPU count meets the constraints[/red]")
 
 
-# Time breakdown fields that are a part of other terms (TimeBreakdown.total leaves them out), with their row label.
+# Time breakdown fields that are a part of other terms (costs.pipeline.PARTS_OF_TERMS), with their row label.
 _OF_WHICH = {"moe_imbalance": "of which moe imbalance"}
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from planner.layout.arrays import row
 from planner.costs.energy import Energy
 from planner.costs.memory import MemoryBreakdown
-from planner.costs.pipeline import TimeBreakdown
+from planner.costs.pipeline import PARTS_OF_TERMS, TimeBreakdown
 from planner.costs.reliability import Reliability, TrainingTotals
 from planner.errors import SpecError
 from planner.fidelity.error_bands import ErrorBand
@@ -86,11 +86,15 @@ class ScoredLayout:
         memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items()}
         memory["total"] = round(self.memory_gib.total, 4)
         band = self.error_band
+        times = asdict(self.time_breakdown_s)
+        terms = {k: v for k, v in times.items() if k not in PARTS_OF_TERMS}  # they sum to step_time_s
         out = {
             "layout": dict(self.layout), "feasible": self.feasible,
             "violations": [{"constraint": v.constraint, "message": v.message} for v in self.violations],
             "step_time_s": self.step_time_s, "step_time_error_pct": round(band.pct, 2),
-            "step_time_error_basis": band.basis, "time_breakdown_s": asdict(self.time_breakdown_s),
+            "step_time_error_basis": band.basis, "time_breakdown_s": terms,
+            # parts of the terms above (not added to the step): the MoE routing imbalance's share
+            "time_parts_s": {k: v for k, v in times.items() if k in PARTS_OF_TERMS},
             "memory_gib": memory, **({} if band.memory_pct is None else {"memory_error_pct": round(band.memory_pct, 2)}),
             "tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu, "mfu": self.mfu,
             **({} if self.mfu_fp8_peak is None else {"mfu_fp8_peak": self.mfu_fp8_peak}),

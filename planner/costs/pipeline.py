@@ -24,6 +24,10 @@ from planner.specs import ClusterSpec, ModelSpec
 from planner.units import US
 
 
+# TimeBreakdown fields that are parts of its other terms (`total` leaves them out; JSON prints them apart).
+PARTS_OF_TERMS = ("moe_imbalance",)
+
+
 @dataclass(frozen=True)
 class TimeBreakdown:
     """Seconds per step, averaged over the GPUs of a pipeline (arrays over layouts)."""
@@ -38,6 +42,10 @@ class TimeBreakdown:
     overhead: np.ndarray
     cp_comm: np.ndarray | float = 0.0  # exposed context-parallel K/V exchange
     ep_comm: np.ndarray | float = 0.0  # expert-parallel token dispatch and combine
+    # A part of compute and ep_comm, not a term of its own (total leaves it out): what the MoE routing
+    # imbalance (moe.imbalance, moe.load_imbalance) adds to them, the busiest expert rank's longer GEMMs
+    # and all-to-alls against a force-balanced routing's, averaged over the pipeline's GPUs as they are.
+    moe_imbalance: np.ndarray | float = 0.0
 
     @property
     def total(self) -> np.ndarray:
@@ -110,7 +118,8 @@ def step_time(job: JobContext) -> TimeBreakdown:
     optimizer = step_bytes * (dense / sharded + experts / expert_sharded) / (gpu.hbm_bytes_per_s * eff.hbm)
     overhead = st.step_overhead_s + m * micro
     bubble = np.maximum(bubble - m * micro, 0.0)
-    return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead, cp_comm, ep_comm)
+    return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead, cp_comm, ep_comm,
+                         per_gpu(sums.imbalance))
 
 
 # The axes a pipeline send depends on: the degrees (group placement) and the tensor's size.

@@ -43,6 +43,7 @@ def test_search_with_no_arguments_runs_the_default(default_search):
     assert lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"] == 1024
     assert lay["dp"] * lay["micro_batch"] * lay["num_microbatches"] == 1536
     assert sum(best["time_breakdown_s"].values()) == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert best["time_parts_s"] == {"moe_imbalance": 0.0}  # a dense model: parts of the terms, none priced
     assert best["memory_gib"]["total"] <= 80
     # tokens/s = 1536 sequences * 2048 tokens / step
     assert best["tokens_per_s"] == pytest.approx(1536 * 2048 / best["step_time_s"])

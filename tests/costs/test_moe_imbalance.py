@@ -125,3 +125,22 @@ def test_step_states_what_the_imbalance_costs(make_model, make_cluster):
     assert sums.imbalance[0] == approx(sums.layer[0] - even.layer[0], rel=REL)
     assert sums.imbalance[0] > 0
     assert even.imbalance == 0.0  # priced only when stated
+
+
+def test_breakdown_states_the_imbalance_as_a_part_not_a_term(make_model, make_cluster):
+    from planner.costs.pipeline import step_time
+
+    cluster = make_cluster()
+    skewed = _model(make_model, 2.0)
+    layouts = lay(dp=2, pp=2, num_microbatches=4, ep=2)
+    job = job_context(skewed, cluster, layouts)
+    sums, _ = kind_sums(skewed, cluster, job.stack, layouts)
+    t = step_time(job)
+    # averaged over the pipeline's GPUs as compute is: m x (per micro-batch sum) / p = 4 / 2 x the sum
+    assert t.moe_imbalance[0] == approx(4 / 2 * sums.imbalance[0], rel=REL)
+    assert t.moe_imbalance[0] > 0
+    # a part of compute and ep_comm: the step's total does not count it again
+    terms = (t.compute + t.recompute + t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.dp_comm + t.bubble
+             + t.optimizer + t.overhead)
+    assert t.total[0] == approx(terms[0], rel=REL)
+    assert step_time(job_context(balanced(skewed), cluster, layouts)).moe_imbalance[0] == 0.0
