@@ -111,6 +111,7 @@ def render_search(result: SearchResult, console: Console) -> None:
         _render_split(best, console)
         render_breakdown(best, result.cluster.gpu.memory_gib, console)
         render_reliability(best, console)
+        _render_placement(result, console)
         console.print(f"[dim]step time ±: expected error from {name_text(best.error_band.basis)}[/dim]")
         _render_simplest(result, console)
     sc = result.stage_caps
@@ -159,6 +160,19 @@ def _render_price(r: ScoredLayout, cluster, console: Console) -> None:
     console.print(f"cost: ${r.cost_usd_per_step:,.2f} per step, ${r.cost_usd_per_m_tokens:,.3f} per million tokens "
                   f"(GPU ${p.gpu_hour_usd:g}/h, electricity ${p.electricity_usd_per_kwh:g}/kWh); carbon "
                   f"{r.co2e_g_per_step / 1e3:,.2f} kgCO2e per step ({g:g} gCO2e/kWh)", highlight=False)
+
+
+def _render_placement(result: SearchResult, console: Console) -> None:
+    """On rack-scale NVLink domains, how the best layout's consecutive ranks fill them (issue 37 item 4)."""
+    p = result.placement
+    if p is None:
+        return
+    whose = ("node.nvlink_segment_gpus" if p["stated"] else
+             "the planner's default: whole trays holding whole tp x cp and ep groups, as Slurm --segment advises; "
+             "state node.nvlink_segment_gpus for your scheduler's")
+    split = ", ".join(p["split_groups"]) or "none"
+    console.print(f"placement: consecutive ranks (tp innermost, then cp, ep, dp, pp) fill {p['gpus_per_domain']} "
+                  f"of each {p['nvlink_domain_gpus']}-GPU NVLink domain ({whose}); groups spanning domains: {split}")
 
 
 def render_reliability(r: ScoredLayout, console: Console) -> None:

@@ -96,6 +96,16 @@ class SearchResult:
         return self._scored(self.chosen[0]) if self.chosen.size else None
 
     @property
+    def placement(self) -> dict | None:
+        """How the best layout's ranks fill a rack-scale NVLink domain (planner.costs.comm.placement);
+        None on clusters whose NVLink domain is a node, or with no feasible layout."""
+        if not self.chosen.size:
+            return None
+        from planner.costs.comm import placement
+
+        return placement(self.cluster, self.scores.layouts.take(np.array([int(self.chosen[0])])))
+
+    @property
     def nearest(self) -> ScoredLayout | None:
         """The nearest infeasible layout (when nothing is feasible), with what it lacks."""
         if self.chosen.size:

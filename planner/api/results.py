@@ -46,6 +46,8 @@ def search_dict(r: SearchResult) -> dict[str, Any]:
     }
     if r.nearest is not None:
         out["nearest"] = r.nearest.to_dict()
+    if r.placement is not None:
+        out["placement"] = r.placement
     if r.power_caps:
         out["power_caps_searched"] = True
     if r.stage_caps is not None:

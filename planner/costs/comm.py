@@ -71,6 +71,23 @@ def _placement(cluster: ClusterSpec, size, stride, layouts=None):
     return inside, per_domain, domains
 
 
+def placement(cluster: ClusterSpec, layouts) -> dict | None:
+    """How consecutive ranks of row 0 of `layouts` fill a rack-scale NVLink domain (larger than a node),
+    as `job_domain` and `_placement` price them: None on clusters whose domain is a node. `gpus_per_domain`
+    is what the job fills of each domain (`stated`: the cluster's nvlink_segment_gpus, else the planner's
+    default), `split_groups` the process groups whose members span more than one domain (their traffic
+    partly over the network)."""
+    node = cluster.node
+    if node.nvlink_domain <= node.gpus:
+        return None
+    groups = {"tp": process_group(layouts, "tp"), "cp": process_group(layouts, "cp"),
+              "ep": (layouts.ep, layouts.etp), "dp": data_group(layouts), "pp": process_group(layouts, "pp")}
+    split = [name for name, (size, stride) in groups.items()
+             if int(size[0]) > 1 and int(_placement(cluster, size, stride, layouts)[2][0]) > 1]
+    return {"nvlink_domain_gpus": int(node.nvlink_domain), "gpus_per_domain": int(np.asarray(job_domain(cluster, layouts)).ravel()[0]),
+            "stated": node.nvlink_segment_gpus is not None, "split_groups": split}
+
+
 def _leaf_nodes(cluster: ClusterSpec) -> int:
     """Nodes under one leaf switch: half its ports face down; rail-optimised, each GPU's NIC of a
     node goes to its own rail leaf, so a leaf reaches radix/2 nodes (NVIDIA DGX SuperPOD RA)."""

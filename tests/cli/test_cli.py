@@ -44,6 +44,7 @@ def test_search_with_no_arguments_runs_the_default(default_search):
     assert lay["dp"] * lay["micro_batch"] * lay["num_microbatches"] == 1536
     assert sum(best["time_breakdown_s"].values()) == pytest.approx(best["step_time_s"], rel=1e-9)
     assert best["time_parts_s"] == {"moe_imbalance": 0.0}  # a dense model: parts of the terms, none priced
+    assert "placement" not in data  # DGX A100: an NVLink domain is a node, nothing to say
     assert best["memory_gib"]["total"] <= 80
     # tokens/s = 1536 sequences * 2048 tokens / step
     assert best["tokens_per_s"] == pytest.approx(1536 * 2048 / best["step_time_s"])
@@ -225,3 +226,12 @@ def test_help_and_check_load_no_command_they_do_not_run():
     assert "planner.check" in checked
     assert not checked & {"planner.cli.layouts", "planner.cli.sweep", "planner.search", "ortools", "matplotlib",
                           "rich.progress"}, checked
+
+
+def test_search_says_the_placement_on_rack_scale_nvlink():
+    # GB200 NVL72 (72-GPU racks, the shipped cluster states a segment of 64): the line and the JSON say it
+    out = invoke("search", "llama3-8b", "dgx-gb200-nvl72-1152", "--gpus", "128")
+    assert out.exit_code == 0, out.output
+    assert "placement: consecutive ranks" in out.output and "72-GPU NVLink domain" in out.output
+    data = json.loads(invoke("search", "llama3-8b", "dgx-gb200-nvl72-1152", "--gpus", "128", "--json").stdout)
+    assert data["placement"]["nvlink_domain_gpus"] == 72 and data["placement"]["stated"] is True

@@ -316,3 +316,24 @@ def test_qwen3_235b_on_256_gb200s_has_no_cliff_without_a_segment():
         seg = search(model, _rack(64), gpus=256, top_k=1, limits=Limits(fixed=dict(ep=ep))).best.step_time_s
         none = search(model, _rack(), gpus=256, top_k=1, limits=Limits(fixed=dict(ep=ep))).best.step_time_s
         assert none <= 1.5 * seg, (ep, none, seg)
+
+
+def test_placement_says_how_a_rack_is_filled_and_which_groups_span_racks():
+    from planner.costs.comm import placement
+
+    # tp 4 x ep 32 x pp 4 on 128 GPUs (dp 8): lcm(tp 4, ep 32, tray 4) = 32, 72 // 32 = 2 groups, 64 a
+    # rack (not stated). Groups, consecutive ranks tp innermost: tp 4 (span 4), ep 32 (span 32) and dp 8
+    # x stride 4 (span 32) divide 64 and sit in one rack; pp 4 x stride 32 spans 128 > 64: two racks
+    layout = lay(dp=8, tp=4, pp=4, ep=32, micro_batch=1)
+    assert placement(_rack(), layout) == {"nvlink_domain_gpus": 72, "gpus_per_domain": 64, "stated": False,
+                                          "split_groups": ["pp"]}
+    # a job of 32 GPUs fits one rack: the whole domain, no group split; a stated segment is said as such
+    small = lay(dp=32, tp=1, pp=1, micro_batch=1)
+    assert placement(_rack(48), small) == {"nvlink_domain_gpus": 72, "gpus_per_domain": 72, "stated": True,
+                                           "split_groups": []}
+
+
+def test_placement_is_not_said_where_the_nvlink_domain_is_a_node(make_cluster):
+    from planner.costs.comm import placement
+
+    assert placement(make_cluster(), lay(dp=4, tp=2, pp=1, micro_batch=1)) is None
