@@ -327,6 +327,12 @@ def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: 
         value = None if key is None else getattr(c, key)
         stated = value is not None and value is not False  # else the layout is to blame (0.0 is stated)
         out.append(error(v.constraint, ("constraints", key) if stated else ("layout",), v.message))
+    tp, domain = int(data.layout["tp"]), cluster.node.nvlink_domain
+    if not limits.allow_cross_node_tp and (tp > domain or domain % tp):
+        # it trains (vTrain measured tp 16 over two 8-GPU nodes), so a warning: priced, never chosen by a search
+        out.append(Finding(loaded.file, loaded.line_of(("layout",)), "warning", "tp_in_nvlink_domain", "layout",
+                           f"tp={tp} does not tile the {domain} GPUs of one NVLink domain: its collectives run partly "
+                           f"over the network (priced so; a search does not choose it unless --tp is fixed)"))
     if against_best is not None:
         out += _against_best(model, cluster, gpus, limits, data, against_best, error)
     return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,8 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
         check_split(model, p, v, stage_layers)
         ranks = split_ranks(model, lay, stage_layers)
     scores = score(model, cluster, lay, ranks=ranks)
-    masks = evaluate(model, cluster, scores, limits)
+    # an estimate's tp is the user's choice, as a search's fixed tp is (search equals estimate)
+    masks = evaluate(model, cluster, scores, replace(limits, fixed={**limits.fixed, "tp": int(lay.tp[0])}))
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
     return scored_layout(scores, 0, tuple(violations), stage_layers or default_split(model, p, v))
 

@@ -105,3 +105,18 @@ def test_deepseek_v3_on_pp2_vpp8(cluster):
     layout = dict(dp=256, tp=2, pp=2, cp=1, micro_batch=1, vpp=8, recompute="full", sequence_parallel=True,
                   zero=1, ep=64, etp=1)
     assert check_search_finds(model, cluster, 1024, layout).startswith("found")
+
+
+def test_a_fixed_tp_across_nodes_is_found_and_priced_over_the_network():
+    # vTrain measured tp 16 over two 8-GPU DGX A100 nodes: with --tp 16 the search finds it, as estimate
+    # scores it, and its tp all-reduces cost more than tp 8's inside a node (NVLink 300 GB/s vs 25 GB/s NICs)
+    from planner.api import estimate, search
+
+    found = search("gpt3-175b", "dgx-a100-1024", gpus=64, tp=16, pp=4, micro_batch=1, top=1)
+    assert found.best is not None and found.best.layout["tp"] == 16
+    est = estimate("gpt3-175b", "dgx-a100-1024", gpus=64, tp=16, pp=4, micro_batch=1, **{
+        k: found.best.layout[k] for k in ("recompute", "sequence_parallel", "zero", "vpp")})
+    assert est.feasible and est.step_time_s == found.best.step_time_s
+    inside = estimate("gpt3-175b", "dgx-a100-1024", gpus=64, tp=8, pp=8, micro_batch=1, **{
+        k: found.best.layout[k] for k in ("recompute", "sequence_parallel", "zero")})
+    assert est.time_breakdown_s.tp_comm > inside.time_breakdown_s.tp_comm

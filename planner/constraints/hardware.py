@@ -86,7 +86,9 @@ def _parallel_tips(scores, model, i: int) -> list[str]:
 
 
 def _nvlink_domain(scores, ctx: Context, c: Constraint) -> list[Mask]:
-    if ctx.limits.allow_cross_node_tp:
+    # A tp the user fixed is their choice, priced over the network where it leaves the domain (vTrain
+    # measured tp 16 across two 8-GPU nodes): the rule steers the search, it does not refuse what trains.
+    if ctx.limits.allow_cross_node_tp or "tp" in ctx.limits.fixed:
         return []
     tp = scores.layouts.tp
     domain = ctx.cluster.node.nvlink_domain

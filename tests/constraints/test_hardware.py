@@ -117,6 +117,8 @@ def test_tp_must_tile_the_nvlink_domain(a100, gpt3):
     assert m.excess[2] == pytest.approx(1.0)  # (16 - 8) / 8
     assert m.excess[3] == pytest.approx(0.5)  # rejected, so over by something: 3 / 2 - 1 (2 is the tp that tiles)
     assert masks("tp_in_nvlink_domain", Rows(layouts=lay), gpt3, a100, allow_cross_node_tp=True) == []
+    # a tp the user fixed (--tp 16, or plan estimate's) is their choice: priced, not refused
+    assert masks("tp_in_nvlink_domain", Rows(layouts=lay), gpt3, a100, fixed={"tp": 16}) == []
 
 
 @pytest.mark.parametrize("domain, tps, excess", [
