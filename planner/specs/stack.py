@@ -125,6 +125,10 @@ class StackSpec(StackConstants):
     zero3_recompute_gathers: bool = Field(default=False, description=(
         "the recomputed forward of a checkpointed layer gathers its parameters again: a third gather per "
         "step besides forward and backward (DeepSpeed's per-submodule forward hooks fire in the recompute)"))
+    zero3_gather_copy_passes: float = Field(default=0.0, ge=0, le=10, description=(
+        "HBM passes over each gathered tensor besides the collective's own writes: DeepSpeed <= 0.5 "
+        "zero-fills the buffer (one write) and PyTorch's list all_gather copies it back from its flat "
+        "buffer (one read, one write): 3"))
     zero3_gather_rank_us: float = Field(default=0.0, ge=0, le=1e3, description=(
         "host time per gathered unit per rank of the group [us]: DeepSpeed <= 0.5 gathers into a list of one "
         "view per rank, which PyTorch's ProcessGroupNCCL::allgather copies back one copy_ per rank"))
