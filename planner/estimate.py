@@ -60,7 +60,8 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     scores = score(model, cluster, lay, ranks=ranks)
     masks = evaluate(model, cluster, scores, limits)
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
-    return scored_layout(scores, 0, tuple(violations), stage_layers or default_split(model, p, v), model.mtp_layers or 0)
+    split = stage_layers or default_split(model, p, v)
+    return scored_layout(scores, 0, tuple(violations), split, model.mtp_layers or 0)
 
 
 def _check_expert_groups(lay, in_file: bool) -> None:

@@ -40,7 +40,8 @@ from planner.costs.pipeline_ranks import all_ranks, default_split, pipeline_rank
 from planner.layout.space import single_layout
 from planner.errors import SpecError
 from planner.specs import ClusterSpec, ModelSpec
-from planner.timeline_orders import Op, Placement, order_problem, rank_orders, unit_order  # noqa: F401 (unit_order: tests)
+from planner.timeline_orders import Op, Placement, order_problem, rank_orders
+from planner.timeline_orders import unit_order  # noqa: F401  (tests import it from here, as before)
 
 # Units (one micro-batch's forward and backward on one virtual stage) a timeline simulates and draws at most:
 # 50,000 take about 2 s to simulate and a few more to draw (60,000 sequences on pp 8 were 480,000: minutes, GBs)
