@@ -62,7 +62,8 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     # an estimate's tp is the user's choice, as a search's fixed tp is (search equals estimate)
     masks = evaluate(model, cluster, scores, replace(limits, fixed={**limits.fixed, "tp": int(lay.tp[0])}))
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
-    return scored_layout(scores, 0, tuple(violations), stage_layers or default_split(model, p, v))
+    split = stage_layers or default_split(model, p, v)
+    return scored_layout(scores, 0, tuple(violations), split, model.mtp_layers or 0)
 
 
 def _check_expert_groups(lay, in_file: bool) -> None:

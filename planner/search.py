@@ -58,7 +58,7 @@ class SearchResult:
         return tuple(default_split(self.model, int(lay.pp[i]), int(lay.vpp[i])))
 
     def _scored(self, i: int, violations: tuple = ()) -> ScoredLayout:
-        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i))
+        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i), self.model.mtp_layers or 0)
         if self.pool is not None:  # every pipeline rank in the one pool searched
             s.layout["stage_pools"] = [self.pool] * int(self.scores.layouts.pp[int(i)])
         return s

@@ -244,8 +244,7 @@ AXES: tuple[Axis, ...] = (
          default_from=lambda v: np.where(np.asarray(v["vpp"]) > 1, 1, 0),
          invalid="unknown schedule '{value}'", expected=" | ".join(SCHEDULES),
          candidates=lambda ctx, chosen: [0, 1] if chosen["pp"] > 1 else [0],
-         short="sched=", show="cell", hide_default=True,  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
-         csv=False),  # not yet a column of `plan sweep --out`: its order is a documented contract (docs/sweeps.md)
+         short="sched=", show="cell", hide_default=True),  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
          short="m", show="detail", csv=False),
