@@ -96,7 +96,7 @@ class LayerKind:
     """Layers of one kind: `count` of them, the tensor-parallel matrices (attention, and the dense
     MLP or the shared experts), one routed expert's matrices and the router (MoE only)."""
 
-    name: Literal["dense", "moe"]
+    name: Literal["dense", "moe", "mamba", "deltanet", "attention", "mlp"]
     count: int
     tp_matrices: tuple[Matrix, ...]
     expert: tuple[Matrix, ...] = ()
@@ -104,6 +104,18 @@ class LayerKind:
     top_k: int = 0
     router: Matrix | None = None
     norm_params: int = 0
+    # Hybrid models (ModelSpec.layer_pattern): the token mixer of this kind ("attention", "mamba",
+    # "deltanet", or "none" for an MLP / MoE layer), the pattern character(s) it stands for, and
+    # the mixer's parameters outside its GEMMs (conv1d, A, D, dt bias, gated norm): split over tp.
+    mixer: Literal["attention", "mamba", "deltanet", "none"] = "attention"
+    chars: str = ""
+    mixer_params: int = 0
+
+    @property
+    def sublayer(self) -> bool:
+        """A layer of a hybrid pattern: one norm, one mixer or one MLP, one residual (Megatron's
+        MambaLayer / TransformerLayer with an identity half), not attention and MLP together."""
+        return self.chars != ""
 
     @property
     def is_moe(self) -> bool:
@@ -113,7 +125,7 @@ class LayerKind:
     def tp_params(self) -> int:
         """Parameters split over tp (or replicated: norms, router, MLA down projections)."""
         router = self.router.params if self.router else 0
-        return sum(m.params for m in self.tp_matrices) + router + self.norm_params
+        return sum(m.params for m in self.tp_matrices) + router + self.norm_params + self.mixer_params
 
     @property
     def expert_params(self) -> int:
@@ -138,7 +150,11 @@ def layer_norm_params(model: Any) -> int:
 
 
 def layer_kinds(model: Any) -> tuple[LayerKind, ...]:
-    """The dense and the MoE layers of a model (kinds with no layer left out)."""
+    """The dense and the MoE layers of a model (kinds with no layer left out); of a hybrid model,
+    one kind per character of its layer pattern (planner/specs/hybrid.py)."""
+    if model.layer_pattern is not None:
+        from planner.specs.hybrid import hybrid_kinds
+        return hybrid_kinds(model)
     attn = attention_matrices(model)
     kinds = []
     dense = model.layers - model.moe_layers
@@ -155,7 +171,7 @@ def layer_kinds(model: Any) -> tuple[LayerKind, ...]:
 
 def gemm_flops_per_token(kind: LayerKind) -> float:
     """Forward FLOPs of a layer's projections per token: 2 x the weights a token passes through."""
-    return 2.0 * (kind.active_params - kind.norm_params - sum(m.n for m in kind.tp_matrices if m.bias))
+    return 2.0 * (kind.active_params - kind.norm_params - kind.mixer_params - sum(m.n for m in kind.tp_matrices if m.bias))
 
 
 def attention_core_flops_per_seq(model: Any, windowed: bool = True) -> float:
