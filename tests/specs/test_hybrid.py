@@ -100,3 +100,45 @@ def test_tp_must_divide_mamba_groups():
     from planner.errors import SpecError
     with pytest.raises(SpecError, match=r"mamba.groups \(4\)"):
         check_fixed_axes(model, 64, {"tp": 8})
+
+
+# Hugging Face configs. Qwen3-Next-80B-A3B-Instruct's config.json as Megatron-Bridge's test fixture quotes it
+# (NVIDIA-NeMo/Megatron-Bridge tests/unit_tests/models/qwen/, qwen3_next_80b_a3b_config_dict), the keys read;
+# Nemotron-H-56B's from Megatron-Bridge's recipe (@067f987d recipes/nemotronh/h100/nemotronh.py, its 56B
+# architecture) under NemotronHConfig's key names (no verbatim copy of the hub file was at hand).
+QWEN3_NEXT_HF = {
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "decoder_sparse_step": 1,
+    "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 5120, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_value_head_dim": 128, "max_position_embeddings": 262144,
+    "mlp_only_layers": [], "moe_intermediate_size": 512, "norm_topk_prob": True, "num_attention_heads": 16,
+    "num_experts": 512, "num_experts_per_tok": 10, "num_hidden_layers": 48, "num_key_value_heads": 2,
+    "partial_rotary_factor": 0.25, "rms_norm_eps": 1e-06, "rope_theta": 10000000,
+    "shared_expert_intermediate_size": 512, "tie_word_embeddings": False, "vocab_size": 151936,
+}
+NEMOTRON_H_HF = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "num_hidden_layers": 118,
+    "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+    "intermediate_size": 32768, "mlp_hidden_act": "relu2", "vocab_size": 131072, "tie_word_embeddings": False,
+    "max_position_embeddings": 8192, "layer_norm_epsilon": 1e-5, "mamba_num_heads": 256, "mamba_head_dim": 64,
+    "ssm_state_size": 256, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128,
+    "hybrid_override_pattern": load_model("nemotron-h-56b").layer_pattern,
+}
+
+
+@pytest.mark.parametrize("config, shipped", [(QWEN3_NEXT_HF, "qwen3-next-80b-a3b"), (NEMOTRON_H_HF, "nemotron-h-56b")])
+def test_hf_import_gives_the_shipped_model(config, shipped):
+    from planner.specs import ModelSpec
+    from planner.specs.hf import spec_from_hf
+    imported = ModelSpec.model_validate(spec_from_hf(config, name="x", seq_len=4096, global_batch=8).spec)
+    ours = load_model(shipped)
+    assert imported.layer_pattern == ours.layer_pattern and imported.layers == ours.layers
+    assert (imported.mamba, imported.deltanet, imported.moe) == (ours.mamba, ours.deltanet, ours.moe)
+    assert imported.total_params() == ours.total_params()
+
+
+def test_hf_import_refuses_a_moe_nemotron_h():
+    from planner.errors import SpecError
+    from planner.specs.hf import spec_from_hf
+    with pytest.raises(SpecError, match="MoE layer"):
+        spec_from_hf({**NEMOTRON_H_HF, "hybrid_override_pattern": "ME" * 59}, name="x")
