@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import yaml
 
 from planner.errors import SpecError, clip, clip_file, shown
+from planner.specs.hf_hybrid import hybrid_fields
 from planner.specs.model import ModelSpec, MoeSpec
 from planner.specs.yamlio import MAX_NUMBER_CHARS, LoadedYaml, load_yaml_text
 
@@ -776,8 +777,7 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
         _moe(r, family, spec, sources, notes)
         _router(r, spec, sources)
     if family.hybrid:
-        from planner.specs.hf_hybrid import hybrid_fields
-        hybrid_fields(r, family.hybrid, spec, sources, notes)
+        hybrid_fields(r, family.hybrid, spec, sources, notes, _Names)
     if family.window:
         _window(r, family, spec, sources, notes)
     if family.position_embedding == "rope":

@@ -31,12 +31,13 @@ def _section(r, keys: dict, required: tuple, spec: dict, sources: dict, name: st
     spec[name] = out
 
 
-def hybrid_fields(r, kind: str, spec: dict, sources: dict, notes: list[str]) -> None:
-    """layer_pattern (and layers), mamba: or deltanet:, and the attention's extras into `spec`."""
+def hybrid_fields(r, kind: str, spec: dict, sources: dict, notes: list[str], names: type) -> None:
+    """layer_pattern (and layers), mamba: or deltanet:, and the attention's extras into `spec`; `names`:
+    the reader's type of a list of layer type names."""
     if kind == "nemotron_h":
         _nemotron_h(r, spec, sources, notes)
     else:
-        _qwen3_next(r, spec, sources, notes)
+        _qwen3_next(r, spec, sources, notes, names)
 
 
 def _nemotron_h(r, spec: dict, sources: dict, notes: list[str]) -> None:
@@ -55,10 +56,9 @@ def _nemotron_h(r, spec: dict, sources: dict, notes: list[str]) -> None:
     _section(r, _MAMBA_KEYS, ("heads", "head_dim", "state_dim", "groups"), spec, sources, "mamba")
 
 
-def _qwen3_next(r, spec: dict, sources: dict, notes: list[str]) -> None:
+def _qwen3_next(r, spec: dict, sources: dict, notes: list[str], names: type) -> None:
     layers, layers_path = spec["layers"], sources[("layers",)]
-    from planner.specs.hf import _Names
-    types, path = r.get(("layer_types",), _Names, required=False)
+    types, path = r.get(("layer_types",), names, required=False)
     if types is None:
         every, path = r.get(("full_attention_interval",), int, required=False)
         every = every or 4  # Qwen3NextConfig's default
