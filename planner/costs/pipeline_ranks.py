@@ -37,8 +37,7 @@ def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
     MoE models in tests/costs/test_pipeline_ranks.py)."""
     first, last = np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1
     if model is not None and model.layer_pattern is not None:
-        # a hybrid pattern's stages hold different mixes of kinds: any rank may be the slowest
-        return all_ranks(layouts)
+        return _undominated_ranks(model, layouts)
     if model is not None and model.moe is not None:
         return np.stack([first, np.maximum(np.minimum(1, last), _first_all_moe_rank(model, layouts)), last])
     return np.stack([first, last])
@@ -55,6 +54,28 @@ def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
         moe, layers = rank_moe_layers(model, one, ranks)[:, 0], rank_layers(model, one, ranks)[:, 0]
         rank[i] = int(np.lexsort((-np.arange(p), layers, moe))[-1])
     return rank[inverse]
+
+
+def _undominated_ranks(model: ModelSpec, layouts) -> np.ndarray:
+    """(k, n): a hybrid pattern's stages hold different mixes of kinds, so any rank may be the slowest
+    or the fullest; a rank holding no more layers of any kind than an earlier one is no heavier than
+    it (an earlier rank has as many micro-batches in flight or more, and the embedding if any), so
+    the ranks kept are those no earlier rank dominates, and the last (the logits). Once per distinct (pp, vpp);
+    shorter lists repeat their last rank (as all_ranks)."""
+    first, inverse = unique_rows([layouts.pp, layouts.vpp])
+    kinds = layer_kinds(model)
+    kept = []
+    for p, v in zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist()):
+        one, ranks = _OnePipeline(np.array([p]), np.array([v])), np.arange(p)[:, None]
+        counts = np.stack([rank_pattern_layers(model, one, ranks, k.chars)[:, 0] for k in kinds], axis=1)
+        keep: list[int] = []
+        for r in range(p):
+            if r == p - 1 or not any(np.all(counts[q] >= counts[r]) for q in keep):
+                keep.append(r)
+        kept.append(keep)
+    width = max(len(k) for k in kept)
+    table = np.array([k + [k[-1]] * (width - len(k)) for k in kept], dtype=np.int64).T
+    return table[:, inverse]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from planner.costs.context import job_context
 from planner.costs.flops import model_flops_per_seq
 from planner.costs.layer_times import kind_times
 from planner.costs.memory import activation_bytes_per_layer
-from planner.costs.pipeline_ranks import pipeline_ranks, rank_param_split
+from planner.costs.pipeline_ranks import all_ranks, pipeline_ranks, rank_param_split
 from planner.layout.space import single_layout
 from planner.specs.layers import layer_kinds
 from planner.specs.loading import load_cluster, load_model
@@ -54,7 +54,8 @@ def test_each_rank_holds_its_patterns_layers():
 def test_qwen3_next_moe_layers_per_rank():
     # every second pattern layer is MoE: a rank of 24 pattern layers (pp 4) holds 12
     m = load_model("qwen3-next-80b-a3b")
-    ranks = pipeline_ranks(m, single_layout(tp=1, pp=4, dp=1, micro_batch=1, num_microbatches=8, ep=8))
+    lay = single_layout(tp=1, pp=4, dp=1, micro_batch=1, num_microbatches=8, ep=8)
+    ranks = pipeline_ranks(m, lay, all_ranks(lay))
     assert ranks.moe_layers[:, 0].tolist() == [12, 12, 12, 12]
 
 
@@ -72,10 +73,32 @@ def test_kinds_communicate_as_megatron_splits_them():
     assert all(float(t.cp[0]) == 0 for t in kind_times(m, cluster, job.stack, no_cp))
 
 
-def test_hybrid_searches_and_every_rank_is_bounded():
-    # the slowest rank of a hybrid pipeline is found among all ranks (bounding_ranks: all of them)
+def test_every_rank_holds_the_pattern_once():
     m = load_model("nemotron-h-56b")
     lay = single_layout(tp=4, pp=8, dp=1, micro_batch=1, num_microbatches=8)
-    ranks = pipeline_ranks(m, lay)
+    ranks = pipeline_ranks(m, lay, all_ranks(lay))
     assert ranks.rank[:, 0].tolist() == list(range(8))
     assert np.sum([x[:, 0] for x in ranks.by_kind]) == 118
+
+
+@pytest.mark.parametrize("name", ["nemotron-h-56b", "qwen3-next-80b-a3b"])
+def test_kept_ranks_bound_every_rank(name):
+    # the ranks bounding_ranks keeps (no earlier rank holds as many of every kind) give the same slowest
+    # rank time and the same fullest memory as evaluating every rank
+    from planner.costs.memory import memory_per_rank
+    from planner.costs.pipeline import rank_time_s
+    from planner.costs.pipeline_ranks import all_ranks
+    from planner.search import space_for
+    m, cluster = load_model(name), load_cluster("dgx-h100-1024")
+    lay = space_for(m, 256)
+    lay = lay.take(np.flatnonzero(lay.pp > 1)[::97])
+    kept, every = pipeline_ranks(m, lay), pipeline_ranks(m, lay, all_ranks(lay))
+    assert kept.rank.shape[0] < every.rank.shape[0]
+    for ranks in (kept, every):
+        job = job_context(m, cluster, lay, ranks)
+        ranks_time = rank_time_s(job.kinds, ranks).max(axis=0)
+        mem = memory_per_rank(job).total.max(axis=0)
+        if ranks is kept:
+            t_kept, mem_kept = ranks_time, mem
+    np.testing.assert_allclose(t_kept, ranks_time, rtol=1e-12)
+    np.testing.assert_allclose(mem_kept, mem, rtol=1e-12)
