@@ -213,7 +213,7 @@ def check_fixed_axes(model: ModelSpec, gpus: int, fixed: dict) -> None:
     ctx = SpaceContext(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                        global_batch=model.training.global_batch, seq_len=model.seq_len,
                        experts=model.moe.experts if model.moe else 0, min_cp_tokens=1,
-                       fp8_param_gather=model.training.fp8_param_gather)
+                       fp8_param_gather=model.training.fp8_param_gather, mixer_heads=model.tp_split_heads)
     by_name = {a.name: a for a in AXES}
     for rule in RULES:
         if not set(rule.axes) <= set(fixed):
@@ -234,7 +234,7 @@ def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), c
                              global_batch=model.training.global_batch, seq_len=model.seq_len,
                              experts=model.moe.experts if model.moe else 0, limits=space,
                              cap_levels=cap_levels, fp8_param_gather=model.training.fp8_param_gather,
-                             include=fixed)
+                             include=fixed, mixer_heads=model.tp_split_heads)
 
 
 def search(

@@ -294,6 +294,12 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc, st)
     return np.where(cp > 1, passes * fwd + bwd, 0.0)
 
 
+def process_links(cluster: ClusterSpec, layouts, name: str, nbytes) -> Links:
+    """The links of process group `name` (cp, tp, ...) for messages of `nbytes`."""
+    size, stride = process_group(layouts, name)
+    return group_links(cluster, size, stride, layouts).sized(nbytes, cluster.gpu.efficiency.message_half_mb)
+
+
 def remote_domains_per_token(experts: int, top_k: int, ep, per_domain) -> np.ndarray:
     """Expected NVLink domains other than the token's own that its top_k experts touch, under
     uniform routing, with the ep group spanning D = ep / per_domain domains of E/D = experts / ep x

@@ -16,7 +16,7 @@ from planner.costs import comm
 from planner.costs.compute import LayerCompute
 from planner.costs.context import JobContext
 from planner.costs.layer_times import KindTimes, kind_sums
-from planner.costs.pipeline_ranks import PipelineRanks
+from planner.costs.pipeline_ranks import PipelineRanks, held_layers
 from planner.costs.schedules import bubble_factor
 from planner.layout.arrays import unique_rows
 from planner.layout.axes import AXES, degrees
@@ -65,8 +65,7 @@ def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
 def _rank_time_s(layers, moe, logits, ranks: PipelineRanks) -> np.ndarray:
     """rank_time_s from each kind's `layer` and whether it is MoE."""
     out = ranks.last * logits
-    for layer, is_moe in zip(layers, moe):
-        held = ranks.moe_layers if is_moe else ranks.layers - ranks.moe_layers
+    for layer, held in zip(layers, held_layers(ranks, moe)):
         out = out + held * layer
     return out
 

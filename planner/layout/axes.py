@@ -48,6 +48,7 @@ class SpaceContext:
     min_cp_tokens: int = 512
     cap_levels: int = 1  # power-cap levels searched (1: the uncapped GPU only)
     fp8_param_gather: bool = False  # training.fp8_param_gather: FP8 weights gathered by the distributed optimizer
+    mixer_heads: tuple = ()  # a hybrid model's (name, count) tp must divide too (ModelSpec.tp_split_heads)
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,11 @@ RULES: tuple[Rule, ...] = (
     Rule("tp_divides_heads", ("tp",),
          lambda v, ctx: (ctx.heads % v["tp"] == 0) & (ctx.kv_heads % v["tp"] == 0),
          lambda r, ctx: f"tp={r['tp']} must divide heads ({ctx.heads}) and kv_heads ({ctx.kv_heads})"),
+    # Megatron-Core MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0 (mamba_mixer.py), its
+    # GatedDeltaNet splits key and value heads over tp (gated_delta_net/common.py num_k_heads_local_tp)
+    Rule("tp_divides_mixer_heads", ("tp",),
+         lambda v, ctx: np.logical_and.reduce([n % v["tp"] == 0 for _, n in ctx.mixer_heads] + [v["tp"] > 0]),
+         lambda r, ctx: f"tp={r['tp']} must divide " + ", ".join(f"{name} ({n})" for name, n in ctx.mixer_heads)),
     # Megatron-Core context parallelism splits each sequence into 2*cp chunks (causal load balancing).
     Rule("cp_divides_sequence", ("cp",),
          lambda v, ctx: (v["cp"] == 1) | ((ctx.seq_len > 0) & (ctx.seq_len % (2 * v["cp"]) == 0)
