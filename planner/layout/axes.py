@@ -329,6 +329,19 @@ def _schedule_ok(v, ctx):
     return chunks & pipelined & even
 
 
+def _dualpipe_microbatches_ok(v, ctx):
+    m = ctx.global_batch // (np.asarray(v["dp"]) * np.asarray(v["micro_batch"]))
+    pp = np.asarray(v["pp"])
+    dual, dualv = _schedule_is(v, ("dualpipe",)), _schedule_is(v, ("dualpipev",))
+    return ~(dual | dualv) | ((m >= 2 * pp) & (~dual | (m % 2 == 0)))
+
+
+def _dualpipe_microbatches_message(r, m):
+    s, pp = r["schedule"], r["pp"]
+    even = "an even number of " if s == "dualpipe" else ""
+    return f"schedule {s} needs {even}micro-batches of at least 2 pp = {2 * pp} per step (got {m})"
+
+
 def _schedule_message(r, ctx):
     s, vpp, pp = r["schedule"], r["vpp"], r["pp"]
     if s in INTERLEAVED_SCHEDULES and vpp == 1:
@@ -385,6 +398,10 @@ RULES: tuple[Rule, ...] = (
          f"divisible by pp ({r['pp']}) and pp*vpp ({r['pp'] * r['vpp']}) virtual stages that take the {ctx.layers} layers "
          "with at least one layer each, or at most two short of even (the embedding's and the loss's place)"),
     Rule("schedule_fits", ("pp", "vpp", "schedule"), _schedule_ok, _schedule_message),
+    # DeepSeek's DualPipe step() asserts an even count of at least 2 pp micro-batches (half from each end,
+    # each half at least pp), DualPipeV at least 2 pp (dualpipe.py, dualpipev.py): fewer cannot run.
+    Rule("schedule_microbatches", ("dp", "micro_batch", "pp", "schedule"), _dualpipe_microbatches_ok,
+         lambda r, ctx: _dualpipe_microbatches_message(r, ctx.global_batch // (r["dp"] * r["micro_batch"]))),
     Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),
