@@ -83,14 +83,16 @@ class ScoredLayout:
         of one scored layout"): plain dicts, lists, numbers and strings."""
         from dataclasses import asdict
 
-        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items()}
+        # Offload's terms (host memory, exposed copies) only where the layout offloads (planner/costs/offload.py).
+        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items() if k != "host" or v}
         memory["total"] = round(self.memory_gib.total, 4)
+        times = {k: v for k, v in asdict(self.time_breakdown_s).items() if k != "offload" or v}
         band = self.error_band
         out = {
             "layout": dict(self.layout), "feasible": self.feasible,
             "violations": [{"constraint": v.constraint, "message": v.message} for v in self.violations],
             "step_time_s": self.step_time_s, "step_time_error_pct": round(band.pct, 2),
-            "step_time_error_basis": band.basis, "time_breakdown_s": asdict(self.time_breakdown_s),
+            "step_time_error_basis": band.basis, "time_breakdown_s": times,
             "memory_gib": memory, **({} if band.memory_pct is None else {"memory_error_pct": round(band.memory_pct, 2)}),
             "tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu, "mfu": self.mfu,
             **({} if self.mfu_fp8_peak is None else {"mfu_fp8_peak": self.mfu_fp8_peak}),
