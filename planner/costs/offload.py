@@ -49,18 +49,20 @@ def activations_offloaded(layouts) -> np.ndarray:
     return (layouts.offload == ACTIVATIONS) | (layouts.offload == BOTH)
 
 
-def host_link_bytes_per_s(node) -> float:
+def host_link_bytes_per_s(node, gpus) -> np.ndarray:
     """Achieved GPU <-> host bandwidth per GPU per direction [B/s]: the link's, or the node's host memory
-    bandwidth shared by its GPUs copying both ways at once, whichever is less (8 H100s on Gen5 x16 would
-    move 8 x 2 x 54 = 870 GB/s, more than the DGX H100's 614 GB/s of DDR5)."""
-    return min(node.host_link_gbps * GB * HOST_LINK_EFFICIENCY, node.host_memory_gbps * GB / (2 * node.gpus))
+    bandwidth shared by the job's GPUs on it (`gpus`: the job's, per layout) copying both ways at once,
+    whichever is less (8 H100s on Gen5 x16 would move 8 x 2 x 54 = 870 GB/s, more than the DGX H100's
+    614 GB/s of DDR5)."""
+    per_node = np.minimum(node.gpus, gpus)
+    return np.minimum(node.host_link_gbps * GB * HOST_LINK_EFFICIENCY, node.host_memory_gbps * GB / (2 * per_node))
 
 
 def optimizer_step_s(shard_params, node, gpus, prec) -> np.ndarray:
     """Seconds of an offloaded optimizer step of `shard_params` parameters per GPU: the slowest of the
     gradients' copy to the host, the CPU Adam step (the node's memory bandwidth shared by its GPUs of
     the job, `gpus` per layout) and the weights' copy back, which overlap per parameter group."""
-    link = host_link_bytes_per_s(node)
+    link = host_link_bytes_per_s(node, gpus)
     per_node = np.minimum(node.gpus, gpus)
     d2h = shard_params * prec.grad_bytes / link
     h2d = shard_params * prec.weight_bytes / link
@@ -73,10 +75,10 @@ def host_optimizer_bytes(shard_params, prec) -> np.ndarray:
     return shard_params * (prec.optimizer_state_bytes + FP32_BYTES)
 
 
-def activation_exposed_s(layer_bytes, fwd_s, bwd_s, node) -> np.ndarray:
+def activation_exposed_s(layer_bytes, fwd_s, bwd_s, node, gpus) -> np.ndarray:
     """Seconds per layer per micro-batch an offloaded layer's copies add: each direction's copy
     hides behind that layer's forward (to the host) or backward (back to the GPU)."""
-    copy_s = layer_bytes / host_link_bytes_per_s(node)
+    copy_s = layer_bytes / host_link_bytes_per_s(node, gpus)
     return np.maximum(copy_s - fwd_s, 0.0) + np.maximum(copy_s - bwd_s, 0.0)
 
 

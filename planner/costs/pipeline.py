@@ -131,7 +131,7 @@ def _activation_offload_s(job: JobContext, lc: LayerCompute, m, most) -> np.ndar
         sub = job.layouts.take(rows)
         layer_bytes = np.max([activation_bytes_per_layer(job.model, sub, k)[0] for k in layer_kinds(job.model)], axis=0)
         per_layer = offload.activation_exposed_s(layer_bytes, np.broadcast_to(lc.fwd_s, out.shape)[rows],
-                                                 np.broadcast_to(lc.bwd_s, out.shape)[rows], job.cluster.node)
+                                                 np.broadcast_to(lc.bwd_s, out.shape)[rows], job.cluster.node, sub.gpus)
         out[rows] = (m * np.broadcast_to(most, out.shape))[rows] * per_layer
     return out
 

@@ -22,9 +22,11 @@ def node(**host):
 
 def test_link_is_the_datasheets_rate_or_the_host_memory_shared_both_ways():
     # 64 GB/s x 0.85 = 54.4 GB/s; 8 GPUs both ways on 614.4 GB/s of DDR5: 614.4 / 16 = 38.4 GB/s, less
-    assert offload.host_link_bytes_per_s(node()) == pytest.approx(38.4e9)
+    assert offload.host_link_bytes_per_s(node(), 8) == pytest.approx(38.4e9)
     # with 2,000 GB/s of host memory (125 GB/s per GPU per direction) the link's 54.4 binds
-    assert offload.host_link_bytes_per_s(node(host_memory_gbps=2000)) == pytest.approx(54.4e9)
+    assert offload.host_link_bytes_per_s(node(host_memory_gbps=2000), 8) == pytest.approx(54.4e9)
+    # a job of 2 GPUs on the node: 614.4 / 4 = 153.6 GB/s each, the link binds
+    assert offload.host_link_bytes_per_s(node(), 2) == pytest.approx(54.4e9)
 
 
 def test_a_7b_models_optimizer_on_the_host_of_8_gpus():
@@ -38,8 +40,8 @@ def test_a_7b_models_optimizer_on_the_host_of_8_gpus():
     # with 20,000 GB/s of host memory the link binds: 4 x 875e6 / 54.4e9 = 0.0643 s
     assert offload.optimizer_step_s(shard, node(host_memory_gbps=20000), 8, BF16) == pytest.approx(4 * 875e6 / 54.4e9)
     # one GPU of the node alone gets all of its memory bandwidth: 30 x 875e6 / 614.4e9 = 0.0427 s,
-    # the gradients' copy (4 x 875e6 / 38.4e9 = 0.0911 s) is then the slowest
-    assert offload.optimizer_step_s(shard, node(), 1, BF16) == pytest.approx(4 * 875e6 / 38.4e9)
+    # and the link's 54.4 GB/s: the gradients' copy (4 x 875e6 / 54.4e9 = 0.0643 s) is then the slowest
+    assert offload.optimizer_step_s(shard, node(), 1, BF16) == pytest.approx(4 * 875e6 / 54.4e9)
 
 
 @pytest.mark.parametrize("fwd_s, bwd_s, expected_s", [
@@ -49,7 +51,7 @@ def test_a_7b_models_optimizer_on_the_host_of_8_gpus():
     (0.010, 0.030, 0.010),  # forward exposes 10 ms, backward hides its copy
 ])
 def test_activation_copies_hide_behind_the_layers_compute(fwd_s, bwd_s, expected_s):
-    got = offload.activation_exposed_s(1.088e9, fwd_s, bwd_s, node(host_memory_gbps=2000))
+    got = offload.activation_exposed_s(1.088e9, fwd_s, bwd_s, node(host_memory_gbps=2000), 8)
     assert got == pytest.approx(expected_s, abs=1e-12)
 
 
