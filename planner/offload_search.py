@@ -16,6 +16,8 @@ priced: a claim no measurement backs yet.)
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from planner.constraints import evaluate
@@ -23,7 +25,7 @@ from planner.costs.offload import ACTIVATIONS, BOTH, OPTIMIZER
 from planner.errors import SpecError
 from planner.layout.arrays import scatter
 
-__all__ = ["check_offload", "with_offload"]
+__all__ = ["check_offload", "offload_space", "with_offload"]
 
 
 def check_offload(cluster, value: str | None, path: str = "--offload") -> None:
@@ -34,6 +36,17 @@ def check_offload(cluster, value: str | None, path: str = "--offload") -> None:
                     f"cluster {cluster.name} does not state them", path=path,
                     expected="--offload none, or a cluster with node.host_memory_gib, node.host_link_gbps and "
                              "node.host_memory_gbps")
+
+
+def offload_space(model, cluster, space, limits):
+    """The search's space limits with the model's training.offload fixing the axis where neither
+    --offload (`space`) nor a constraint (`limits.fixed`) does; an offload on a cluster that does not
+    price it is bad input."""
+    if model.training.offload is not None and space.offload is None and "offload" not in limits.fixed:
+        space = replace(space, offload=model.training.offload)
+    check_offload(cluster, space.offload or limits.fixed.get("offload"),
+                  "--offload" if model.training.offload is None else "training.offload")
+    return space
 
 
 def offload_rows(model, cluster, scores, limits, reference=None) -> tuple[np.ndarray, np.ndarray]:
@@ -60,10 +73,11 @@ def offload_rows(model, cluster, scores, limits, reference=None) -> tuple[np.nda
     return np.concatenate([r for r, _ in pairs]), np.concatenate([v for _, v in pairs])
 
 
-def with_offload(model, cluster, layouts, scores, limits, score_fn, reference=None, framework: str | None = None):
+def with_offload(model, cluster, layouts, scores, limits, space, score_fn, reference=None, framework: str | None = None):
     """(layouts, scores) with the offloading variants of offload_rows appended (the same when none
-    is worth it); `score_fn(layouts)` scores the variants as the search scores its space."""
-    if not cluster.node.offload_ready:
+    is worth it, or when --offload or a constraint fixes the axis); `score_fn(layouts)` scores the
+    variants as the search scores its space."""
+    if not cluster.node.offload_ready or space.offload is not None or "offload" in limits.fixed:
         return layouts, scores
     rows, values = offload_rows(model, cluster, scores, limits, reference)
     if not rows.size:
