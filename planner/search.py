@@ -265,9 +265,8 @@ def search(
         raise InfeasibleError(empty_space_reason(model, gpus))
     if framework is not None:
         layouts = framework_layouts(framework, layouts, model)
-    reference = None
-    if limits.min_scaling_efficiency is not None and gpus >= 2:
-        reference = _reference_rate(model, cluster, gpus // 2, limits, space)
+    scaled = limits.min_scaling_efficiency is not None and gpus >= 2
+    reference = _reference_rate(model, cluster, gpus // 2, limits, space) if scaled else None
     scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
     layouts, scores = with_offload(model, cluster, layouts, scores, limits, space, lambda lay: score(
         model, cluster, lay, caps=levels, critical_batch_tokens=critical_batch_tokens), reference, framework)
