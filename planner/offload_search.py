@@ -10,9 +10,9 @@ host memory and link, adds the offloading variants of the rows that
 Only those variants are scored. Where layouts without offload fit, a search keeps to them (as it
 keeps to 1f1b/interleaved schedules) unless --offload or the model's training.offload names one:
 offload's costs are priced from datasheets and the frameworks' mechanisms, not calibrated against
-measured steps as the rest of the step time is. (Letting every memory-bound row try it changed the
-best layout of 17 of benchmarks/snapshot.py's 26 searches to activation offload, 4-25 % faster as
-priced: a claim no measurement backs yet.)
+measured steps as the rest of the step time is. (Letting every memory-bound row that could beat the
+fastest feasible one try it made offload the best of 16 of benchmarks/snapshot.py's 24 searches with a
+best, 15 of them activation offload, 3.7-16.8 % faster as priced: a claim no measurement backs yet.)
 """
 from __future__ import annotations
 
