@@ -48,6 +48,12 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     gpus / (the other degrees), gpus to the product of the degrees when all are given, else to
     the cluster's. `stage_layers`: transformer layers per virtual stage in schedule order
     (default: the default split, planner/costs/pipeline_ranks.py)."""
+    from planner.offload_search import check_offload
+
+    if given.get("offload") is None and model.training.offload is not None:  # the model's own offload
+        given = {**given, "offload": model.training.offload}
+        check_offload(cluster, given["offload"], "training.offload")
+    check_offload(cluster, given.get("offload"), "layout.offload" if in_file else "--offload")
     implied = given_gpus({a.name: given.get(a.name, a.default) for a in AXES if a.role == "degree"})
     total = gpus or implied or cluster.total_gpus
     lay = layout_of(model, total, given, gpus_said=gpus_said or f"--gpus is {total}", in_file=in_file)

@@ -210,6 +210,8 @@ def render_gpus_range(r: GpuCountResult, console: Console) -> None:
 
 # Time breakdown fields that are a part of other terms (costs.pipeline.PARTS_OF_TERMS), with their row label.
 _OF_WHICH = {"moe_imbalance": "of which moe imbalance"}
+# Offload's terms (planner/costs/offload.py): shown only where the layout offloads.
+_OFFLOAD_ONLY = ("offload", "host")
 
 
 def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title: str = "best layout") -> None:
@@ -222,12 +224,16 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title
     t.add_column("memory", justify="left")
     t.add_column("GiB", justify="right")
     step = r.step_time_s
-    times = [(f.name, getattr(r.time_breakdown_s, f.name)) for f in fields(r.time_breakdown_s) if f.name not in _OF_WHICH]
+    times = [(f.name, getattr(r.time_breakdown_s, f.name)) for f in fields(r.time_breakdown_s) if f.name not in _OF_WHICH
+             and not (f.name in _OFFLOAD_ONLY and not getattr(r.time_breakdown_s, f.name))]
     for name, label in _OF_WHICH.items():  # parts of the terms above, not added to the step: shown when priced
         value = getattr(r.time_breakdown_s, name, 0.0)
         if value:
             times.append((label, value))
-    mems = [(f.name, getattr(r.memory_gib, f.name)) for f in fields(r.memory_gib)] + [("total", r.memory_gib.total)]
+    mems = [(f.name, getattr(r.memory_gib, f.name)) for f in fields(r.memory_gib) if f.name not in _OFFLOAD_ONLY]
+    mems.append(("total", r.memory_gib.total))
+    if r.memory_gib.host:  # not on the GPU: after its total
+        mems.append(("host (offloaded)", r.memory_gib.host))
     for k in range(max(len(times), len(mems))):
         tk, tv = times[k] if k < len(times) else ("", None)
         mk, mv = mems[k] if k < len(mems) else ("", None)

@@ -86,10 +86,11 @@ class ScoredLayout:
         of one scored layout"): plain dicts, lists, numbers and strings."""
         from dataclasses import asdict
 
-        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items()}
+        # Offload's terms (host memory, exposed copies) only where the layout offloads (planner/costs/offload.py).
+        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items() if k != "host" or v}
         memory["total"] = round(self.memory_gib.total, 4)
+        times = {k: v for k, v in asdict(self.time_breakdown_s).items() if k != "offload" or v}
         band = self.error_band
-        times = asdict(self.time_breakdown_s)
         terms = {k: v for k, v in times.items() if k not in PARTS_OF_TERMS}  # they sum to step_time_s
         out = {
             "layout": dict(self.layout), "feasible": self.feasible,

@@ -13,6 +13,7 @@ from planner.costs.pipeline_ranks import default_split
 from planner.refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
 from planner.errors import InfeasibleError, SpecError, SpecErrors
 from planner.frontier import pareto_front
+from planner.offload_search import offload_space, with_offload
 from planner.results import ScoredLayout, Violation, scored_layout
 from planner.score import Scores, score
 from planner.choose import TIE_PCT, SolveResult, choose, contenders, simplest_within, simplicity_keys
@@ -266,6 +267,7 @@ def search(
         objective_cost(cluster, None, objective)  # raises the error
     caps = caps_searched(cluster, objective, frontier, limits, power_caps)
     levels = cap_levels(cluster.gpu) if caps else None
+    space = offload_space(model, cluster, space, limits)
     check_fixed_axes(model, gpus, {**limits.fixed, **{a.name: getattr(space, a.name) for a in AXES
                                                     if getattr(space, a.name, None) is not None}})
     layouts = space_for(model, gpus, space, len(levels) if caps else 1, limits.fixed)
@@ -273,10 +275,11 @@ def search(
         raise InfeasibleError(empty_space_reason(model, gpus))
     if framework is not None:
         layouts = framework_layouts(framework, layouts, model)
-    reference = None
-    if limits.min_scaling_efficiency is not None and gpus >= 2:
-        reference = _reference_rate(model, cluster, gpus // 2, limits, space)
+    scaled = limits.min_scaling_efficiency is not None and gpus >= 2
+    reference = _reference_rate(model, cluster, gpus // 2, limits, space) if scaled else None
     scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
+    layouts, scores = with_offload(model, cluster, layouts, scores, limits, space, lambda lay: score(
+        model, cluster, lay, caps=levels, critical_batch_tokens=critical_batch_tokens), reference, framework)
     refined, masks = _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens,
                               split_top, time_limit_s)
     scores = refined.scores

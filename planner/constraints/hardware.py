@@ -8,6 +8,7 @@ import numpy as np
 
 from planner.layout.axes import axis
 from planner.layout.space import RECOMPUTE_FULL
+from planner.costs.offload import HOST_MEMORY_RESERVE
 from planner.units import GIB
 from planner.constraints.base import Constraint, Context, Mask, Option, relative_excess
 
@@ -85,6 +86,28 @@ def _parallel_tips(scores, model, i: int) -> list[str]:
     return tips
 
 
+def _host_memory(scores, ctx: Context, c: Constraint) -> list[Mask]:
+    """Offloading layouts: a node's GPUs' offloaded bytes fit its host memory less a reserve
+    (planner/costs/offload.py HOST_MEMORY_RESERVE), on a node that states its host memory and link."""
+    lay = scores.layouts
+    offloads = lay.offload > 0
+    if not offloads.any():
+        return []
+    node, name = ctx.cluster.node, ctx.cluster.name
+    if not node.offload_ready:
+        return [Mask(c.name, c.family, ~offloads,
+                     lambda i: f"offload={axis('offload').to_json(lay.offload[i])} needs the node's host memory, host link "
+                     f"and host memory bandwidth, which cluster {name} does not state (node.host_memory_gib, "
+                     "node.host_link_gbps, node.host_memory_gbps)", np.where(offloads, 1.0, 0.0))]
+    per_node = np.minimum(node.gpus, lay.gpus)
+    need = scores.memory_gib.host * per_node
+    usable = node.host_memory_gib * (1.0 - HOST_MEMORY_RESERVE)
+    return [Mask(c.name, c.family, need <= usable,
+                 lambda i: f"offloads {need[i]:,.0f} GiB to the host memory of a node of {per_node[i]} GPUs, which has "
+                 f"{node.host_memory_gib:g} GiB ({usable:,.0f} usable, {HOST_MEMORY_RESERVE:.0%} kept for the system)",
+                 relative_excess(need, usable))]
+
+
 def _nvlink_domain(scores, ctx: Context, c: Constraint) -> list[Mask]:
     # A tp the user fixed is their choice, priced over the network where it leaves the domain (vTrain
     # measured tp 16 across two 8-GPU nodes): the rule steers the search, it does not refuse what trains.
@@ -120,6 +143,7 @@ CONSTRAINTS = (
     Constraint("memory", "hardware", Option(
         "memory_headroom", "--memory-headroom", float, "fraction of GPU memory kept free", default=0.05, off=0.0,
         bounds=dict(ge=0, lt=1)), unit="GiB", masks=_memory),
+    Constraint("host_memory", "hardware", unit="GiB", masks=_host_memory),
     Constraint("tp_in_nvlink_domain", "hardware", Option(
         "allow_cross_node_tp", "--allow-cross-node-tp", bool, "let tp groups leave the NVLink domain",
         default=False, off=False), masks=_nvlink_domain),

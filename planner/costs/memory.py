@@ -25,7 +25,7 @@ from planner.specs.precision import FP32_BYTES
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import ModelSpec
 from planner.units import GIB
-from planner.costs import recompute
+from planner.costs import offload, recompute
 from planner.costs.compute import routed_rows
 from planner.costs.context import JobContext
 from planner.costs.schedules import activation_factor, parameter_copies
@@ -46,6 +46,9 @@ class MemoryBreakdown:
     optimizer: np.ndarray
     activations: np.ndarray
     other: np.ndarray
+    # Host memory this GPU's offloaded states and activations take (planner/costs/offload.py): not in
+    # `total`, which is the GPU's; 0 without offload.
+    host: np.ndarray | float = 0.0
 
     @property
     def total(self) -> np.ndarray:
@@ -235,7 +238,8 @@ def _sharded(shards: tuple, stage: int, from_stage) -> np.ndarray:
 
 def memory_per_rank(job: JobContext) -> MemoryBreakdown:
     """The breakdown of each rank of `job.ranks` ((k, n) arrays)."""
-    return MemoryBreakdown(*(x / GIB for x in _bytes_per_rank(job)))
+    *parts, host = _bytes_per_rank(job)
+    return MemoryBreakdown(*(x / GIB for x in parts), host=host / GIB)
 
 
 def _bytes_per_rank(job: JobContext) -> tuple:
@@ -258,7 +262,17 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster).
     logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
     other = gpu.memory_reserve_gib * GIB + logits * ranks.last
-    return weights, grads, optim, acts, other
+    host = np.zeros(len(layouts))
+    off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)
+    if off_optim.any():  # the optimizer states on the host; the GPU keeps weights and gradients
+        host = host + np.where(off_optim, offload.host_optimizer_bytes(_sharded(shards, 1, z), prec), 0.0)
+        optim = np.where(off_optim, 0.0, optim)
+    if off_acts.any():  # all but a double buffer of each rank's stored activations on the host
+        in_flight = sum(_in_flight_by_kind(model, layouts, ranks, layer_kinds(model)))
+        kept = np.where(off_acts, acts * offload.kept_fraction(in_flight), acts)
+        host = host + (acts - kept)
+        acts = kept
+    return weights, grads, optim, acts, other, host
 
 
 def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tuple | None = None) -> np.ndarray:
@@ -310,10 +324,12 @@ def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -
 def memory_breakdown(job: JobContext) -> MemoryBreakdown:
     """The breakdown of each layout's heaviest rank among `job.ranks` (by default the first and
     the last, which bound the others; see planner/costs/pipeline_ranks.py)."""
-    parts = _bytes_per_rank(job)
+    *parts, host = _bytes_per_rank(job)
     parts = np.broadcast_arrays(*parts)
     weights, grads, optim, acts, other = parts
     # In bytes, then GiB: dividing by a power of two is exact, so the heaviest rank and the picked
     # values are those of memory_per_rank's totals, with 5 divisions of (n,) instead of (k, n).
     index = heaviest(weights + grads + optim + acts + other)
-    return MemoryBreakdown(*(x / GIB for x in pick_each(parts, index)))
+    # Host bytes: the most any rank of the layout offloads (every GPU of a node may hold that rank).
+    host = np.broadcast_to(host, weights.shape).max(axis=0) if np.ndim(host) == 2 else host
+    return MemoryBreakdown(*(x / GIB for x in pick_each(parts, index)), host=host / GIB)

@@ -12,16 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.costs import comm
+from planner.costs import comm, offload
 from planner.costs.compute import LayerCompute
 from planner.costs.context import JobContext
 from planner.costs.layer_times import KindTimes, kind_sums
+from planner.costs.memory import activation_bytes_per_layer
 from planner.costs.pipeline_ranks import PipelineRanks, held_layers
 from planner.costs.schedules import bubble_factor
 from planner.layout.arrays import unique_rows
 from planner.layout.axes import AXES, degrees
 from planner.layout.space import RECOMPUTE_FULL
 from planner.specs import ClusterSpec, ModelSpec
+from planner.specs.layers import layer_kinds
 from planner.units import US
 
 
@@ -43,6 +45,7 @@ class TimeBreakdown:
     overhead: np.ndarray
     cp_comm: np.ndarray | float = 0.0  # exposed context-parallel K/V exchange
     ep_comm: np.ndarray | float = 0.0  # expert-parallel token dispatch and combine
+    offload: np.ndarray | float = 0.0  # activation copies to and from the host not hidden by compute
     # A part of compute and ep_comm, not a term of its own (total leaves it out): what the MoE routing
     # imbalance (moe.imbalance, moe.load_imbalance) adds to them, the busiest expert rank's longer GEMMs
     # and all-to-alls against a force-balanced routing's, averaged over the pipeline's GPUs as they are.
@@ -53,7 +56,7 @@ class TimeBreakdown:
         return (
             self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm + self.pp_comm + self.dp_comm
             + self.bubble + self.optimizer + self.overhead
-        )
+        ) + self.offload
 
 
 def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
@@ -116,10 +119,29 @@ def step_time(job: JobContext) -> TimeBreakdown:
     # Adam over this GPU's shard, and (FP8) casting its weights once per step (planner/specs/precision.py).
     step_bytes = st.optimizer_step_factor * prec.adam_step_bytes + prec.quantize_bytes / 2
     optimizer = step_bytes * (dense / sharded + experts / expert_sharded) / (gpu.hbm_bytes_per_s * eff.hbm)
+    off_optim = offload.optimizer_offloaded(layouts)
+    if off_optim.any():  # Adam on the CPU, its copies over the host link (planner/costs/offload.py)
+        cpu = offload.optimizer_step_s(dense / sharded + experts / expert_sharded, cluster.node, layouts.gpus, prec)
+        optimizer = np.where(off_optim, cpu, optimizer)
     overhead = st.step_overhead_s + m * micro
     bubble = np.maximum(bubble - m * micro, 0.0)
+    copies = _activation_offload_s(job, sums.mean, m, ranks.layers.max(axis=0))
     return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead, cp_comm, ep_comm,
-                         per_gpu(sums.imbalance))
+                         offload=copies, moe_imbalance=per_gpu(sums.imbalance))
+
+
+def _activation_offload_s(job: JobContext, lc: LayerCompute, m, most) -> np.ndarray:
+    """Activation copies the layers' compute does not hide, per step: every micro-batch crosses each
+    layer of the rank holding the most (planner/costs/offload.py activation_exposed_s)."""
+    out = np.zeros(len(job.layouts))
+    rows = np.flatnonzero(offload.activations_offloaded(job.layouts))
+    if rows.size:
+        sub = job.layouts.take(rows)
+        layer_bytes = np.max([activation_bytes_per_layer(job.model, sub, k)[0] for k in layer_kinds(job.model)], axis=0)
+        per_layer = offload.activation_exposed_s(layer_bytes, np.broadcast_to(lc.fwd_s, out.shape)[rows],
+                                                 np.broadcast_to(lc.bwd_s, out.shape)[rows], job.cluster.node, sub.gpus)
+        out[rows] = (m * np.broadcast_to(most, out.shape))[rows] * per_layer
+    return out
 
 
 # The axes a pipeline send depends on: the degrees (group placement) and the tensor's size.

@@ -42,6 +42,15 @@ class Launch:
     stage_layers: tuple[int, ...]  # transformer layers per virtual stage, schedule order (j * pp + r)
     global_batch: int  # [sequences per optimizer step]
     schedule: str = "1f1b"  # pipeline schedule (planner/layout/axes.py SCHEDULES)
+    offload: str = "none"  # host-memory offload (planner/layout/axes.py OFFLOADS)
+
+    @property
+    def offloads_optimizer(self) -> bool:
+        return self.offload in ("optimizer", "both")
+
+    @property
+    def offloads_activations(self) -> bool:
+        return self.offload in ("activations", "both")
 
     @property
     def gpus(self) -> int:
@@ -65,7 +74,8 @@ def launch(layout: Mapping[str, Any], model: ModelSpec) -> Launch:
                   micro_batch=int(layout["micro_batch"]), recompute=str(layout.get("recompute", "none")),
                   sequence_parallel=bool(layout.get("sequence_parallel", False)), zero=int(layout.get("zero", 0)),
                   stage_layers=tuple(int(k) for k in split), global_batch=model.training.global_batch,
-                  schedule=str(layout.get("schedule") or ("interleaved" if vpp > 1 else "1f1b")))
+                  schedule=str(layout.get("schedule") or ("interleaved" if vpp > 1 else "1f1b")),
+                  offload=str(layout.get("offload") or "none"))
 
 
 def is_even(stage_layers) -> bool:

@@ -17,6 +17,8 @@ def deepspeed_config(lay: Launch, model: ModelSpec) -> dict:
     cfg: dict = {"train_batch_size": lay.global_batch, "train_micro_batch_size_per_gpu": lay.micro_batch,
                  "gradient_accumulation_steps": lay.accumulation,
                  "zero_optimization": {"stage": lay.zero}}
+    if lay.offloads_optimizer:  # ZeRO-Offload: the optimizer states and DeepSpeedCPUAdam on the host
+        cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if t.precision == "fp16":
         cfg["fp16"] = {"enabled": True}
     else:
@@ -24,7 +26,7 @@ def deepspeed_config(lay: Launch, model: ModelSpec) -> dict:
     if t.grad_reduce_dtype == "bf16":
         cfg["communication_data_type"] = "bf16"  # gradients all-reduced / reduce-scattered in BF16
     if lay.recompute != "none":
-        cfg["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
+        cfg["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": lay.offloads_activations,
                                            "contiguous_memory_optimization": False}
     return cfg
 

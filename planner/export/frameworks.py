@@ -81,6 +81,16 @@ def _schedule_in(l, names) -> np.ndarray:
     return np.isin(l.schedule, [SCHEDULES.index(n) for n in names])
 
 
+def _offloads_activations(l) -> np.ndarray:
+    """Rows that offload activations (planner/layout/axes.py OFFLOADS: activations, both)."""
+    return np.isin(l.offload, (2, 3))
+
+
+def _offloads_optimizer(l) -> np.ndarray:
+    """Rows that offload the optimizer states (optimizer, both)."""
+    return np.isin(l.offload, (1, 3))
+
+
 # torchtitan resolves --parallelism.pipeline_parallel_schedule with torch.distributed.pipelining's get_schedule_class,
 # whose registry holds 1F1B, Interleaved1F1B, GPipe, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble and DualPipeV
 # (and the abstract PipelineScheduleSingle/Multi): no ZB-H1 and no two-copy DualPipe.
@@ -218,6 +228,46 @@ RESTRICTIONS: tuple[Restriction, ...] = (
     Restriction(("deepspeed",), lambda l: ~_schedule_in(l, ("zb-h1", "dualpipe")),
                 "DeepSpeed's pipeline runs its TrainSchedule (1F1B) only: schedule must be 1f1b",
                 (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/schedule.py", "class TrainSchedule(PipeSchedule):"),)),
+    # Host-memory offload (planner/costs/offload.py): activations through Megatron Core's layer-level
+    # --cpu-offloading (TransformerConfig cpu_offloading), which refuses pipelines and recomputation.
+    Restriction(_CORE, lambda l: ~_offloads_activations(l) | (l.pp == 1),
+                "Megatron Core's activation offload (cpu_offloading) refuses pipeline parallelism: offload "
+                "activations needs pp 1",
+                _core(_CONFIG, "if self.cpu_offloading and self.pipeline_model_parallel_size > 1:")),
+    Restriction(_CORE, lambda l: ~_offloads_activations(l) | (l.recompute == 0),
+                "Megatron Core's activation offload (cpu_offloading) refuses activation recomputation: offload "
+                "activations needs recompute none",
+                _core(_CONFIG, "if self.cpu_offloading and self.recompute_granularity is not None:")),
+    # optimizer offload (HybridDeviceOptimizer) runs on the precision-aware optimizer's code path (arguments.py
+    # asserts --use-precision-aware-optimizer with --optimizer-cpu-offload), which needs the distributed optimizer
+    Restriction(_CORE, lambda l: ~_offloads_optimizer(l) | (l.zero >= 1),
+                "Megatron Core offloads the optimizer through the precision-aware optimizer, which needs the "
+                "distributed optimizer: offload optimizer needs ZeRO stage 1 or more",
+                _core("megatron/core/optimizer/optimizer_config.py",
+                      "), '--use-precision-aware-optimizer only supported with distributed optimizer'")),
+    Restriction(("megatron",), lambda l: ~_offloads_activations(l),
+                "Megatron-LM core_v0.15.0 has no command-line flag for activation offload (TransformerConfig's "
+                "cpu_offloading is no argument of megatron/training/arguments.py there): offload must be none or "
+                "optimizer (Megatron-Bridge and NeMo set model.cpu_offloading)",
+                (Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/core/model_parallel_config.py",
+                        "cpu_offloading: bool = False"),)),
+    # torchtitan's one CPU offload is FSDP2's CPUOffloadPolicy (parameters, gradients and optimizer states)
+    Restriction(("torchtitan", "torchtitan@main", "torchtitan@0.2"), lambda l: ~_offloads_activations(l),
+                "torchtitan's only CPU offload is FSDP's (training.enable_cpu_offload: parameters, gradients and "
+                "optimizer states); it has no activation offload: offload must be none or optimizer",
+                (Source("pytorch/torchtitan", TITAN_MAIN, "torchtitan/config/configs.py", "enable_cpu_offload: bool = False"),
+                 Source("pytorch/torchtitan", "v0.2.2", "torchtitan/config/job_config.py",
+                        "enable_cpu_offload: bool = False"))),
+    Restriction(("deepspeed",), lambda l: ~_offloads_activations(l) | (l.recompute == 2),
+                "DeepSpeed offloads activations only as activation checkpoints (activation_checkpointing."
+                "cpu_checkpointing): offload activations needs recompute full",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/activation_checkpointing/config.py",
+                        "ACT_CHKPT_CPU_CHECKPOINTING = 'cpu_checkpointing'"),)),
+    Restriction(("deepspeed",), lambda l: ~_offloads_optimizer(l) | (l.zero >= 1),
+                "DeepSpeed's optimizer offload is a ZeRO setting (zero_optimization.offload_optimizer): offload "
+                "optimizer needs ZeRO stage 1 or more",
+                (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/zero/config.py",
+                        "offload_optimizer: Optional[DeepSpeedZeroOffloadOptimizerConfig] = None"),)),
     Restriction(("deepspeed",), lambda l: (l.pp == 1) | (l.zero <= 1),
                 "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 with pipeline parallelism",
                 (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/pipe/engine.py",
@@ -244,6 +294,13 @@ MAPPINGS = (
     ("torchtitan@main", "as torchtitan"),
     ("torchtitan@0.2", "as torchtitan"),
     ("deepspeed", "zero: zero_optimization.stage; tp, pp, ep, cp: the model code's, not the ds_config's"),
+    ("megatron", "offload optimizer: --optimizer-cpu-offload --optimizer-offload-fraction 1.0 "
+                 "--overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer"),
+    ("megatron-bridge", "offload: optimizer.optimizer_cpu_offload ...; activations: model.cpu_offloading"),
+    ("nemo", "offload: optim.config.optimizer_cpu_offload ...; activations: model.config.cpu_offloading"),
+    ("torchtitan", "offload optimizer: training.enable_cpu_offload (FSDP2's CPUOffloadPolicy)"),
+    ("deepspeed", "offload optimizer: zero_optimization.offload_optimizer; activations: "
+                  "activation_checkpointing.cpu_checkpointing"),
 )
 
 

@@ -334,6 +334,11 @@ def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
               ("--ckpt-format", "fsdp_dtensor")]
         notes.append(f"ZeRO-{lay.zero} is written as Megatron FSDP, a different code path from the distributed optimizer; "
                      "it needs CUDA_DEVICE_MAX_CONNECTIONS unset, which tp or cp > 1 before Blackwell want set to 1")
+    if lay.offloads_optimizer:
+        # megatron/core/optimizer/cpu_offloading/README.md's flags; arguments.py asserts the precision-aware
+        # optimizer with --optimizer-cpu-offload; the D2H, CPU step and H2D overlap as priced (planner/costs/offload.py)
+        f += [("--optimizer-cpu-offload", None), ("--optimizer-offload-fraction", "1.0"),
+              ("--overlap-cpu-optimizer-d2h-h2d", None), ("--use-precision-aware-optimizer", None)]
     if model.training.dp_comm_overlap and lay.dp * lay.cp > 1:
         f.append(("--overlap-grad-reduce", None))
         if lay.zero == 1:

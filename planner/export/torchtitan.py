@@ -95,6 +95,11 @@ def titan_data_parallel(lay: Launch, model: ModelSpec, main: bool = False) -> tu
     notes = []
     if lay.zero >= 2:
         o.append((p + "fsdp_reshard_after_forward", "always" if lay.zero == 3 else "never"))
+    if lay.offloads_optimizer:
+        o.append(("--training.enable_cpu_offload", True))
+        notes.append("training.enable_cpu_offload is FSDP2's CPUOffloadPolicy: it keeps the parameters and gradients on "
+                     "the host too (gathered to the GPU per layer, copied back each step), more host-link traffic than "
+                     "the optimizer offload priced")
     if lay.cp > 1 and lay.zero < 3:
         notes.append(f"torchtitan shards weights, gradients and optimizer state over the {lay.cp} cp ranks "
                      f"(FSDP over dp_shard x cp), not ZeRO-{lay.zero}")

@@ -126,6 +126,7 @@ class Axis:
 
 
 SCHEDULES = ("1f1b", "interleaved", "zb-h1", "zb-v", "interleaved-zb", "dualpipe", "dualpipev")
+OFFLOADS = ("none", "optimizer", "activations", "both")  # what goes to host memory (planner/costs/offload.py)
 INTERLEAVED_SCHEDULES = ("interleaved", "interleaved-zb")  # vpp > 1 chunks in a loop
 V_SCHEDULES = ("zb-v", "dualpipev")  # two chunks a rank in a V: vpp 2
 
@@ -246,6 +247,14 @@ AXES: tuple[Axis, ...] = (
          invalid="unknown schedule '{value}'", expected=" | ".join(SCHEDULES),
          candidates=lambda ctx, chosen: [0, 1] if chosen["pp"] > 1 else [0],
          short="sched=", show="cell", hide_default=True),  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
+    # Host-memory offload (issue 40 item 2; costs in planner/costs/offload.py). A search scores it only
+    # where layouts without it do not fit the GPU (planner/offload_search.py), or where --offload or
+    # training.offload names it: its candidates here are none alone.
+    Axis("offload", "host-memory offload: " + " | ".join(OFFLOADS), "option", kind=str, choices=OFFLOADS,
+         default="none", given="default", flag="--offload", help="fix the host-memory offload: " + " | ".join(OFFLOADS),
+         give_help="host-memory offload: " + " | ".join(OFFLOADS) + " (default: none, or the model's training.offload)",
+         invalid="unknown offload '{value}'", expected=" | ".join(OFFLOADS),
+         candidates=lambda ctx, chosen: [0], tiebreak=6.5, short="offload=", show="cell", hide_default=True),
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
          short="m", show="detail", csv=False),

@@ -146,6 +146,21 @@ class NodeSpec(Spec):
         "GPUs of an NVLink domain a job's consecutive ranks fill before the next domain, when the job "
         "spans several (Slurm --segment x GPUs per node; default: the whole domain)"))
 
+    host_memory_gib: float | None = Field(default=None, ge=MIN_GIB, le=1e6, description=(
+        "CPU (host) memory of the node [GiB]: where offloaded optimizer states and activations live "
+        "(planner/costs/offload.py; None: no offload is offered on this node)"))
+    host_link_gbps: float | None = Field(default=None, ge=MIN_GBPS, le=1e5, description=(
+        "GB/s per GPU per direction between a GPU and host memory, as the datasheet states it (PCIe Gen4 x16: 32, "
+        "Gen5 x16: 64, NVLink-C2C: 900 GB/s per Grace shared by its GPUs; None: no offload)"))
+    host_memory_gbps: float | None = Field(default=None, ge=MIN_GBPS, le=1e6, description=(
+        "host memory bandwidth of the node [GB/s] (all CPU sockets): what bounds the CPU optimizer step of "
+        "offloaded optimizer states (None: no optimizer offload)"))
+
+    @property
+    def offload_ready(self) -> bool:
+        """Whether the node states what offload is priced with (host memory, its link and bandwidth)."""
+        return None not in (self.host_memory_gib, self.host_link_gbps, self.host_memory_gbps)
+
     @property
     def nvlink_domain(self) -> int:
         return self.nvlink_domain_gpus or self.gpus

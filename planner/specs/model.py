@@ -77,6 +77,11 @@ class TrainingSpec(Spec):
         "MoE expert MLP through Transformer Engine's op fuser (Megatron --use-transformer-engine-op-fuser, "
         "Megatron-Bridge cutedsl_fused_grouped_mlp): a clamped GLU and the experts' output biases fused "
         "into the grouped GEMMs; off: they run as separate PyTorch ops"))
+    offload: Literal["none", "optimizer", "activations", "both"] | None = Field(default=None, description=(
+        "host-memory offload (planner/costs/offload.py): optimizer (fp32 master weights and Adam moments on the "
+        "host, the Adam step on the CPU), activations (each layer's stored activations to the host in forward, back "
+        "in backward), both, or none; fixes the layout axis as --offload does (unset: the search tries offload "
+        "where layouts without it do not fit)"))
 
     recompute_modules: tuple[Literal[RECOMPUTE_MODULES], ...] | None = Field(  # type: ignore[valid-type]
         default=None, strict=False, min_length=1, max_length=len(RECOMPUTE_MODULES), description=(

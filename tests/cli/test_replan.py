@@ -71,10 +71,10 @@ def test_unused_nodes_make_the_spares_immediate_and_waiting_wins():
 
 
 def test_nothing_on_the_gpus_left_is_exit_1():
-    out = plan("replan", "gpt3-175b", "dgx-a100-1024", "--gpus", "1024", "--lost-gpus", "1000", "--tp", "8", "--pp",
+    out = plan("replan", "gpt3-175b", "dgx-a100-1024", "--gpus", "1024", "--lost-gpus", "1016", "--tp", "8", "--pp",
                "4", "--micro-batch", "4")
     assert out.exit_code == 1
-    assert out.stderr.startswith("infeasible: no layout runs on the 24 GPUs left") and out.stdout == ""
+    assert out.stderr.startswith("infeasible: no layout runs on the 8 GPUs left") and out.stdout == ""
 
 
 @pytest.mark.parametrize("args,message", [
