@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from planner.costs.context import job_context  # noqa: E402
 from planner.costs.memory import memory_breakdown  # noqa: E402
 from planner.fidelity.calibration import DATA_DIR, load_cases  # noqa: E402
-from planner.fidelity.held_out import fitting_cases, load_held_out  # noqa: E402
+from planner.fidelity.held_out import load_held_out  # noqa: E402
 
 GIB = 2 ** 30
 PEAK = re.compile(r"Peak memory ([0-9.]+) GiB")
@@ -59,10 +59,12 @@ def measured_peaks() -> dict[str, tuple[str, float]]:
 def rows() -> list[tuple[str, str, float, float]]:
     """(source, case id, measured GiB, predicted GiB) of every case with a measured peak."""
     peaks = measured_peaks()
-    cases = {c.id: c for c in load_cases() + fitting_cases(load_held_out())}
+    # Each run by its own id (the held-out runs one by one: fitting_cases merges a job's rows under
+    # its first row's id, and a prefix would match another run, e.g. t1 FSDP its Float8 variant).
+    cases = {c.id: c for c in load_cases()} | {r.case.id: r.case for r in load_held_out().runs}
     out = []
     for cid, (source, meas) in peaks.items():
-        case = next((c for i, c in cases.items() if i == cid or i.startswith(cid)), None)
+        case = cases.get(cid)
         if case is None or case.alternatives != 1:
             continue
         pred = float(np.atleast_1d(memory_breakdown(job_context(case.model, case.cluster, case.layouts)).total)[0])

@@ -119,6 +119,20 @@ class StackSpec(StackConstants):
         "parameters prefetched beyond the units in flight (DeepSpeed stage3_prefetch_bucket_size)"))
     zero3_reduce_bucket_params: float = Field(default=0.0, ge=0, le=1e12, description=(
         "gradient elements bucketed before a reduce-scatter (DeepSpeed reduce_bucket_size; 0: one unit)"))
+    zero3_root_unsharded: bool = Field(default=False, description=(
+        "the root unit (embedding, final norm, output layer) stays gathered from the forward through the "
+        "backward (FSDP2 fully_shard on the root: post_forward_mesh_info None, no reshard after forward)"))
+    zero3_pp_unsharded: bool = Field(default=False, description=(
+        "under pipeline parallelism a stage's parameters stay gathered for the whole step and its gradients "
+        "accumulate unsharded, at the gradients' bytes, until the last micro-batch's backward (torchtitan: "
+        "reshard_after_forward=False with PP; torch.distributed.pipelining's FSDP no-sync backward)"))
+    selective_ac: Literal["modules", "op"] = Field(default="modules", description=(
+        "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
+        "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "
+        "reduce-scatters; the rest rebuilt one layer at a time in the backward)"))
+    loss_logit_bytes: float | None = Field(default=None, gt=0, le=64, description=(
+        "bytes per logit held at the loss's peak (None: the 16-bit logits and their fp32 copy, Megatron's "
+        "vocab-parallel cross-entropy, which works in place on that copy)"))
     carried_over_error_pct: float = Field(default=25.0, ge=0, le=1000, description=(
         "expected |error| where this stack was never calibrated on any GPU [%] (benchmarks/calibrate.py "
         "measures it: sources predicted with constants carried over from other stacks)"))
