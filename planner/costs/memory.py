@@ -255,13 +255,15 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     z = layouts.zero
     # DualPipe holds both directions' stages: two copies of the parameters (planner/costs/schedules.py).
     shards = tuple(x * parameter_copies(layouts.schedule) for x in _shards(*job.params, layouts))
-    # FP8 weight copies (planner/specs/precision.py) sit beside the 16-bit weights and shard with them.
-    weights = _sharded(shards, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
+    # FP8 weight copies (planner/specs/precision.py) sit beside the 16-bit weights and shard with them,
+    # where the stack caches them (fp8_weight_cache).
+    weight_bytes = prec.weight_bytes + (prec.weight_cache_bytes if job.profile.fp8_weight_cache else 0.0)
+    weights = _sharded(shards, 3, z) * weight_bytes
     grads = _sharded(shards, 2, z) * prec.grad_bytes
     optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
     gathered, bucket = zero3_transient_params(model, layouts, job.profile)
     gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, bucket)
-    weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
+    weights = weights + np.where(z >= 3, gathered * weight_bytes, 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
     acts = _activation_bytes(model, layouts, ranks, job.rows) * activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the

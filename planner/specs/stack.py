@@ -130,6 +130,9 @@ class StackSpec(StackConstants):
         "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
         "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "
         "reduce-scatters; the rest rebuilt one layer at a time in the backward)"))
+    fp8_weight_cache: bool = Field(default=True, description=(
+        "low-precision GEMMs keep a cached FP8 copy of each weight across the step's micro-batches "
+        "(Transformer Engine); false: cast on every use, nothing kept (torchao Float8Linear)"))
     loss_logit_bytes: float | None = Field(default=None, gt=0, le=64, description=(
         "bytes per logit held at the loss's peak (None: the 16-bit logits and their fp32 copy, Megatron's "
         "vocab-parallel cross-entropy, which works in place on that copy)"))

@@ -113,3 +113,17 @@ def test_fsdp2_under_pp_holds_the_stage_unsharded(make_model):
     for k in range(2):
         assert (held.weights[k, 0] - base.weights[k, 0]) * GIB == approx(2 * (whole - 2 * layer), rel=1e-12)
         assert (held.gradients[k, 0] - base.gradients[k, 0]) * GIB == approx(4 * (whole - layer), rel=1e-12)
+
+
+def test_fp8_weight_cache_is_the_stacks(make_model):
+    # Transformer Engine keeps an FP8 copy of each weight (1 B a parameter beside the 2-byte weight);
+    # torchao's Float8Linear casts on every use and keeps none (fp8_weight_cache false).
+    layout = single_layout(tp=1, pp=1, dp=1, micro_batch=1, num_microbatches=1)
+    te = memory_breakdown(job_on(make_model(**LLAMA, training=dict(precision="fp8")), _gpu(), layout))
+    ao = memory_breakdown(job_on(make_model(**LLAMA, training=dict(precision="fp8", stack=_stack(fp8_weight_cache=False))),
+                                 _gpu(), layout))
+    # 4 layers of 11,278,848 + embedding and output 2 x 8,388,608 = 61,892,608 parameters (a rank's
+    # split, planner/costs/pipeline_ranks.py rank_param_split, leaves the final norm out)
+    params = 4 * 11_278_848 + 2 * 8_388_608
+    assert te.weights[0] * GIB == approx(3 * params, rel=1e-12)
+    assert ao.weights[0] * GIB == approx(2 * params, rel=1e-12)
