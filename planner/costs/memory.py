@@ -270,6 +270,8 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster),
     # or what the stack's loss holds at its peak (loss_logit_bytes).
     per_logit = job.profile.loss_logit_bytes or (prec.activation_bytes + FP32_BYTES)
+    if job.profile.loss_parallel_logit_bytes:
+        per_logit = np.where(layouts.tp > 1, job.profile.loss_parallel_logit_bytes, per_logit)
     logits = per_logit * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
     other = gpu.memory_reserve_gib * GIB + logits * ranks.last
     return weights, grads, optim, acts, other

@@ -136,6 +136,8 @@ class StackSpec(StackConstants):
     loss_logit_bytes: float | None = Field(default=None, gt=0, le=64, description=(
         "bytes per logit held at the loss's peak (None: the 16-bit logits and their fp32 copy, Megatron's "
         "vocab-parallel cross-entropy, which works in place on that copy)"))
+    loss_parallel_logit_bytes: float | None = Field(default=None, gt=0, le=64, description=(
+        "the same with tp > 1, where the stack's loss runs vocab-parallel another way (None: as loss_logit_bytes)"))
     carried_over_error_pct: float = Field(default=25.0, ge=0, le=1000, description=(
         "expected |error| where this stack was never calibrated on any GPU [%] (benchmarks/calibrate.py "
         "measures it: sources predicted with constants carried over from other stacks)"))

@@ -127,3 +127,15 @@ def test_fp8_weight_cache_is_the_stacks(make_model):
     params = 4 * 11_278_848 + 2 * 8_388_608
     assert te.weights[0] * GIB == approx(3 * params, rel=1e-12)
     assert ao.weights[0] * GIB == approx(2 * params, rel=1e-12)
+
+
+def test_loss_parallel_logit_bytes(make_model):
+    # torch's loss parallel (tp > 1): the saved log_softmax output x, zeros_like(x), exp(x) and their
+    # sum, 4 x 4 B a logit over vocab / tp; tp = 1 keeps F.cross_entropy's 12 B.
+    titan = make_model(**LLAMA, training=dict(stack=_stack(loss_logit_bytes=12, loss_parallel_logit_bytes=16)))
+    reserve = 2 * GIB
+    for tp, per_logit in ((1, 12), (2, 16)):
+        layout = single_layout(tp=tp, pp=1, dp=1, micro_batch=2, num_microbatches=1)
+        logits = 512 * 2 * 8192 / tp  # s x b x vocab / tp
+        assert memory_breakdown(job_on(titan, _gpu(), layout)).other[0] == approx(
+            (reserve + per_logit * logits) / GIB, rel=1e-12)
