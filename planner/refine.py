@@ -65,7 +65,7 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     `in_place`: the caller drops `scores`, whose columns may then take the refined rows in place."""
     from planner.score import score  # score imports the cost models; keep this module light to import
 
-    if top <= 0:
+    if top <= 0 or model.layer_pattern is not None:  # no uneven split of a hybrid pattern (planner/specs/hybrid.py)
         return Refined(scores, {}, {})
     cost = cost_of(scores)
     usable_gib = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)

@@ -37,7 +37,7 @@ def search_json(result: SearchResult) -> dict:
 
 def _split_args(s: ScoredLayout) -> list[str]:
     split = s.layout.get("stage_layers")
-    return [] if split is None else megatron_pipeline_args(split, s.layout["pp"], s.layout.get("vpp", 1))
+    return [] if split is None else megatron_pipeline_args(split, s.layout["pp"], s.layout.get("vpp", 1), s.mtp_layers)
 
 
 def _cell(layout: dict) -> str:

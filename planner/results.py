@@ -50,6 +50,9 @@ class ScoredLayout:
     mfu_fp8_peak: float | None = None  # FP8/MXFP8 runs: MFU against the FP8 peak (`mfu` is against BF16)
     cost_usd_per_step: float | None = None  # GPU-hours plus electricity (planner/costs/price.py)
     co2e_g_per_step: float | None = None
+    # The model's multi-token-prediction layers: an uneven split's Megatron layout string places them
+    # (planner/export/megatron.py megatron_layout), so the shown split matches the export's
+    mtp_layers: int = 0
 
     @property
     def cost_usd_per_m_tokens(self) -> float | None:
@@ -115,15 +118,16 @@ class ScoredLayout:
         if split is not None:
             from planner.export.megatron import megatron_pipeline_args
 
-            args = megatron_pipeline_args(split, self.layout["pp"], self.layout.get("vpp", 1))
+            args = megatron_pipeline_args(split, self.layout["pp"], self.layout.get("vpp", 1), self.mtp_layers)
             if args:
                 out["megatron_pipeline_args"] = args
         return out
 
 
-def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_layers=None) -> ScoredLayout:
+def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_layers=None,
+                  mtp_layers: int = 0) -> ScoredLayout:
     """Row i of `scores` (planner.score.Scores) as a ScoredLayout. `stage_layers`: transformer
-    layers per virtual stage in schedule order (JSON `layout.stage_layers`)."""
+    layers per virtual stage in schedule order (JSON `layout.stage_layers`); `mtp_layers`: the model's."""
     i = int(i)
     layout = scores.layouts.row(i)
     if stage_layers is not None:
@@ -152,6 +156,7 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_
         power_cap=cap,
         cost_usd_per_step=None if scores.cost_usd_per_step is None else float(scores.cost_usd_per_step[i]),
         co2e_g_per_step=None if scores.co2e_g_per_step is None else float(scores.co2e_g_per_step[i]),
+        mtp_layers=int(mtp_layers),
     )
 
 

@@ -58,7 +58,7 @@ class SearchResult:
         return tuple(default_split(self.model, int(lay.pp[i]), int(lay.vpp[i])))
 
     def _scored(self, i: int, violations: tuple = ()) -> ScoredLayout:
-        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i))
+        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i), self.model.mtp_layers or 0)
         if self.pool is not None:  # every pipeline rank in the one pool searched
             s.layout["stage_pools"] = [self.pool] * int(self.scores.layouts.pp[int(i)])
         return s
@@ -213,7 +213,7 @@ def check_fixed_axes(model: ModelSpec, gpus: int, fixed: dict) -> None:
     ctx = SpaceContext(gpus=gpus, layers=model.layers, heads=model.heads, kv_heads=model.num_kv_heads,
                        global_batch=model.training.global_batch, seq_len=model.seq_len,
                        experts=model.moe.experts if model.moe else 0, min_cp_tokens=1,
-                       fp8_param_gather=model.training.fp8_param_gather)
+                       fp8_param_gather=model.training.fp8_param_gather, mixer_heads=model.tp_split_heads)
     by_name = {a.name: a for a in AXES}
     for rule in RULES:
         if not set(rule.axes) <= set(fixed):
@@ -234,7 +234,7 @@ def space_for(model: ModelSpec, gpus: int, space: SpaceLimits = SpaceLimits(), c
                              global_batch=model.training.global_batch, seq_len=model.seq_len,
                              experts=model.moe.experts if model.moe else 0, limits=space,
                              cap_levels=cap_levels, fp8_param_gather=model.training.fp8_param_gather,
-                             include=fixed)
+                             include=fixed, mixer_heads=model.tp_split_heads)
 
 
 def search(

@@ -7,16 +7,23 @@ per-layer compute (`KindTimes.lc`), the recomputed forward, the exposed TP/CP/EP
 `mean_layer`), the logits on the last stage (a third forward), the stack's per-chunk overhead, and
 one blocking point-to-point send after each unit that feeds another stage (`comm.pp_p2p_s`).
 
-The schedule is Megatron-LM's (schedules.py): rank r runs its warm-up forwards
-(`stages.warmup_units`), then alternates one forward and one backward, then drains its backwards;
-forward unit k runs chunk (k // p) % v, backward unit k chunk v - 1 - (k // p) % v, in groups of p
-micro-batches. A unit starts when its rank is free and its input has arrived. Idle gaps are the
-bubble. After the last backward every rank waits the exposed data-parallel communication, the
-optimizer step and the stack's step overhead of the layout's breakdown.
+The schedule is the layout's (`schedule` axis), each rank's ops in the order of the schedule's
+reference implementation (planner/timeline_orders.py): Megatron-LM's 1F1B and interleaved 1F1B
+(warm-up forwards, one forward and one backward, drain); the zero-bubble schedules, whose backward
+splits into the input gradient and a deferred weight gradient W (Qi et al. 2024), ZB-H1 and
+interleaved zero bubble (torch.distributed.pipelining ScheduleInterleavedZeroBubble) and ZB-V
+(ScheduleZBVZeroBubble, two chunks a rank in a V); DualPipe and DualPipeV (DeepSeek's DualPipe
+repository), whose overlapped forward and backward of two micro-batches run back to back (overlap hides
+communication, not compute, as planner/costs/schedules.py prices F&B = F + B). An op starts when its
+rank is free and its input has arrived. Idle gaps are the bubble. After the last op every rank waits
+the exposed data-parallel communication, the optimizer step and the stack's step overhead of the
+layout's breakdown.
 
 For equal stages the makespan is (m v + p - 1) (t_f + t_b) / v per rank-unit, the closed form of
 `pipeline.step_time` (Narayanan et al. 2021 Sec. 2.2), so makespan + tail equals `step_time_s`;
-an uneven split is simulated exactly where the closed form bounds it (tests/test_timeline.py).
+an uneven split is simulated exactly where the closed form bounds it (tests/test_timeline.py). The
+other schedules' simulated bubbles equal planner/costs/schedules.py's at F : B : W = 1 : 2 : 1
+(tests/test_timeline_schedules.py).
 """
 from __future__ import annotations
 
@@ -29,24 +36,25 @@ from planner.costs import comm
 from planner.costs.memory import MemoryBreakdown, memory_per_rank
 from planner.costs.context import JobContext, job_context
 from planner.costs.power_caps import cap_levels, capped_cluster
-from planner.costs.pipeline_ranks import all_ranks, default_split, pipeline_ranks, split_ranks, warmup_units
+from planner.costs.pipeline_ranks import all_ranks, default_split, pipeline_ranks, split_ranks
 from planner.layout.space import single_layout
 from planner.errors import SpecError
 from planner.specs import ClusterSpec, ModelSpec
+from planner.timeline_orders import Op, Placement, order_problem, rank_orders
+from planner.timeline_orders import unit_order  # noqa: F401  (tests import it from here, as before)
 
 # Units (one micro-batch's forward and backward on one virtual stage) a timeline simulates and draws at most:
 # 50,000 take about 2 s to simulate and a few more to draw (60,000 sequences on pp 8 were 480,000: minutes, GBs)
 MAX_UNITS = 50_000
-# The schedules simulated here; the zero-bubble and DualPipe schedules (issue 40) are priced, not drawn yet.
-DRAWN_SCHEDULES = ("1f1b", "interleaved")
 
 # Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
-KINDS = ("forward", "backward", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
+KINDS = ("forward", "backward", "wgrad", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
 
 
 @dataclass(frozen=True)
 class StageTimes:
-    """Seconds per micro-batch of each virtual stage, in schedule order ((p v,) arrays)."""
+    """Seconds per micro-batch of each virtual stage, in the order a micro-batch passes them ((p v,)
+    arrays): schedule order (chunk j of rank r at j p + r) but for the V schedules (`path_layers`)."""
 
     forward: np.ndarray  # forward compute, logits' third on the last stage
     backward: np.ndarray  # backward compute, logits' two thirds on the last stage
@@ -83,6 +91,7 @@ class Timeline:
     predicted_step_time_s: float  # the layout's step_time_s (JSON)
     memory_gib: MemoryBreakdown  # per pipeline rank ((p,) arrays)
     gpu_memory_gib: float
+    schedule: str = "1f1b"  # planner.layout.axes.SCHEDULES
 
     @property
     def step_time_s(self) -> float:
@@ -136,47 +145,51 @@ def stage_times(job: JobContext, stage_layers) -> StageTimes:
     return StageTimes(fwd, bwd, rec, cf, cb, job.stack.microbatch_overhead_s, p2p if int(lay.pp[0]) > 1 else 0.0)
 
 
-def unit_order(p: int, v: int, m: int, rank: int) -> list[tuple[bool, int, int]]:
-    """Rank r's units in Megatron's order: (backward?, micro-batch, chunk)."""
-    groups = [range(g, min(g + p, m)) for g in range(0, m, p)] if v > 1 else [range(m)]
-    forward = [(mb, j) for g in groups for j in range(v) for mb in g]
-    backward = [(mb, v - 1 - j) for g in groups for j in range(v) for mb in g]
-    w = warmup_units(p, v, m, rank)
-    order = [(False, *forward[k]) for k in range(w)]
-    for k in range(len(forward) - w):
-        order += [(False, *forward[w + k]), (True, *backward[k])]
-    return order + [(True, *backward[k]) for k in range(len(forward) - w, len(forward))]
-
-
-def _segments(t: StageTimes, backward: bool, stage: int, stages: int) -> list[tuple[int, float]]:
-    """(kind, seconds) of one unit on virtual stage `stage`, in the order they run."""
-    if backward:
-        parts = [("recompute", t.recompute[stage]), ("backward", t.backward[stage]), ("comm", t.comm_backward[stage])]
-        sends = stage > 0
-    else:
+def _segments(t: StageTimes, op: Op, place: Placement) -> list[tuple[int, float]]:
+    """(kind, seconds) of one op, in the order they run, with the send to another rank after it. A split
+    backward (Qi et al. 2024 Sec. 2) takes half the backward compute as W, the weight gradient: a GEMM's
+    backward is two GEMMs of the forward's size, one for the input and one for the weights (the F : B : W
+    = 1 : 2 : 1 of planner/costs/schedules.py); the recomputed forward and the exposed communication
+    go with the input-gradient half, which feeds the previous stage."""
+    kind, mb, stage = op
+    if kind == "F":
         parts = [("forward", t.forward[stage]), ("comm", t.comm_forward[stage]), ("overhead", t.overhead_s)]
-        sends = stage < stages - 1
+        to = stage + 1
+    elif kind == "W":
+        return [(KINDS.index("wgrad"), float(t.backward[stage] / 2))]
+    else:
+        backward = t.backward[stage] / 2 if kind == "I" else t.backward[stage]
+        parts = [("recompute", t.recompute[stage]), ("backward", backward), ("comm", t.comm_backward[stage])]
+        to = stage - 1
+    sends = 0 <= to < place.stages and place.rank(mb, to) != place.rank(mb, stage)
     parts.append(("pp_comm", t.p2p_s if sends else 0.0))
     return [(KINDS.index(k), float(s)) for k, s in parts if s > 0]
 
 
-def _ready(done: dict, backward: bool, mb: int, stage: int, stages: int) -> float | None:
-    """When the input of a unit has arrived (None: not yet): the previous stage's forward, the next
-    stage's backward, or (last stage) its own forward."""
-    if not backward:
-        end = 0.0 if stage == 0 else done[False][mb, stage - 1]
+def _ready(done: dict, op: Op, stages: int) -> float | None:
+    """When the input of an op has arrived (None: not yet): the previous stage's forward, the next
+    stage's backward (its input-gradient half, or the full one), on the last stage its own forward;
+    a weight gradient its own input-gradient half."""
+    kind, mb, stage = op
+    if kind == "F":
+        end = 0.0 if stage == 0 else done["F"][mb, stage - 1]
+    elif kind == "W":
+        end = done["B"][mb, stage]
     else:
-        end = done[False][mb, stage] if stage == stages - 1 else done[True][mb, stage + 1]
+        end = done["F"][mb, stage] if stage == stages - 1 else done["B"][mb, stage + 1]
     return None if np.isnan(end) else float(end)
 
 
-def simulate(t: StageTimes, p: int, v: int, m: int) -> tuple[np.ndarray, float]:
-    """Every unit's segments as rows (rank, start [s], duration [s], kind, micro-batch, chunk), each
-    rank's rows in time order, and the makespan [s]. A unit starts when its rank is free and its
-    input has arrived (`_ready`); ranks advance in turn until all are done."""
-    stages = p * v
-    orders = [unit_order(p, v, m, r) for r in range(p)]
-    done = {False: np.full((m, stages), np.nan), True: np.full((m, stages), np.nan)}
+def simulate(t: StageTimes, p: int, v: int, m: int, schedule: str | None = None) -> tuple[np.ndarray, float]:
+    """Every op's segments as rows (rank, start [s], duration [s], kind, micro-batch, chunk), each
+    rank's rows in time order, and the makespan [s]. An entry (one op, or DualPipe's overlapped
+    forward and backward) starts when its rank is free and its inputs have arrived (`_ready`); ranks
+    advance in turn until all are done. `schedule` defaults to the one vpp gives (1f1b, interleaved)."""
+    schedule = schedule or ("interleaved" if v > 1 else "1f1b")
+    place = Placement(schedule, p, v, m)
+    stages = place.stages
+    orders = rank_orders(schedule, p, v, m)
+    done = {"F": np.full((m, stages), np.nan), "B": np.full((m, stages), np.nan)}  # B: the input gradient
     nxt, free = [0] * p, [0.0] * p
     rows: list[list[tuple]] = [[] for _ in range(p)]
     remaining = sum(len(o) for o in orders)
@@ -184,20 +197,25 @@ def simulate(t: StageTimes, p: int, v: int, m: int) -> tuple[np.ndarray, float]:
         progress = False
         for r in range(p):
             while nxt[r] < len(orders[r]):
-                backward, mb, j = orders[r][nxt[r]]
-                stage = j * p + r
-                arrived = _ready(done, backward, mb, stage, stages)
-                if arrived is None:
+                entry = orders[r][nxt[r]]
+                arrived = [_ready(done, op, stages) for op in entry]
+                if None in arrived:
                     break
-                start = max(free[r], arrived)
-                for kind, seconds in _segments(t, backward, stage, stages):
-                    rows[r].append((r, start, seconds, kind, mb, j))
-                    start += seconds
-                done[backward][mb, stage] = free[r] = start
+                start = max(free[r], *arrived)
+                for op in entry:
+                    _, mb, stage = op
+                    chunk = place.chunk(mb, stage)
+                    for kind, seconds in _segments(t, op, place):
+                        rows[r].append((r, start, seconds, kind, mb, chunk))
+                        start += seconds
+                for op in entry:  # an overlapped pair sends both results when both are computed
+                    if op[0] != "W":
+                        done["F" if op[0] == "F" else "B"][op[1], op[2]] = start
+                free[r] = start
                 nxt[r] += 1
                 remaining -= 1
                 progress = True
-        assert progress, "the schedule deadlocked"  # a bug in unit_order, not bad input
+        assert progress, "the schedule deadlocked"  # a bug in timeline_orders, not bad input
     flat = np.array([e for rank_rows in rows for e in rank_rows], dtype=float).reshape(-1, 6)
     return flat, max(free)
 
@@ -243,11 +261,6 @@ def rank_memory(job: JobContext, stage_layers) -> MemoryBreakdown:
 def check_drawable(layout: dict) -> None:
     """A step of at most MAX_UNITS units (micro-batches x pp x vpp) is drawn; a larger one is bad input
     (exit 2), said before any event is simulated."""
-    schedule = layout.get("schedule") or "1f1b"
-    if schedule not in DRAWN_SCHEDULES:
-        raise SpecError(f"no drawing of the {schedule} schedule yet (its bubble and memory are priced: "
-                        "planner/costs/schedules.py)", path="--timeline",
-                        expected=" or ".join(DRAWN_SCHEDULES) + " (Megatron-LM's schedules.py), or no --timeline")
     lay = layout_row(layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
     if m * p * v > MAX_UNITS:
@@ -257,19 +270,33 @@ def check_drawable(layout: dict) -> None:
                                  f"--micro-batch or dp, a smaller --global-batch), or no --timeline")
 
 
+def schedule_of(layout: dict) -> str:
+    """The layout's schedule (a JSON layout from before the axis: the one its vpp gives)."""
+    return layout.get("schedule") or ("interleaved" if (layout.get("vpp") or 1) > 1 else "1f1b")
+
+
+def path_layers(schedule: str, split, p: int) -> list[int]:
+    """Layers per stage in the order a micro-batch passes them, from the split in schedule order (chunk
+    j of rank r at j p + r): the same order, but for the V schedules, whose second chunks run back from
+    rank p - 1 to rank 0 (path stage p + i is chunk 1 of rank p - 1 - i)."""
+    split = list(split)
+    return split[:p] + split[p:][::-1] if schedule in ("zb-v", "dualpipev") else split
+
+
 def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
     """The schedule of a scored layout (planner.results.ScoredLayout, e.g. `plan estimate`'s)."""
     check_drawable(scored.layout)
     lay = layout_row(scored.layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
-    if v > 1 and m % p:  # Megatron's interleaved 1F1B runs micro-batches in groups of pp
-        raise SpecError(f"no interleaved schedule to draw: {m} micro-batches per step is not a multiple of "
-                        f"pp {p}, which interleaving (vpp {v}) needs", path="--timeline",
-                        expected=f"a global batch giving a multiple of {p} micro-batches, or --vpp 1")
+    schedule = schedule_of(scored.layout)
+    problem = order_problem(schedule, p, v, m) if p > 1 else None
+    if problem:  # Megatron's interleaved 1F1B runs micro-batches in groups of pp; DualPipe needs 2 pp of them
+        raise SpecError(f"no {schedule} schedule to draw: {problem}", path="--timeline",
+                        expected="a global batch giving micro-batches the schedule runs, or another --schedule")
     split = tuple(int(x) for x in scored.layout.get("stage_layers") or default_split(model, p, v))
     job = job_context(model, _run_cluster(cluster, scored), lay)
-    t = stage_times(job, split)
-    events, makespan = simulate(t, p, v, m)
+    t = stage_times(job, path_layers(schedule, split, p))
+    events, makespan = simulate(t, p, v, m, schedule if p > 1 else "1f1b")
     tb = scored.time_breakdown_s
     tail = {"dp_comm": float(tb.dp_comm), "optimizer": float(tb.optimizer), "overhead": job.stack.step_overhead_s}
     rows = np.concatenate([events, bubbles(events, p, makespan), tail_events(tail, p, makespan)])
@@ -277,4 +304,4 @@ def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
     ints = rows[:, [0, 3, 4, 5]].astype(np.int64)
     return Timeline(p, v, m, split, t, ints[:, 0], rows[:, 1], rows[:, 2], ints[:, 1], ints[:, 2], ints[:, 3],
                     makespan, tail, float(scored.step_time_s), rank_memory(job, split),
-                    float(cluster.gpu.memory_gib))
+                    float(cluster.gpu.memory_gib), schedule)

@@ -253,9 +253,16 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
     if stack.zero3_prefetch_params > 0:
         units = np.maximum(np.minimum(units, np.ceil(layer / stack.zero3_prefetch_params)), 1)
-    gather = units * all_gather_s(prec.param_gather_bytes * layer / units, dp, links)
+    # A stack that gathers into one view per rank pays host time per rank and unit (`zero3_gather_rank_us`).
+    host_s = units * dp * stack.zero3_gather_rank_us * US
+    # and HBM passes over the gathered bytes outside the collective (`zero3_gather_copy_passes`)
+    copies_s = stack.zero3_gather_copy_passes * prec.param_gather_bytes * layer / (cluster.gpu.hbm_bytes_per_s * cluster.gpu.efficiency.hbm)
+    gather = units * all_gather_s(prec.param_gather_bytes * layer / units, dp, links) + host_s + copies_s
     buckets = np.ceil(layer / stack.zero3_reduce_bucket_params) if stack.zero3_reduce_bucket_params > 0 else units
-    reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, links)
+    if stack.zero3_grad_reduce == "all_reduce":  # the 16-bit gradients, all-reduced, then each keeps its part
+        reduce = buckets * all_reduce_s(prec.weight_bytes * layer / buckets, dp, links)
+    else:
+        reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, links)
     return gather, reduce
 
 
@@ -285,6 +292,12 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc, st)
         fwd_wait, bwd_wait = np.maximum(ring - lc.attention_fwd_s, 0.0), np.maximum(2 * ring - lc.attention_bwd_s, 0.0)
     fwd, bwd = lc.waiting_s(fwd_wait, bwd_wait)
     return np.where(cp > 1, passes * fwd + bwd, 0.0)
+
+
+def process_links(cluster: ClusterSpec, layouts, name: str, nbytes) -> Links:
+    """The links of process group `name` (cp, tp, ...) for messages of `nbytes`."""
+    size, stride = process_group(layouts, name)
+    return group_links(cluster, size, stride, layouts).sized(nbytes, cluster.gpu.efficiency.message_half_mb)
 
 
 def remote_domains_per_token(experts: int, top_k: int, ep, per_domain) -> np.ndarray:

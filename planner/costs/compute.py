@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.costs.scan import scan_core_s, scan_traffic_bytes
 from planner.specs.layers import (LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, eager_clamp,
                                   expert_rows, flash_work_fraction, layer_kinds, window_work_fraction)
 from planner.specs.precision import BF16, FP32_BYTES, Precision, precision
@@ -244,8 +245,13 @@ def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind)
     traffic = _mlp_traffic(model, tokens / t, mlp_width)
     # layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask): 22 bytes per
     # element of s b h, split over tp by sequence parallelism (Korthikanti et al. 2022 Sec. 4.2.2)
-    traffic = traffic + np.where(sp, 22.0 * tokens * model.hidden / t, 22.0 * tokens * model.hidden)
-    traffic = traffic + _eager_rope_bytes(model, tokens, t)
+    if kind.sublayer:  # one norm and one bias-dropout-add: half of a transformer layer's
+        traffic = traffic + np.where(sp, 11.0 * tokens * model.hidden / t, 11.0 * tokens * model.hidden)
+        traffic = traffic + scan_traffic_bytes(model, kind, tokens / t)
+    else:
+        traffic = traffic + np.where(sp, 22.0 * tokens * model.hidden / t, 22.0 * tokens * model.hidden)
+    if kind.mixer == "attention":
+        traffic = traffic + _eager_rope_bytes(model, tokens, t)
     if kind.is_moe:
         rows, local = routed_rows(model, layouts)
         etp = layouts.etp.astype(float)
@@ -270,7 +276,10 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     peak16 = gpu.peak_flops("fp16" if model.training.precision == "fp16" else "bf16")
     hbm = gpu.hbm_bytes_per_s * eff.hbm
     dense, traffic, cast_out = _gemms_and_traffic(model, gpu, layouts, kind)
-    core_fwd, core_bwd = _attention_core(model, gpu, st, layouts, peak16)
+    if kind.mixer == "attention":
+        core_fwd, core_bwd = _attention_core(model, gpu, st, layouts, peak16)
+    else:  # a hybrid model's Mamba-2 / DeltaNet scan, or no mixer (its MLP layers)
+        core_fwd, core_bwd = scan_core_s(model, gpu, layouts, kind, peak16)
     elem_s = traffic / hbm
 
     overhead = st.layer_overhead_s
@@ -292,8 +301,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
-                        logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16), attention_fwd_s=core_fwd,
-                        attention_bwd_s=core_bwd, gpu_fwd_s=gpu_fwd, gpu_bwd_s=gpu_bwd, launch_s=launch_s)
+                        logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16),
+                        attention_fwd_s=core_fwd if kind.mixer == "attention" else 0.0,
+                        attention_bwd_s=core_bwd if kind.mixer == "attention" else 0.0, gpu_fwd_s=gpu_fwd, gpu_bwd_s=gpu_bwd, launch_s=launch_s)
 
 
 def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_fwd, hbm: float):
@@ -302,7 +312,7 @@ def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_
     modules, prec = model.training.recomputed, model.training.numerics
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
     tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
-    out = core_fwd if "core_attn" in modules else 0.0
+    out = core_fwd if "core_attn" in modules and kind.mixer == "attention" else 0.0
 
     def gemms(prefix: str):  # GEMMs named prefix_* of the tp matrices, and their activation's traffic
         mats = tuple(m for m in kind.tp_matrices if m.name.split("_")[0] == prefix)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from planner.specs.layers import LayerKind, attention_core_flops_per_seq, gemm_flops_per_token, layer_kinds
 from planner.specs import ModelSpec
+from planner.specs.hybrid import ATTENTION, DELTANET, MAMBA
 
 
 def layer_gemm_flops_per_token(model: ModelSpec) -> float:
@@ -64,8 +65,8 @@ def model_flops_per_seq(model: ModelSpec) -> float:
     s = model.seq_len
     fwd = sum(k.count * s * (gemm_flops_per_token(k) - dropped_expert_flops_per_token(model, k))
               for k in layer_kinds(model))
-    fwd += model.layers * causal_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
-    return 3.0 * fwd
+    fwd += mixer_layers(model) * causal_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
+    return 3.0 * (fwd + s * scan_flops_per_token(model))
 
 
 def published_model_flops_per_seq(model: ModelSpec) -> float:
@@ -74,8 +75,25 @@ def published_model_flops_per_seq(model: ModelSpec) -> float:
     not. For comparing with a published MFU; planner outputs use `model_flops_per_seq`."""
     s = model.seq_len
     fwd = sum(k.count * s * gemm_flops_per_token(k) for k in layer_kinds(model))
-    fwd += model.layers * layer_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
-    return 3.0 * fwd
+    fwd += mixer_layers(model) * layer_attention_flops_per_seq(model) + s * logits_flops_per_token(model)
+    return 3.0 * (fwd + s * scan_flops_per_token(model))
+
+
+def mixer_layers(model: ModelSpec) -> int:
+    """Layers with an attention core: all of a transformer, a hybrid pattern's * layers."""
+    return model.layers if model.layer_pattern is None else model.layer_pattern.count(ATTENTION)
+
+
+def scan_flops_per_token(model: ModelSpec) -> float:
+    """Forward FLOPs per token of a hybrid model's chunked scans, summed over its Mamba-2 and gated
+    DeltaNet layers (planner/specs/hybrid.py); 0 for a transformer."""
+    if model.layer_pattern is None:
+        return 0.0
+    out = 0.0
+    for char, mixer in ((MAMBA, model.mamba), (DELTANET, model.deltanet)):
+        if mixer is not None:
+            out += model.layer_pattern.count(char) * mixer.scan_flops_per_token()
+    return out
 
 
 def model_flops_per_step(model: ModelSpec) -> float:

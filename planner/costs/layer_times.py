@@ -11,6 +11,7 @@ import numpy as np
 
 from planner.costs import comm, recompute
 from planner.costs.compute import LayerCompute, layer_compute
+from planner.costs.scan import scan_cp_s
 from planner.layout.arrays import take, unique_rows
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from planner.specs import ClusterSpec, ModelSpec, StackConstants
@@ -183,6 +184,8 @@ def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConsta
         lc = layer_compute(model, cluster.gpu, st, layouts, kind)
         shared = any(m.name == "shared_up" for m in kind.tp_matrices)
         pairs = 2.0 if not kind.is_moe else 1.0 + (1.0 if shared else 0.0)
+        if kind.sublayer:  # a hybrid layer: one row-parallel output, one collective pair (a MoE one: its shared experts')
+            pairs = (1.0 if shared else 0.0) if kind.is_moe else 1.0
         per_pair = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, 1.0)
         passes = comm.tp_passes(layouts)
         tp = pairs * per_pair * passes
@@ -192,7 +195,12 @@ def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConsta
             lc = replace(lc, recompute_s=lc.recompute_s + np.where(
                 moe_again, recompute.moe_forward_s(model, cluster.gpu, st, layouts, kind), 0.0))
         tp = tp * comm.tp_exposed(model.training.tp_comm_overlap, st)
-        cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc, st)
+        if kind.mixer == "attention":
+            cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc, st)
+        elif kind.mixer in ("mamba", "deltanet"):
+            cp = scan_cp_s(model, layouts, kind, lambda nbytes: comm.process_links(cluster, layouts, "cp", nbytes))
+        else:
+            cp = np.zeros(len(layouts))
         ep = ep_comm_s(cluster, model, layouts, kind) if kind.is_moe else np.zeros(len(layouts))
         out.append(KindTimes(kind.count, kind.is_moe, lc, tp, cp, ep))
     return out

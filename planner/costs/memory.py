@@ -29,7 +29,7 @@ from planner.costs import recompute
 from planner.costs.compute import routed_rows
 from planner.costs.context import JobContext
 from planner.costs.schedules import activation_factor, parameter_copies
-from planner.costs.pipeline_ranks import (PipelineRanks, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
+from planner.costs.pipeline_ranks import (PipelineRanks, default_in_flight, held_layers, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
                                           rank_param_split)
 
 __all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params",
@@ -57,6 +57,8 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     layer rebuilt during full recomputation. GEMM inputs are kept as the GEMMs read them (FP8:
     1 byte, NVFP4: 0.5625, Transformer Engine; 2 in layers a recipe keeps in BF16); context parallelism divides every per-token tensor by cp."""
     kind = kind or layer_kinds(model)[0]
+    if kind.sublayer:
+        return _sublayer_activation_bytes(model, layouts, kind)
     g = model.training.numerics.stored_gemm_input_bytes
     d = attention_dims(model)
     t, c = layouts.tp.astype(float), layouts.cp.astype(float)
@@ -105,10 +107,54 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
 
 
+def _sublayer_activation_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple[np.ndarray, np.ndarray]:
+    """activation_bytes_per_layer of a hybrid model's layer (planner/specs/hybrid.py): its pre-norm's
+    input (2 B), the input projection's input (g) and the dropout mask (1) per s b h, / tp with
+    sequence parallelism; split over tp, per token:
+    - attention: Q, K, V for the kernel (2 B each), the output gate's sigmoid input with one (2 B
+      per query channel), the output projection's input (g); scores with standard attention;
+    - Mamba-2 / DeltaNet: the input projection's output (z, x, B, C, dt / q, k, v, z, beta, alpha;
+      2 B), the conv1d's output (2 B), the scan's output y (2 B) and the output projection's input
+      (g); mamba_ssm's and flash-linear-attention's autograd functions keep these and recompute the
+      chunk states in the backward (the recurrent state is not stored);
+    - MLP: its intermediates (as a transformer layer's), MoE: the experts' too.
+    Full recomputation stores the layer's input, 2 s b h (/ tp with sp), and rebuilds one layer."""
+    g = model.training.numerics.stored_gemm_input_bytes
+    t, c = layouts.tp.astype(float), layouts.cp.astype(float)
+    sp = layouts.sequence_parallel == 1
+    s, h = model.seq_len, model.hidden
+    sb = s * layouts.micro_batch.astype(float) / c
+    replicated = np.where(sp, (3.0 + g) * sb * h / t, (3.0 + g) * sb * h)
+    scores = 0.0
+    if kind.mixer == "attention":
+        d = attention_dims(model)
+        gate = 2.0 * d.q_width if model.attention_output_gate else 0.0
+        tp_region = (2.0 * (d.q_width + d.k_width + d.v_width) + gate + g * d.out_width) * sb / t
+        if model.training.attention == "standard":
+            scores = 5.0 * d.heads * s * sb / t
+    elif kind.mixer in ("mamba", "deltanet"):
+        m = model.mamba if kind.mixer == "mamba" else model.deltanet
+        conv = m.conv_channels if kind.mixer == "mamba" else 2 * m.qk_dim + m.v_dim
+        width = m.d_inner if kind.mixer == "mamba" else m.v_dim
+        tp_region = (2.0 * m.in_proj_width + 2.0 * conv + (2.0 + g) * width) * sb / t
+    else:
+        mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
+        tp_region = _mlp_bytes(model, g) * mlp_width * sb / t
+        if kind.is_moe:
+            tp_region = tp_region + _expert_activations(model, layouts, kind, g)
+    # standard attention's scores stay unless recomputed (selective: core_attn)
+    keep_scores = (layouts.recompute == RECOMPUTE_NONE) | ((layouts.recompute == RECOMPUTE_SELECTIVE)
+                                                          & ("core_attn" not in model.training.recomputed))
+    per_layer = replicated + tp_region + np.where(keep_scores, scores, 0.0)
+    rebuilt = replicated + tp_region + scores
+    checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
+    return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
+
+
 def _op_sac(model: ModelSpec, kind: LayerKind) -> bool:
     """Selective recomputation is the stack's op-level policy (torchtitan), for the dense
-    multi-head/GQA layers it is written for (MoE and MLA layers: the module count)."""
-    return model.training.stack.selective_ac == "op" and not kind.is_moe and model.mla is None
+    multi-head/GQA layers it is written for (MoE, MLA and hybrid layers: the module count)."""
+    return model.training.stack.selective_ac == "op" and not kind.is_moe and not kind.sublayer and model.mla is None
 
 
 def _op_sac_bytes(model: ModelSpec, layouts, kind: LayerKind, sb, mlp_width: int):
@@ -285,7 +331,8 @@ def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tup
     rebuilt_max = 0.0
     kinds = layer_kinds(model)
     flying = _in_flight_by_kind(model, layouts, ranks, kinds)
-    for kind, in_flight in zip(kinds, flying):
+    holding = held_layers(ranks, [k.is_moe for k in kinds])
+    for kind, in_flight, held in zip(kinds, flying, holding):
         if rows is None or rows[0].size == len(layouts):
             stored, rebuilt = activation_bytes_per_layer(model, layouts, kind)
         else:
@@ -294,7 +341,6 @@ def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tup
         if len(kinds) == 1:
             acts, rebuilt_max = stored * in_flight, rebuilt
             break
-        held = ranks.moe_layers if kind.is_moe else ranks.layers - ranks.moe_layers
         acts = acts + stored * in_flight
         rebuilt_max = np.maximum(rebuilt_max, np.where(held > 0, rebuilt, 0.0))
     # Full recomputation rebuilds one layer's activations at a time during backward (so does an
@@ -309,6 +355,9 @@ def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -
     """Layer-activations in flight at each rank's peak, per kind of layer (one kind: all of them).
     An explicit split counts them chunk by chunk; the default split shares a rank's out over its
     kinds of layer, once per distinct schedule (planner/costs/pipeline_ranks.py per_schedule)."""
+    if ranks.by_kind is not None and ranks.in_flight is None:  # a hybrid model: shared out by each kind's layers
+        in_flight = default_in_flight(model, layouts, ranks)
+        return [in_flight * held / np.maximum(ranks.layers, 1) for held in ranks.by_kind]
     if ranks.in_flight is not None:
         if len(kinds) == 1:
             return [ranks.in_flight]

@@ -16,10 +16,11 @@ from planner.costs import comm
 from planner.costs.compute import LayerCompute
 from planner.costs.context import JobContext
 from planner.costs.layer_times import KindTimes, kind_sums
-from planner.costs.pipeline_ranks import PipelineRanks
+from planner.costs.pipeline_ranks import PipelineRanks, held_layers
 from planner.costs.schedules import bubble_factor
 from planner.layout.arrays import unique_rows
 from planner.layout.axes import AXES, degrees
+from planner.layout.space import RECOMPUTE_FULL
 from planner.specs import ClusterSpec, ModelSpec
 from planner.units import US
 
@@ -64,8 +65,7 @@ def rank_time_s(kinds: list[KindTimes], ranks: PipelineRanks) -> np.ndarray:
 def _rank_time_s(layers, moe, logits, ranks: PipelineRanks) -> np.ndarray:
     """rank_time_s from each kind's `layer` and whether it is MoE."""
     out = ranks.last * logits
-    for layer, is_moe in zip(layers, moe):
-        held = ranks.moe_layers if is_moe else ranks.layers - ranks.moe_layers
+    for layer, held in zip(layers, held_layers(ranks, moe)):
         out = out + held * layer
     return out
 
@@ -177,9 +177,12 @@ def _dp_exposed_s(job: JobContext, lc: LayerCompute, raw, gather, reduce, most, 
     first = most
     units = comm.zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
     hooks_s = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
-    per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + np.maximum(gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))
+    # Forward and backward gather; a stack whose hooks fire in the recomputed forward gathers a third time.
+    gathers = 2.0 + ((layouts.recompute == RECOMPUTE_FULL) & stack.zero3_recompute_gathers)
+    per_layer = (np.maximum(gather - lc.fwd_s, 0.0)
+                 + np.maximum((gathers - 1.0) * gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))
     # Not overlapped, every unit's gathers and reduce-scatter wait in turn.
-    zero3_raw = m * first * (2 * gather + reduce + hooks_s)
+    zero3_raw = m * first * (gathers * gather + reduce + hooks_s)
     # Counted over the rank with the fewest layers (as ZeRO-2's window below): an uneven pipeline's
     # pace is not the first rank's, and a slower GPU must not hide more than it adds.
     zero3 = np.minimum(m * fewest * (per_layer + hooks_s), zero3_raw)

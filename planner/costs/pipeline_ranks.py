@@ -26,6 +26,7 @@ import numpy as np
 
 from planner.layout.arrays import unique_rows
 from planner.specs import ModelSpec
+from planner.specs.hybrid import pattern_layers_before
 from planner.specs.layers import layer_kinds
 
 
@@ -35,6 +36,8 @@ def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
     most MoE layers when the first ranks hold the dense ones (checked against every rank for the shipped
     MoE models in tests/costs/test_pipeline_ranks.py)."""
     first, last = np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1
+    if model is not None and model.layer_pattern is not None:
+        return _undominated_ranks(model, layouts)
     if model is not None and model.moe is not None:
         return np.stack([first, np.maximum(np.minimum(1, last), _first_all_moe_rank(model, layouts)), last])
     return np.stack([first, last])
@@ -51,6 +54,28 @@ def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
         moe, layers = rank_moe_layers(model, one, ranks)[:, 0], rank_layers(model, one, ranks)[:, 0]
         rank[i] = int(np.lexsort((-np.arange(p), layers, moe))[-1])
     return rank[inverse]
+
+
+def _undominated_ranks(model: ModelSpec, layouts) -> np.ndarray:
+    """(k, n): a hybrid pattern's stages hold different mixes of kinds, so any rank may be the slowest
+    or the fullest; a rank holding no more layers of any kind than an earlier one is no heavier than
+    it (an earlier rank has as many micro-batches in flight or more, and the embedding if any), so
+    the ranks kept are those no earlier rank dominates, and the last (the logits). Once per distinct (pp, vpp);
+    shorter lists repeat their last rank (as all_ranks)."""
+    first, inverse = unique_rows([layouts.pp, layouts.vpp])
+    kinds = layer_kinds(model)
+    kept = []
+    for p, v in zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist()):
+        one, ranks = _OnePipeline(np.array([p]), np.array([v])), np.arange(p)[:, None]
+        counts = np.stack([rank_pattern_layers(model, one, ranks, k.chars)[:, 0] for k in kinds], axis=1)
+        keep: list[int] = []
+        for r in range(p):
+            if r == p - 1 or not any(np.all(counts[q] >= counts[r]) for q in keep):
+                keep.append(r)
+        kept.append(keep)
+    width = max(len(k) for k in kept)
+    table = np.array([k + [k[-1]] * (width - len(k)) for k in kept], dtype=np.int64).T
+    return table[:, inverse]
 
 
 @dataclass(frozen=True)
@@ -94,16 +119,26 @@ def rank_moe_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
     """MoE layers held by rank r: those among its layers (ModelSpec.moe_layers_before). Chunk j of
     rank r is virtual stage j p + r (Megatron's interleaved assignment; j = 0 only without
     interleaving). Computed once per distinct (pp, vpp, rank)."""
-    shape = np.broadcast(np.asarray(rank), layouts.pp).shape
     if model.moe is None:
-        return np.zeros(shape)
+        return np.zeros(np.broadcast(np.asarray(rank), layouts.pp).shape)
+    return _rank_layers_among(model, layouts, rank, model.moe_layers_before)
+
+
+def rank_pattern_layers(model: ModelSpec, layouts, rank, chars: str) -> np.ndarray:
+    """Layers of a hybrid pattern whose character is in `chars` held by rank r (as rank_moe_layers)."""
+    return _rank_layers_among(model, layouts, rank, lambda n: pattern_layers_before(model, chars, n))
+
+
+def _rank_layers_among(model: ModelSpec, layouts, rank, before) -> np.ndarray:
+    """Layers held by rank r among those `before(n)` counts in the first n, once per distinct (pp, vpp, rank)."""
+    shape = np.broadcast(np.asarray(rank), layouts.pp).shape
     p, v, r = (np.broadcast_to(x, shape).reshape(-1) for x in (layouts.pp, layouts.vpp, np.asarray(rank)))
     first, inverse = unique_rows([p, v, r])
     p, v, r = p[first], v[first], r[first]
     held = np.zeros(first.size, dtype=np.int64)
     for j in range(int(v.max(initial=1))):
         start, size = stage_starts(model, p, v, j * p + r)
-        held = held + np.where(j < v, model.moe_layers_before(start + size) - model.moe_layers_before(start), 0)
+        held = held + np.where(j < v, before(start + size) - before(start), 0)
     return held[inverse].reshape(shape)
 
 
@@ -185,6 +220,15 @@ class PipelineRanks:
     last: np.ndarray  # holds the output layer and the loss
     in_flight: np.ndarray | None = None  # layer-activations at the peak (None: layers_in_flight)
     in_flight_moe: np.ndarray | None = None  # of which of MoE layers (with in_flight)
+    by_kind: tuple | None = None  # a hybrid model's layers held of each kind (layer_kinds order)
+
+
+def held_layers(ranks: PipelineRanks, moe: list) -> list:
+    """Layers each rank holds of each kind of layer (`moe`: whether each kind is MoE): a hybrid
+    model's counts by kind, else the MoE layers and the others."""
+    if ranks.by_kind is not None:
+        return list(ranks.by_kind)
+    return [ranks.moe_layers if is_moe else ranks.layers - ranks.moe_layers for is_moe in moe]
 
 
 _RANK_FIELDS = ("rank", "layers", "moe_layers", "first", "last")
@@ -198,14 +242,18 @@ def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) ->
         first, inverse = unique_rows([layouts.pp, layouts.vpp])
         if first.size < len(layouts):
             few = _ranks_of(model, layouts.take(first), bounding_ranks(layouts.take(first), model))
-            return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in _RANK_FIELDS))
+            by_kind = None if few.by_kind is None else tuple(np.take(x, inverse, axis=1) for x in few.by_kind)
+            return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in _RANK_FIELDS), by_kind=by_kind)
         rank = bounding_ranks(layouts, model)
     return _ranks_of(model, layouts, rank)
 
 
 def _ranks_of(model: ModelSpec, layouts, rank: np.ndarray) -> PipelineRanks:
+    by_kind = None
+    if model.layer_pattern is not None:
+        by_kind = tuple(rank_pattern_layers(model, layouts, rank, k.chars) for k in layer_kinds(model))
     return PipelineRanks(rank, rank_layers(model, layouts, rank), rank_moe_layers(model, layouts, rank),
-                         holds_embedding(rank), holds_logits(layouts, rank))
+                         holds_embedding(rank), holds_logits(layouts, rank), by_kind=by_kind)
 
 
 def rank_param_split(model: ModelSpec, layouts, ranks: PipelineRanks) -> tuple:
@@ -216,6 +264,11 @@ def rank_param_split(model: ModelSpec, layouts, ranks: PipelineRanks) -> tuple:
     word = model.vocab * model.hidden
     position = model.embedding_params() - word
     output = model.output_params() or np.where(ranks.first, 0, word)
+    if ranks.by_kind is not None:  # a hybrid model: each kind's layers held
+        kinds = layer_kinds(model)
+        tp_held = ranks.first * word + ranks.last * output + sum(n * k.tp_params for n, k in zip(ranks.by_kind, kinds))
+        experts = sum(n * k.expert_params for n, k in zip(ranks.by_kind, kinds)) / (layouts.ep * layouts.etp).astype(float)
+        return tp_held / layouts.tp.astype(float) + ranks.first * position, np.broadcast_to(experts, np.shape(tp_held))
     kinds = {k.name: k for k in layer_kinds(model)}
     dense, moe = kinds.get("dense"), kinds.get("moe")
     tp_held = (ranks.layers - ranks.moe_layers) * (dense.tp_params if dense else 0) + ranks.first * word + ranks.last * output

@@ -11,11 +11,18 @@ compute (F&B = F + B). Bubbles [in the pipeline's own bubble time]:
 - 1F1B (p-1)(F+B); interleaved with v chunks (p-1)(F+B)/v (chunk times: v times smaller);
 - ZB-H1 (p-1)(F+B-2W) (Qi et al. 2024 Sec. 2.1, (p-1)(T_F+T_B-T_W) in their notation): 1/3 of 1F1B,
   activations as 1F1B (p micro-batches: the deferred W keeps no more than 1F1B's peak);
-- ZB-V, two chunks a rank in a V (Qi et al. 2024, arXiv v2's ZB-V section): (p-1)(T_F+T_B-2T_W) of chunk times,
-  (p-1)(F+B-3W) = 0 at 1:2:1, with 1F1B's peak activations (p micro-batches of a rank's layers) and
-  twice its pipeline sends (the step time's 2(m v + p - 1) sends at v = 2). The authors' comparison at
-  T_F = T_B = T_W (sail-sg/zero-bubble-pipeline-parallelism): bubble rate 1F1B (p-1)/m, ZB-H1
-  (p-1)/(3m), ZB-V 0; activation memory 1x, 1x, 1x; pipeline communication 1x, 1x, 2x;
+- ZB-V, two chunks a rank in a V (Qi et al. 2024, arXiv v2's ZB-V section): no idle time inside a rank's
+  span at 1:2:1 ((p-1)(T_F+T_B-2T_W) = (p-1)(F+B-3W) = 0 of chunk times), but rank r starts r chunk
+  forwards after rank 0 and every rank does the same work: a parallelogram, whose skew (p-1) F of chunk
+  times is idle in a step that ends together. The authors' zero needs their optimizer post-validation
+  ("this all-reduce [global norm, inf/nan] breaks parallelogram and makes zero bubble impossible",
+  sail-sg/zero-bubble-pipeline-parallelism); the step priced here ends with a synchronous optimizer step
+  (Megatron-LM and torchtitan clip by the global norm), so ZB-V's bubble is (p-1) F of chunk times, as
+  planner/timeline.py simulates torch.distributed.pipelining's ScheduleZBVZeroBubble order (tests/
+  test_timeline_schedules.py). 1F1B's peak activations (p micro-batches of a rank's layers) and twice its
+  pipeline sends (the step time's 2(m v + p - 1) sends at v = 2). The authors' comparison at
+  T_F = T_B = T_W: bubble rate 1F1B (p-1)/m, ZB-H1 (p-1)/(3m), ZB-V 0 (post-validated); activation
+  memory 1x, 1x, 1x; pipeline communication 1x, 1x, 2x;
 - interleaved zero bubble (torch.distributed.pipelining's ScheduleInterleavedZeroBubble): the
   interleaved bubble with each chunk's W deferred as in ZB-H1, (p-1)(F+B-2W)/v (an assumption: no
   paper tabulates it);
@@ -42,7 +49,7 @@ def bubble_factor(schedule, pp, vpp) -> np.ndarray:
     p = np.asarray(pp, dtype=float)
     plain = (p - 1) * (F + B)  # 1F1B and interleaved, per v
     zb_h1 = (p - 1) * (F + B - 2 * W)
-    zb_v = (p - 1) * (F + B - 3 * W)
+    zb_v = (p - 1) * (F + max(F + B - 3 * W, 0.0))  # the parallelogram's skew; no idle inside at 1:2:1
     dualpipe = (p / 2 - 1) * ((F + B) + B - 3 * W)
     dualpipev = (p - 1) * ((F + B) + B - 3 * W)
     out = np.select([_is(schedule, "zb-h1") | _is(schedule, "interleaved-zb"), _is(schedule, "zb-v"),

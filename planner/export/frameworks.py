@@ -188,6 +188,17 @@ RESTRICTIONS: tuple[Restriction, ...] = (
                 (Source("deepspeedai/DeepSpeed", "v0.19.5", "deepspeed/runtime/engine.py",
                         'raise AssertionError("Native DeepSpeed MoE is not supported with ZeRO Stage 3. "'),),
                 needs_model=True),
+    # core_v0.15.0's MambaStack (a hybrid layer_pattern, pretrain_mamba.py) gives each pipeline rank
+    # num_layers // pp layers of the pattern: the rest would not be built; no interleaving
+    Restriction(("megatron",), lambda l, m: np.full(len(l.tp), m.layer_pattern is None)
+                | ((l.vpp == 1) & (m.layers % l.pp == 0)),
+                "Megatron-LM core_v0.15.0 splits a hybrid pattern into pp equal parts without interleaving "
+                "(MambaStack._select_layers_for_pipeline_parallel): pp must divide the layers and vpp must be 1",
+                (Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/core/ssm/mamba_block.py",
+                        "num_layers_per_pipeline_rank = self.config.num_layers // self.pp_group.size()"),
+                 Source("NVIDIA/Megatron-LM", MEGATRON_CORE, "megatron/core/ssm/mamba_block.py",
+                        "assert self.config.virtual_pipeline_model_parallel_size is None, (")),
+                needs_model=True),
     # Megatron Core picks its pipeline schedule in get_forward_backward_func: 1F1B, or interleaved 1F1B at vpp > 1.
     Restriction(_CORE, lambda l: _schedule_in(l, ("1f1b", "interleaved")),
                 "Megatron Core runs 1F1B and interleaved 1F1B only (get_forward_backward_func): "
@@ -246,6 +257,30 @@ def restrictions(framework: str) -> tuple[Restriction, ...]:
     return tuple(r for r in RESTRICTIONS if framework in r.frameworks)
 
 
+def model_refusal(framework: str, model) -> str | None:
+    """Why `framework` cannot build `model` at all (a hybrid model's layers), or None. Megatron-LM
+    core_v0.15.0 builds hybrid Mamba / attention / MLP patterns (pretrain_mamba.py;
+    megatron/core/ssm/mamba_hybrid_layer_allocation.py: Symbols M, *, -); it has no gated DeltaNet
+    and no MoE layer in a pattern (Megatron-LM main adds G and E: models/hybrid/hybrid_layer_allocation.py).
+    torchtitan (0.3.0, b5bcd76, v0.2.2) has no Mamba or DeltaNet model; DeepSpeed's tp/pp/cp are the
+    Megatron-DeepSpeed model code's, which has neither. The planner's Megatron-Bridge and NeMo exports
+    write GPT-model providers: hybrid providers (HybridModelProvider) are not written."""
+    if model is None or model.layer_pattern is None:
+        return None
+    kinds = "".join(sorted(set(model.layer_pattern)))
+    if framework == "megatron":
+        if "D" in kinds:
+            return ("Megatron-LM core_v0.15.0 has no gated DeltaNet layer (its hybrid pattern takes M, * and -; "
+                    "Megatron-LM main's GatedDeltaNet is G in --hybrid-layer-pattern)")
+        if model.moe is not None:
+            return ("Megatron-LM core_v0.15.0's hybrid pattern has no MoE layer (M, * and - only; Megatron-LM main: E)")
+        return None
+    if framework in ("megatron-bridge", "nemo"):
+        return (f"the planner's {framework} export writes GPT-model providers, not hybrid ones: export a hybrid "
+                "model for Megatron-LM (--export megatron)")
+    return f"{framework} has no Mamba-2 or gated DeltaNet layers (a hybrid layer_pattern)"
+
+
 def framework_mask(framework: str, layouts, model=None) -> tuple[np.ndarray, np.ndarray]:
     """(ok, reason) per layout row: ok where `framework` runs the layout as stated; reason '' there, else the
     messages of the restrictions it breaks, in RESTRICTIONS order, joined by '; '. The restrictions that
@@ -253,6 +288,9 @@ def framework_mask(framework: str, layouts, model=None) -> tuple[np.ndarray, np.
     n = len(np.asarray(layouts.tp))
     ok = np.ones(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
+    refused = model_refusal(framework, model)
+    if refused:
+        return np.zeros(n, dtype=bool), np.full(n, refused, dtype=object).astype(str)
     for r in restrictions(framework):
         if r.needs_model and model is None:
             continue

@@ -148,6 +148,22 @@ def router_args(model: ModelSpec) -> Flags:
     return f
 
 
+def hybrid_args(model: ModelSpec) -> Flags:
+    """A hybrid model (planner/specs/hybrid.py) for pretrain_mamba.py (core_v0.15.0): its pattern
+    (arguments.py --hybrid-override-pattern, Symbols M, *, -), the Mamba layer spec it requires
+    (pretrain_mamba.py: "You must provide a valid Mamba layer spec via --spec") and the Mamba shape.
+    Gated DeltaNet and MoE layers are refused before (planner/export/frameworks.py model_refusal)."""
+    if model.layer_pattern is None:
+        return []
+    f: Flags = [("--spec", ("megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")),
+                ("--hybrid-override-pattern", model.layer_pattern), ("--is-hybrid-model", None)]
+    if model.mamba is not None:
+        m = model.mamba
+        f += [("--mamba-num-heads", m.heads), ("--mamba-head-dim", m.head_dim), ("--mamba-state-dim", m.state_dim),
+              ("--mamba-num-groups", m.groups)]
+    return f
+
+
 def model_args(model: ModelSpec) -> Flags:
     """The model's shape, so the line builds the model the planner scored."""
     f: Flags = [("--num-layers", model.layers), ("--hidden-size", model.hidden), ("--ffn-hidden-size", model.ffn),
@@ -173,6 +189,9 @@ def model_args(model: ModelSpec) -> Flags:
             f.append(("--window-attn-skip-freq", model.full_attention_every))
     if model.ffn_act == "swiglu":
         f.append(("--swiglu", None))
+    if model.ffn_act == "relu2":
+        f.append(("--squared-relu", None))
+    f += hybrid_args(model)
     if model.swiglu_limit is not None:
         f.append(("--activation-func-clamp-value", model.swiglu_limit))
     # Megatron's add_bias_linear defaults to True (every linear layer, experts too; no --add-bias-linear).
@@ -241,6 +260,13 @@ def moe_overlap_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
     if lay.pp > 1 and lay.vpp < 2:
         notes.append("moe_a2a_overlap with pp > 1 needs virtual stages in Megatron (the planner hides nothing here)")
     return [("--overlap-moe-expert-parallel-comm", None), ("--delay-wgrad-compute", None)], notes
+
+
+def _hybrid_notes(model: ModelSpec) -> list[str]:
+    if model.layer_pattern is None:
+        return []
+    return ["a hybrid model: run these flags with pretrain_mamba.py, not pretrain_gpt.py (core_v0.15.0); "
+            "Megatron-LM main spells the pattern --hybrid-layer-pattern and runs pretrain_hybrid.py"]
 
 
 def model_notes(model: ModelSpec) -> list[str]:
@@ -354,7 +380,7 @@ def megatron_settings(lay: Launch, model: ModelSpec) -> Export:
     notes += vocab_notes + yarn_args(model)[1]
     overlap, overlap_notes = moe_overlap_args(lay, model)
     graphs, graph_notes = graph_args(model)
-    notes += overlap_notes + graph_notes + model_notes(model)
+    notes += overlap_notes + graph_notes + model_notes(model) + _hybrid_notes(model)
     flags = (model_args(model) + vocab + parallel_args(lay, model) + overlap + mem + graphs
              + [("--micro-batch-size", lay.micro_batch), ("--global-batch-size", lay.global_batch)] + precision_args(model))
     # a tuple is a list-valued flag (nargs='*', e.g. --recompute-modules): one word per item

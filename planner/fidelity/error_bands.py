@@ -10,7 +10,9 @@ normal error with that RMS falls, with the sources' own spread added in quadratu
 other sources cannot show); it is widened, with the reason said, where the evidence is thin:
 - beyond the largest calibrated GPU count: x (1 + 0.25 log2(GPUs / largest));
 - a GPU this stack was not measured on: the stack's cases on other GPUs, x 1.5;
-- a stack never calibrated: the stack profile's `carried_over_error_pct`.
+- a stack never calibrated: the stack profile's `carried_over_error_pct`;
+- a model whose parts no calibration run had (Mamba-2 or gated DeltaNet layers, NVFP4 GEMMs): x 1.5 each, as
+  for a GPU the stack was not measured on (their kernels are priced at efficiencies fitted on others).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ NEAREST = 8
 COVERAGE_Z = 1.2816  # the 90th percentile of N(0, 1): |error| < 1.2816 sigma for 80 % of normal errors
 OTHER_GPU_FACTOR = 1.5
 SCALE_WIDENING = 0.25
+UNMEASURED_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,31 @@ def _widen_beyond(pct: np.ndarray, cases: np.ndarray, gpus: np.ndarray) -> tuple
     return pct * factor, f"; wider beyond the largest calibrated scale ({largest:.0f} GPUs)"
 
 
+def _unmeasured_parts(model: ModelSpec) -> list[str]:
+    """What in `model` no calibration run had (each widens its band by UNMEASURED_FACTOR)."""
+    parts = []
+    if model.mamba is not None:
+        parts.append("Mamba-2 layers")
+    if model.deltanet is not None:
+        parts.append("gated DeltaNet layers")
+    if model.training.precision == "nvfp4":
+        parts.append("NVFP4 GEMMs")
+    return parts
+
+
 def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     """The band of a prediction of `model` on `gpus` GPUs of `gpu_name` (gpus: an array); with a
     profile (--profile), planner/fidelity/own_bands.py band()."""
+    band = _error_band(model, gpu_name, gpus)
+    parts = _unmeasured_parts(model)
+    if not parts:
+        return band
+    factor = UNMEASURED_FACTOR ** len(parts)
+    return ErrorBand(band.pct * factor, f"{band.basis}; x{factor:g}: {' and '.join(parts)} never calibrated",
+                     band.memory_pct)
+
+
+def _error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     stack = model.training.stack
     gpus = np.asarray(gpus, dtype=float)
     params_b = model.total_params() / 1e9

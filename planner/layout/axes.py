@@ -48,6 +48,7 @@ class SpaceContext:
     min_cp_tokens: int = 512
     cap_levels: int = 1  # power-cap levels searched (1: the uncapped GPU only)
     fp8_param_gather: bool = False  # training.fp8_param_gather: FP8 weights gathered by the distributed optimizer
+    mixer_heads: tuple = ()  # a hybrid model's (name, count) tp must divide too (ModelSpec.tp_split_heads)
 
 
 @dataclass(frozen=True)
@@ -244,8 +245,7 @@ AXES: tuple[Axis, ...] = (
          default_from=lambda v: np.where(np.asarray(v["vpp"]) > 1, 1, 0),
          invalid="unknown schedule '{value}'", expected=" | ".join(SCHEDULES),
          candidates=lambda ctx, chosen: [0, 1] if chosen["pp"] > 1 else [0],
-         short="sched=", show="cell", hide_default=True,  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
-         csv=False),  # not yet a column of `plan sweep --out`: its order is a documented contract (docs/sweeps.md)
+         short="sched=", show="cell", hide_default=True),  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
          short="m", show="detail", csv=False),
@@ -329,6 +329,19 @@ def _schedule_ok(v, ctx):
     return chunks & pipelined & even
 
 
+def _dualpipe_microbatches_ok(v, ctx):
+    m = ctx.global_batch // (np.asarray(v["dp"]) * np.asarray(v["micro_batch"]))
+    pp = np.asarray(v["pp"])
+    dual, dualv = _schedule_is(v, ("dualpipe",)), _schedule_is(v, ("dualpipev",))
+    return ~(dual | dualv) | ((m >= 2 * pp) & (~dual | (m % 2 == 0)))
+
+
+def _dualpipe_microbatches_message(r, m):
+    s, pp = r["schedule"], r["pp"]
+    even = "an even number of " if s == "dualpipe" else ""
+    return f"schedule {s} needs {even}micro-batches of at least 2 pp = {2 * pp} per step (got {m})"
+
+
 def _schedule_message(r, ctx):
     s, vpp, pp = r["schedule"], r["vpp"], r["pp"]
     if s in INTERLEAVED_SCHEDULES and vpp == 1:
@@ -346,6 +359,11 @@ RULES: tuple[Rule, ...] = (
     Rule("tp_divides_heads", ("tp",),
          lambda v, ctx: (ctx.heads % v["tp"] == 0) & (ctx.kv_heads % v["tp"] == 0),
          lambda r, ctx: f"tp={r['tp']} must divide heads ({ctx.heads}) and kv_heads ({ctx.kv_heads})"),
+    # Megatron-Core MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0 (mamba_mixer.py), its
+    # GatedDeltaNet splits key and value heads over tp (gated_delta_net/common.py num_k_heads_local_tp)
+    Rule("tp_divides_mixer_heads", ("tp",),
+         lambda v, ctx: np.logical_and.reduce([n % v["tp"] == 0 for _, n in ctx.mixer_heads] + [v["tp"] > 0]),
+         lambda r, ctx: f"tp={r['tp']} must divide " + ", ".join(f"{name} ({n})" for name, n in ctx.mixer_heads)),
     # Megatron-Core context parallelism splits each sequence into 2*cp chunks (causal load balancing).
     Rule("cp_divides_sequence", ("cp",),
          lambda v, ctx: (v["cp"] == 1) | ((ctx.seq_len > 0) & (ctx.seq_len % (2 * v["cp"]) == 0)
@@ -380,6 +398,10 @@ RULES: tuple[Rule, ...] = (
          f"divisible by pp ({r['pp']}) and pp*vpp ({r['pp'] * r['vpp']}) virtual stages that take the {ctx.layers} layers "
          "with at least one layer each, or at most two short of even (the embedding's and the loss's place)"),
     Rule("schedule_fits", ("pp", "vpp", "schedule"), _schedule_ok, _schedule_message),
+    # DeepSeek's DualPipe step() asserts an even count of at least 2 pp micro-batches (half from each end,
+    # each half at least pp), DualPipeV at least 2 pp (dualpipe.py, dualpipev.py): fewer cannot run.
+    Rule("schedule_microbatches", ("dp", "micro_batch", "pp", "schedule"), _dualpipe_microbatches_ok,
+         lambda r, ctx: _dualpipe_microbatches_message(r, ctx.global_batch // (r["dp"] * r["micro_batch"]))),
     Rule("sequence_parallel_needs_tp", ("tp", "sequence_parallel"),
          lambda v, ctx: (v["sequence_parallel"] == 0) | (v["tp"] > 1),
          lambda r, ctx: "sequence parallelism needs tp > 1"),

@@ -142,7 +142,7 @@ def _passes(rules: tuple[Rule, ...], values: Mapping[str, Any], ctx: SpaceContex
 
 def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, global_batch: int, seq_len: int = 0,
                       experts: int = 0, limits=None, cap_levels: int = 1, axes: tuple[Axis, ...] = AXES,
-                      rules: tuple[Rule, ...] = RULES, fp8_param_gather: bool = False,
+                      rules: tuple[Rule, ...] = RULES, fp8_param_gather: bool = False, mixer_heads: tuple = (),
                       include: Mapping[str, Any] | None = None) -> Any:
     """All valid layouts for `gpus` GPUs. Rows come degree by degree (tp, then pp, ...), the options
     of each as a product in registry order; outer axes (power caps) repeat the whole space.
@@ -159,7 +159,8 @@ def enumerate_layouts(*, gpus: int, layers: int, heads: int, kv_heads: int, glob
     min_cp_tokens = getattr(limits, "min_cp_tokens", 512) if fixed_cp is None else 1
     ctx = SpaceContext(gpus=gpus, layers=layers, heads=heads, kv_heads=kv_heads, global_batch=global_batch,
                        seq_len=seq_len, experts=experts, max_micro_batch=limits.max_micro_batch, max_vpp=limits.max_vpp,
-                       min_cp_tokens=min_cp_tokens, cap_levels=cap_levels, fp8_param_gather=fp8_param_gather)
+                       min_cp_tokens=min_cp_tokens, cap_levels=cap_levels, fp8_param_gather=fp8_param_gather,
+                       mixer_heads=mixer_heads)
     degs = degrees(axes)
     filler = next(a for a in degs if a.fills)
     free = [a for a in axes if a.role == "degree" and not a.fills]  # registry order: the row order

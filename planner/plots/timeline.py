@@ -20,10 +20,10 @@ from planner.timeline import KINDS, Timeline, layout_row, timeline_events
 
 SIZE_PX = (1600, 1000)
 FLAG = "--timeline"
-COLORS = {"forward": "#4C72B0", "backward": "#DD8452", "recompute": "#F2C57C", "comm": "#C44E52",
+COLORS = {"forward": "#4C72B0", "backward": "#DD8452", "wgrad": "#55A868", "recompute": "#F2C57C", "comm": "#C44E52",
           "pp_comm": "#8172B3", "overhead": "#8C8C8C", "bubble": "#E6E6E6", "dp_comm": "#64B5CD",
           "optimizer": "#2F2F2F"}
-NAMES = {"forward": "forward", "backward": "backward", "recompute": "recompute",
+NAMES = {"forward": "forward", "backward": "backward", "wgrad": "weight gradient (W)", "recompute": "recompute",
          "comm": "exposed TP/CP/EP comm", "pp_comm": "PP send", "overhead": "stack overhead",
          "bubble": "bubble (idle)", "dp_comm": "exposed DP comm", "optimizer": "optimizer step"}
 MEMORY = (("weights", "#4C72B0"), ("gradients", "#DD8452"), ("optimizer", "#55A868"),
@@ -55,11 +55,21 @@ def plot_timeline(model, cluster, scored, path: str | Path) -> DrawnTimeline:
     return draw_timeline(timeline_events(model, cluster, scored), path, title)
 
 
+SCHEDULE_NAMES = {  # how the subtitle names each schedule; the backward of the zero-bubble ones is its input half
+    "1f1b": "1F1B", "interleaved": "interleaved 1F1B, {v} chunks per rank",
+    "zb-h1": "ZB-H1 (backward split: input gradient, deferred weight gradient W)",
+    "interleaved-zb": "interleaved zero bubble, {v} chunks per rank (input gradient, deferred W)",
+    "zb-v": "ZB-V, two chunks per rank in a V (input gradient, deferred W)",
+    "dualpipe": "DualPipe, micro-batches from both ends (label: micro-batch; the second half from the last rank)",
+    "dualpipev": "DualPipeV, two chunks per rank in a V",
+}
+
+
 def schedule_name(tl: Timeline) -> str:
     if tl.pp == 1:
         return "no pipeline (pp 1)"
     even = len(set(tl.stage_layers)) == 1
-    kind = "1F1B" if tl.vpp == 1 else f"interleaved 1F1B, {tl.vpp} chunks per rank"
+    kind = SCHEDULE_NAMES.get(tl.schedule, tl.schedule).format(v=tl.vpp)
     return kind + ("" if even else ", uneven stages " + _runs(tl.stage_layers))
 
 
@@ -146,10 +156,10 @@ def _schedule(ax, tl: Timeline, end: float) -> None:
 
 
 def _unit_labels(ax, tl: Timeline, end: float, fig_width_px: int) -> None:
-    """The micro-batch number on each forward and backward wide enough to hold it."""
+    """The micro-batch number on each forward, backward and weight gradient wide enough to hold it."""
     px_per_s = ax.get_position().width * fig_width_px / end
     wide = (tl.duration_s * px_per_s >= MIN_LABEL_PX) & (tl.start_s + tl.duration_s <= end)
-    for kind in ("forward", "backward"):
+    for kind in ("forward", "backward", "wgrad"):
         sel = np.flatnonzero(wide & (tl.kind == KINDS.index(kind)))
         for i in sel[:2000].tolist():
             text = str(tl.micro_batch[i]) if tl.vpp == 1 else f"${tl.micro_batch[i]}_{{{tl.chunk[i]}}}$"

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import yaml
 
 from planner.errors import SpecError, clip, clip_file, shown
+from planner.specs.hf_hybrid import hybrid_fields
 from planner.specs.model import ModelSpec, MoeSpec
 from planner.specs.yamlio import MAX_NUMBER_CHARS, LoadedYaml, load_yaml_text
 
@@ -55,6 +56,10 @@ _MOE_KEYS = {
                     "layer_every": ("moe_layer_freq",)},
     "gpt_oss": {"experts": ("num_local_experts",), "top_k": ("num_experts_per_tok", "experts_per_token"),
                 "expert_ffn_hidden": ("intermediate_size",)},
+    "qwen3_next": {"experts": ("num_experts",), "top_k": ("num_experts_per_tok",),
+                   "expert_ffn_hidden": ("moe_intermediate_size",), "shared_experts": 1,
+                   "shared_expert_ffn_hidden": ("shared_expert_intermediate_size",),
+                   "layer_every": ("decoder_sparse_step",)},
     "llama4": {"experts": ("num_local_experts",), "top_k": ("num_experts_per_tok",),
                "expert_ffn_hidden": ("intermediate_size",), "shared_experts": 1,
                "shared_expert_ffn_hidden": ("intermediate_size",), "layer_every": ("interleave_moe_layer_step",),
@@ -94,9 +99,21 @@ class Family:
     notes: tuple[str, ...] = ()
     swiglu_limit: float | None = None  # read `swiglu_limit`; this value when absent (fixed in the modeling code)
     bias_key: str | None = None  # a true value of this key: a bias on every linear layer (linear_bias)
+    hybrid: str | None = None  # a hybrid pattern's reader (planner/specs/hf_hybrid.py): nemotron_h, qwen3_next
 
+
+_NEMOTRON_H_KEYS = _LLAMA_KEYS | {"head_dim": ("head_dim", "attention_head_dim")}
 
 FAMILIES = (
+    Family("nemotron_h", ("nemotron_h",), ("NemotronHForCausalLM",), _NEMOTRON_H_KEYS, "relu2", "rope", False,
+           hybrid="nemotron_h",
+           notes=("each character of hybrid_override_pattern is a layer (planner/specs/hybrid.py)",
+                  "no position embedding on its attention layers: priced as rope (no parameters either way)", _NORMS)),
+    Family("qwen3_next", ("qwen3_next",), ("Qwen3NextForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False,
+           moe="qwen3_next", hybrid="qwen3_next",
+           notes=("each HF layer (a token mixer and an MoE FFN) is two pattern layers: D- or *- "
+                  "(planner/specs/hybrid.py)", "the shared expert's scalar sigmoid gate (hidden weights a layer) "
+                  "not counted", "q/k RMSNorm counted", _NORMS)),
     Family("llama", ("llama", "mistral"), ("LlamaForCausalLM", "MistralForCausalLM"), _LLAMA_KEYS, "swiglu", "rope", False,
            window="all", notes=("hidden_act silu: gated MLP (SwiGLU)", _NORMS)),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False, moe="mixtral",
@@ -186,6 +203,11 @@ CONFIG_CLASSES = {
                            _MISTRAL_SHAPE | {"num_local_experts": 8, "num_experts_per_tok": 2}),
     "qwen2": ConfigClass("Qwen2Config", _TF.format("qwen2"), _QWEN_SHAPE | {"max_window_layers": 28}),
     "qwen3": ConfigClass("Qwen3Config", _TF.format("qwen3"), _QWEN_SHAPE | {"head_dim": 128, "max_window_layers": 28}),
+    # hybrids: only tie_word_embeddings (False in both __init__s: Qwen3NextConfig, and NemotronHConfig as
+    # NVIDIA's remote code and vLLM's copy, vllm/transformers_utils/configs/nemotron_h.py, state it); the
+    # other keys stay required (never guessed)
+    "nemotron_h": ConfigClass("NemotronHConfig", _TF.format("nemotron_h"), {"tie_word_embeddings": False}),
+    "qwen3_next": ConfigClass("Qwen3NextConfig", _TF.format("qwen3_next"), {"tie_word_embeddings": False}),
     "qwen3_moe": ConfigClass("Qwen3MoeConfig", _TF.format("qwen3_moe"), _QWEN_SHAPE | {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24, "num_key_value_heads": 4,
         "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1}),
@@ -322,7 +344,7 @@ class _Reader:
             raise SpecError(f"got {value}", path=".".join(path), expected="a finite number")
         if not ok:
             want = {int: "an integer", bool: "true or false", list: "a list of layer indices", float: "a number",
-                    dict: "a mapping", _Names: "a list of layer type names"}[kind]
+                    dict: "a mapping", _Names: "a list of layer type names", str: "a string"}[kind]
             raise SpecError(f"wrong type: got {json.dumps(value)[:40]}", path=".".join(path), expected=want)
         return float(value) if kind is float else value
 
@@ -627,7 +649,7 @@ def _rope(r: _Reader, spec: dict, sources: dict, notes: list[str]) -> None:
 
 # model_types whose attention normalises each head's queries and keys (transformers' Qwen3Attention
 # q_norm/k_norm, Olmo2Attention q_norm/k_norm): no config key says it
-QK_NORM_TYPES = ("qwen3", "qwen3_moe", "olmo2")
+QK_NORM_TYPES = ("qwen3", "qwen3_moe", "olmo2", "qwen3_next")
 
 
 def _norm_and_rope_base(r: _Reader, family: Family, spec: dict, sources: dict) -> None:
@@ -754,6 +776,8 @@ def spec_from_hf(config: dict, *, name: str, seq_len: int | None = None, global_
     if family.moe:
         _moe(r, family, spec, sources, notes)
         _router(r, spec, sources)
+    if family.hybrid:
+        hybrid_fields(r, family.hybrid, spec, sources, notes, _Names)
     if family.window:
         _window(r, family, spec, sources, notes)
     if family.position_embedding == "rope":

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from planner.specs.hybrid import ATTENTION, DELTANET, MAMBA, MLP
+
 Split = Literal["col", "row", "none"]
 
 
@@ -96,7 +98,7 @@ class LayerKind:
     """Layers of one kind: `count` of them, the tensor-parallel matrices (attention, and the dense
     MLP or the shared experts), one routed expert's matrices and the router (MoE only)."""
 
-    name: Literal["dense", "moe"]
+    name: Literal["dense", "moe", "mamba", "deltanet", "attention", "mlp"]
     count: int
     tp_matrices: tuple[Matrix, ...]
     expert: tuple[Matrix, ...] = ()
@@ -104,6 +106,18 @@ class LayerKind:
     top_k: int = 0
     router: Matrix | None = None
     norm_params: int = 0
+    # Hybrid models (ModelSpec.layer_pattern): the token mixer of this kind ("attention", "mamba",
+    # "deltanet", or "none" for an MLP / MoE layer), the pattern character(s) it stands for, and
+    # the mixer's parameters outside its GEMMs (conv1d, A, D, dt bias, gated norm): split over tp.
+    mixer: Literal["attention", "mamba", "deltanet", "none"] = "attention"
+    chars: str = ""
+    mixer_params: int = 0
+
+    @property
+    def sublayer(self) -> bool:
+        """A layer of a hybrid pattern: one norm, one mixer or one MLP, one residual (Megatron's
+        MambaLayer / TransformerLayer with an identity half), not attention and MLP together."""
+        return self.chars != ""
 
     @property
     def is_moe(self) -> bool:
@@ -113,7 +127,7 @@ class LayerKind:
     def tp_params(self) -> int:
         """Parameters split over tp (or replicated: norms, router, MLA down projections)."""
         router = self.router.params if self.router else 0
-        return sum(m.params for m in self.tp_matrices) + router + self.norm_params
+        return sum(m.params for m in self.tp_matrices) + router + self.norm_params + self.mixer_params
 
     @property
     def expert_params(self) -> int:
@@ -138,7 +152,10 @@ def layer_norm_params(model: Any) -> int:
 
 
 def layer_kinds(model: Any) -> tuple[LayerKind, ...]:
-    """The dense and the MoE layers of a model (kinds with no layer left out)."""
+    """The dense and the MoE layers of a model (kinds with no layer left out); of a hybrid model,
+    one kind per character of its layer pattern (hybrid_kinds)."""
+    if model.layer_pattern is not None:
+        return hybrid_kinds(model)
     attn = attention_matrices(model)
     kinds = []
     dense = model.layers - model.moe_layers
@@ -155,7 +172,7 @@ def layer_kinds(model: Any) -> tuple[LayerKind, ...]:
 
 def gemm_flops_per_token(kind: LayerKind) -> float:
     """Forward FLOPs of a layer's projections per token: 2 x the weights a token passes through."""
-    return 2.0 * (kind.active_params - kind.norm_params - sum(m.n for m in kind.tp_matrices if m.bias))
+    return 2.0 * (kind.active_params - kind.norm_params - kind.mixer_params - sum(m.n for m in kind.tp_matrices if m.bias))
 
 
 def attention_core_flops_per_seq(model: Any, windowed: bool = True) -> float:
@@ -240,3 +257,39 @@ def expert_rows(model: Any, layouts) -> tuple:
 def eager_clamp(model: Any) -> bool:
     """Whether the experts' SwiGLU clamp runs as separate PyTorch ops (swiglu_limit, no op fuser)."""
     return model.swiglu_limit is not None and not model.training.te_op_fuser
+
+
+def hybrid_kinds(model: Any) -> tuple:
+    """One LayerKind per character kind of the pattern, in the order M, D, *, - (those present)."""
+    pattern, h = model.layer_pattern, model.hidden
+    norm = 2 * h  # one pre-norm (scale and bias, as layer_norm_params counts them)
+    kinds = []
+    if MAMBA in pattern:
+        m = model.mamba
+        kinds.append(LayerKind("mamba", pattern.count(MAMBA), (Matrix("ssm_in", h, m.in_proj_width, "col"),
+                                                                 Matrix("ssm_out", m.d_inner, h, "row")),
+                               norm_params=norm, mixer="mamba", chars=MAMBA, mixer_params=m.other_params))
+    if DELTANET in pattern:
+        d = model.deltanet
+        kinds.append(LayerKind("deltanet", pattern.count(DELTANET), (Matrix("ssm_in", h, d.in_proj_width, "col"),
+                                                                       Matrix("ssm_out", d.v_dim, h, "row")),
+                               norm_params=norm, mixer="deltanet", chars=DELTANET, mixer_params=d.other_params))
+    if ATTENTION in pattern:
+        a = attention_dims(model)
+        # the output gate (Qwen3-Next, Megatron --attention-output-gate) doubles the query projection
+        q = a.q_width * (2 if model.attention_output_gate else 1)
+        qk_norm = 2 * a.qk_dim if model.qk_norm else 0
+        kinds.append(LayerKind("attention", pattern.count(ATTENTION),
+                               (Matrix("qkv", h, q + a.k_width + a.v_width, "col"), Matrix("attn_out", a.out_width, h, "row")),
+                               norm_params=norm + qk_norm, mixer="attention", chars=ATTENTION))
+    if MLP in pattern:
+        count, moe = pattern.count(MLP), model.moe
+        if moe is None:
+            kinds.append(LayerKind("mlp", count, mlp_matrices(model, model.ffn, bias=False), norm_params=norm,
+                                   mixer="none", chars=MLP))
+        else:
+            shared = mlp_matrices(model, moe.shared_experts * moe.shared_ffn, "shared", bias=False) if moe.shared_experts else ()
+            kinds.append(LayerKind("moe", count, shared, mlp_matrices(model, moe.expert_ffn_hidden, "expert", bias=False),
+                                   experts=moe.experts, top_k=moe.top_k, router=Matrix("router", h, moe.experts, "none"),
+                                   norm_params=norm, mixer="none", chars=MLP))
+    return tuple(kinds)

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from planner.errors import SpecError, shown
 from planner.specs.base import Spec, is_plain_name
+from planner.specs.hybrid import MLP, DeltaNetSpec, MambaSpec, pattern_error, pattern_layers_before
 from planner.specs.layers import LayerKind, attention_matrices, layer_kinds, layer_norm_params, mlp_matrices
 from planner.specs.precision import PRECISIONS, Precision, precision
 from planner.specs.shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
@@ -233,7 +234,9 @@ class ModelSpec(Spec):
     kv_heads: int | None = Field(default=None, gt=0, le=100_000)
     head_dim: int | None = Field(default=None, gt=0, le=100_000, description="width of one head (default: hidden / heads)")
     ffn_hidden: int | None = Field(default=None, gt=0, le=10_000_000)
-    ffn_act: Literal["gelu", "swiglu"] = "gelu"
+    ffn_act: Literal["gelu", "swiglu", "relu2"] = Field(default="gelu", description=(
+        "MLP activation: gelu (up, down), swiglu (gate, up, down), relu2: squared ReLU (up, down; "
+        "Nemotron-H, HF mlp_hidden_act relu2, Megatron --squared-relu)"))
     vocab: int = Field(gt=0, le=100_000_000)
     seq_len: int = Field(gt=0, le=100_000_000)
     tied_embeddings: bool = False
@@ -274,6 +277,15 @@ class ModelSpec(Spec):
         "--mtp-num-layers; DeepSeek-V3: 1); named for the exports, not priced"))
     moe: MoeSpec | None = None
     mla: MlaSpec | None = None
+    layer_pattern: str | None = Field(default=None, min_length=1, max_length=10_000, description=(
+        "hybrid model: one character a layer, M Mamba-2, D gated DeltaNet, * attention, - MLP (MoE with a "
+        "moe: section), as Nemotron-H's hybrid_override_pattern (Megatron --hybrid-layer-pattern, which "
+        "writes DeltaNet G and MoE E); its length is layers (planner/specs/hybrid.py)"))
+    mamba: MambaSpec | None = Field(default=None, description="the Mamba-2 layers (M) of a layer_pattern")
+    deltanet: DeltaNetSpec | None = Field(default=None, description="the gated DeltaNet layers (D) of a layer_pattern")
+    attention_output_gate: bool = Field(default=False, description=(
+        "a sigmoid gate on the attention output, projected with the queries (Qwen3-Next; Megatron "
+        "--attention-output-gate): the query projection twice as wide"))
     training: TrainingSpec
 
     @field_validator("rope_theta", mode="before")
@@ -299,6 +311,11 @@ class ModelSpec(Spec):
         if self.full_attention_every is not None and self.full_attention_every > self.layers:
             raise ValueError(f"full_attention_every ({self.full_attention_every}) is more than the {self.layers} "
                              "layers: no layer would keep full attention (leave it out to window every layer)")
+        wrong = pattern_error(self)
+        if wrong:
+            raise ValueError(wrong)
+        if self.attention_output_gate and self.layer_pattern is None:
+            raise ValueError("attention_output_gate is priced for hybrid models (a layer_pattern) only")
         t = self.training
         if self.moe is None:
             given = [k for k, on in (("moe_dispatcher", t.moe_dispatcher != "alltoall"), ("moe_a2a_overlap", t.moe_a2a_overlap),
@@ -310,6 +327,16 @@ class ModelSpec(Spec):
         if self.swiglu_limit is not None and self.ffn_act != "swiglu":
             raise ValueError(f"swiglu_limit clamps a SwiGLU; ffn_act is {self.ffn_act}")
         return self
+
+    @property
+    def tp_split_heads(self) -> tuple:
+        """(name, count) of a hybrid model's mixer heads tp splits, beyond the attention heads."""
+        out = []
+        if self.mamba is not None:
+            out += [("mamba.heads", self.mamba.heads), ("mamba.groups", self.mamba.groups)]
+        if self.deltanet is not None:
+            out += [("deltanet.key_heads", self.deltanet.key_heads), ("deltanet.value_heads", self.deltanet.value_heads)]
+        return tuple(out)
 
     @property
     def num_kv_heads(self) -> int:
@@ -331,6 +358,8 @@ class ModelSpec(Spec):
     @property
     def moe_layers(self) -> int:
         """MoE layers: after the first `dense_layers`, every `layer_every`-th (Megatron --moe-layer-freq)."""
+        if self.moe is not None and self.layer_pattern is not None:
+            return self.layer_pattern.count(MLP)
         return 0 if self.moe is None else (self.layers - self.moe.dense_layers) // self.moe.layer_every
 
     def moe_layers_before(self, n):
@@ -338,6 +367,8 @@ class ModelSpec(Spec):
         (i - k + 1) % layer_every == 0 (Llama 4 Maverick: every second layer)."""
         if self.moe is None:
             return np.zeros_like(np.asarray(n))
+        if self.layer_pattern is not None:
+            return pattern_layers_before(self, MLP, n)
         return np.maximum(np.asarray(n) - self.moe.dense_layers, 0) // self.moe.layer_every
 
     def layer_params(self) -> int:

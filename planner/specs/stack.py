@@ -119,6 +119,19 @@ class StackSpec(StackConstants):
         "parameters prefetched beyond the units in flight (DeepSpeed stage3_prefetch_bucket_size)"))
     zero3_reduce_bucket_params: float = Field(default=0.0, ge=0, le=1e12, description=(
         "gradient elements bucketed before a reduce-scatter (DeepSpeed reduce_bucket_size; 0: one unit)"))
+    zero3_grad_reduce: Literal["reduce_scatter", "all_reduce"] = Field(default="reduce_scatter", description=(
+        "how ZeRO-3 reduces a gradient bucket: a reduce-scatter of the main gradients, or (DeepSpeed 0.3-0.4, "
+        "reduce_scatter false by default from PR #971, April 2021) an all-reduce of the 16-bit gradients"))
+    zero3_recompute_gathers: bool = Field(default=False, description=(
+        "the recomputed forward of a checkpointed layer gathers its parameters again: a third gather per "
+        "step besides forward and backward (DeepSpeed's per-submodule forward hooks fire in the recompute)"))
+    zero3_gather_copy_passes: float = Field(default=0.0, ge=0, le=10, description=(
+        "HBM passes over each gathered tensor besides the collective's own writes: DeepSpeed <= 0.5 "
+        "zero-fills the buffer (one write) and PyTorch's list all_gather copies it back from its flat "
+        "buffer (one read, one write): 3"))
+    zero3_gather_rank_us: float = Field(default=0.0, ge=0, le=1e3, description=(
+        "host time per gathered unit per rank of the group [us]: DeepSpeed <= 0.5 gathers into a list of one "
+        "view per rank, which PyTorch's ProcessGroupNCCL::allgather copies back one copy_ per rank"))
     zero3_root_unsharded: bool = Field(default=False, description=(
         "the root unit (embedding, final norm, output layer) stays gathered from the forward through the "
         "backward (FSDP2 fully_shard on the root: post_forward_mesh_info None, no reshard after forward)"))

@@ -47,6 +47,9 @@ PUBLISHED = [
      "huggingface.co/EleutherAI/gpt-neox-20b model card: 20,554,567,680 parameters"),
     ("gpt2", 124_439_808, 0, None, True,
      "Radford et al. 2019 (124M); exact count as in nanoGPT's sizing notebook: 124,439,808"),
+    ("qwen3_next", 80 * B, 0.5 * B, None, True,
+     "huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct model card: 80B in total and 3B activated"),
+    ("nemotron_h", 56 * B, 0.5 * B, None, True, "Nemotron-H (NVIDIA 2025, arXiv 2504.03624): the 56B model"),
     ("gpt_oss", 20.91 * B, 0.005 * B, (3.61 * B, 0.005 * B), False,
      "gpt-oss model card (OpenAI 2025, arXiv 2508.10925), Table 1, gpt-oss-20b: 20.91B total, 3.61B active"),
 ]

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The documented contract (docs/sweeps.md, "Columns of --out"): other tools read these columns in this order.
 HEADER = ("point_id,model,params,layers,hidden,heads,kv_heads,cluster,gpu,nodes,gpus,global_batch,seq_len,tokens,"
-          "objective,status,reason,dp,tp,pp,cp,micro_batch,vpp,recompute,sequence_parallel,zero,ep,etp,step_time_s,tokens_per_s,"
-          "goodput_tokens_per_s,mfu,model_tflops_per_gpu,memory_gib,energy_j_per_token,avg_power_kw,"
-          "time_to_train_days,energy_to_train_mwh,cost_usd_per_m_tokens,co2e_kg_per_m_tokens,planner_version").split(",")
+          "objective,status,reason,dp,tp,pp,cp,micro_batch,vpp,recompute,sequence_parallel,zero,ep,etp,schedule,"
+          "step_time_s,tokens_per_s,goodput_tokens_per_s,mfu,model_tflops_per_gpu,memory_gib,energy_j_per_token,"
+          "avg_power_kw,time_to_train_days,energy_to_train_mwh,cost_usd_per_m_tokens,co2e_kg_per_m_tokens,planner_version").split(",")
 
 
 def invoke(*args):

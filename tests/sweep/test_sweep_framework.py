@@ -15,7 +15,8 @@ from planner.export.frameworks import FRAMEWORK_STACK, framework_mask
 from planner.layout.axes import AXES
 from planner.layout.space import single_layout
 
-LAYOUT = ("dp", "tp", "pp", "cp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero", "ep", "etp")
+LAYOUT = ("dp", "tp", "pp", "cp", "micro_batch", "vpp", "recompute", "sequence_parallel", "zero", "ep", "etp",
+          "schedule")
 # The inputs a point's key was made of before there was a framework (KEY_VERSION 1)
 OLD_INPUTS = {"version", "model", "cluster", "cluster_label", "gpus", "objective", "limits", "space", "time_limit_s"}
 

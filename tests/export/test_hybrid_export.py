@@ -1,0 +1,44 @@
+"""Exports of hybrid models (planner/specs/hybrid.py): Megatron-LM core_v0.15.0's pretrain_mamba.py flags for
+Nemotron-H, and a clear refusal (exit 2) where the framework has no equivalent."""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+from planner.export.frameworks import framework_mask
+from planner.layout.space import single_layout
+from planner.specs.loading import load_model
+
+
+def _export(model: str, kind: str, *extra: str):
+    return CliRunner().invoke(app, ["search", model, "dgx-h100-1024", "--gpus", "64", "--export", kind, *extra])
+
+
+def test_nemotron_h_megatron_flags():
+    out = _export("nemotron-h-56b", "megatron", "--pp", "2").output
+    for flag in ("--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec", "--is-hybrid-model",
+                 "--mamba-num-heads 256", "--mamba-head-dim 64", "--mamba-state-dim 256", "--mamba-num-groups 8",
+                 "--squared-relu", "--hybrid-override-pattern 'M-M-M-M*-M"):
+        assert flag in out, (flag, out)
+    assert "pretrain_mamba.py" in out
+
+
+@pytest.mark.parametrize("model, kind, message", [
+    ("nemotron-h-56b", "torchtitan", "torchtitan has no Mamba-2 or gated DeltaNet layers"),
+    ("nemotron-h-56b", "deepspeed", "deepspeed has no Mamba-2 or gated DeltaNet layers"),
+    ("nemotron-h-56b", "megatron-bridge", "not hybrid ones"),
+    ("nemotron-h-56b", "nemo", "not hybrid ones"),
+    ("qwen3-next-80b-a3b", "megatron", "no gated DeltaNet layer"),
+])
+def test_frameworks_without_the_layers_refuse(model, kind, message):
+    result = _export(model, kind)
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_megatron_splits_a_pattern_evenly_without_interleaving():
+    # core_v0.15.0 MambaStack: num_layers // pp layers a rank, no vpp: 118 layers run at pp 2, not at pp 4
+    m = load_model("nemotron-h-56b")
+    ok = [bool(framework_mask("megatron", single_layout(tp=1, pp=p, vpp=v, dp=1, micro_batch=1, num_microbatches=8), m)[0][0])
+          for p, v in ((2, 1), (4, 1), (2, 2))]
+    assert ok == [True, False, False]
