@@ -5,14 +5,21 @@
 
 What is compared: the planner's busiest GPU (weights, gradients, optimizer states, activations and
 the GPU's memory reserve; planner/costs/memory.py) against
-- vocabpar2024 (Yeung et al. 2024, sail-sg/VocabularyParallelism@6191c3b exp_one_host.csv): "maximum
-  peak memory across all devices", printed in GB by torch.cuda.max_memory_allocated / 1e9 (their
-  script; read as 1e9 bytes here), pure pipelines of 8-32 A100s, vocabularies 32k-256k;
+- vocabpar2024 (Yeung et al. 2024, Table 5, sail-sg/VocabularyParallelism@6191c3b): "maximum peak
+  memory across all devices" in "GB", pure pipelines of 8-32 A100s, vocabularies 32k-256k. Megatron's
+  report_memory prints torch.cuda.max_memory_allocated() / (1024 * 1024) as "memory (MB)"
+  (megatron/training/utils.py) and their artifact divides that by 1024 into "GB"
+  (artifact/show_result_full_exp.py, whose commented-out pattern reads "max allocated"; the paper's
+  Fig. 14 says "maximum allocated memory"): GiB of allocated memory;
 - torchtitan (the torchtitan paper's Table tables, data/calibration/new-sources.yaml notes): "Peak memory
   X GiB", torchtitan's memory monitor: torch.cuda.max_memory_reserved (the caching allocator's
   reservation, fragmentation included) in GiB.
 Both are copied in data/calibration/ with their sources. The stated measure matters: max allocated
-excludes the allocator's cached free blocks, max reserved includes them.
+excludes the allocator's cached free blocks, max reserved includes them, and neither counts the CUDA
+context or NCCL's own buffers (cudaMalloc'd outside PyTorch's caching allocator). The planner's GPU
+memory reserve (memory_reserve_gib: context, NCCL buffers, fragmentation) is therefore left out of the
+prediction compared with max allocated and kept in the one compared with max reserved, where its
+fragmentation share is measured.
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from planner.costs.context import job_context  # noqa: E402
 from planner.costs.memory import memory_breakdown  # noqa: E402
 from planner.fidelity.calibration import DATA_DIR, load_cases  # noqa: E402
-from planner.fidelity.held_out import fitting_cases, load_held_out  # noqa: E402
+from planner.fidelity.held_out import load_held_out  # noqa: E402
 
 GIB = 2 ** 30
 PEAK = re.compile(r"Peak memory ([0-9.]+) GiB")
@@ -41,7 +48,7 @@ def measured_peaks() -> dict[str, tuple[str, float]]:
     for raw in yaml.safe_load((DATA_DIR / "more-cases.yaml").read_text()):
         m = raw.get("measured") or {}
         if "mem_gib" in m and raw["id"].startswith("vocabpar"):
-            out[raw["id"]] = ("vocabpar2024 (max allocated, GB)", float(m["mem_gib"]) * 1e9 / GIB)
+            out[raw["id"]] = ("vocabpar2024 (max allocated, GiB)", float(m["mem_gib"]))
     for raw in yaml.safe_load((DATA_DIR / "new-sources.yaml").read_text()):
         hit = PEAK.search(str(raw.get("notes", "")))
         if hit:
@@ -52,14 +59,18 @@ def measured_peaks() -> dict[str, tuple[str, float]]:
 def rows() -> list[tuple[str, str, float, float]]:
     """(source, case id, measured GiB, predicted GiB) of every case with a measured peak."""
     peaks = measured_peaks()
-    cases = {c.id: c for c in load_cases() + fitting_cases(load_held_out())}
+    # Each run by its own id (the held-out runs one by one: fitting_cases merges a job's rows under
+    # its first row's id, and a prefix would match another run, e.g. t1 FSDP its Float8 variant).
+    cases = {c.id: c for c in load_cases()} | {r.case.id: r.case for r in load_held_out().runs}
     out = []
     for cid, (source, meas) in peaks.items():
-        case = next((c for i, c in cases.items() if i == cid or i.startswith(cid)), None)
+        case = cases.get(cid)
         if case is None or case.alternatives != 1:
             continue
-        pred = memory_breakdown(job_context(case.model, case.cluster, case.layouts)).total
-        out.append((source, cid, meas, float(np.atleast_1d(pred)[0])))
+        pred = float(np.atleast_1d(memory_breakdown(job_context(case.model, case.cluster, case.layouts)).total)[0])
+        if "max allocated" in source:
+            pred -= case.cluster.gpu.memory_reserve_gib
+        out.append((source, cid, meas, pred))
     return out
 
 

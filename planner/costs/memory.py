@@ -93,6 +93,13 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
     # The layer rebuilt during full recomputation stores everything, scores included.
     rebuilt = replicated + tp_region + (scores if model.training.attention == "standard" else 0.0)
+    if _op_sac(model, kind):
+        # The op-level policy keeps its saved outputs; the backward rebuilds the rest of one layer
+        # at a time, `rebuilt` beyond them (added like full recomputation's, _activation_bytes).
+        kept = _op_sac_bytes(model, layouts, kind, sb, mlp_width)
+        per_layer = np.where(selective, kept, per_layer)
+        return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), np.where(
+            selective, np.maximum(rebuilt - kept, 0.0), rebuilt)
     if recompute.by_method(model):
         # --recompute-method (planner/costs/recompute.py): uniform stores a checkpoint per group of N
         # layers and rebuilds a group at once; block checkpoints a fraction f of a chunk's layers, the
@@ -145,6 +152,32 @@ def _sublayer_activation_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tu
     rebuilt = replicated + tp_region + scores
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
     return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
+
+
+def _op_sac(model: ModelSpec, kind: LayerKind) -> bool:
+    """Selective recomputation is the stack's op-level policy (torchtitan), for the dense
+    multi-head/GQA layers it is written for (MoE, MLA and hybrid layers: the module count)."""
+    return model.training.stack.selective_ac == "op" and not kind.is_moe and not kind.sublayer and model.mla is None
+
+
+def _op_sac_bytes(model: ModelSpec, layouts, kind: LayerKind, sb, mlp_width: int):
+    """Stored bytes of one layer under torchtitan's op-level selective checkpointing
+    (torchtitan/parallelisms/parallelize_llama.py@9dec370 _apply_ac_to_transformer_block, "op"):
+    the outputs of aten.mm are saved except every second one in a layer, and those of SDPA and of
+    the reduce-scatters; the checkpointed block keeps its input. The layer's matmuls run in the
+    order wq, wk, wv, wo, w1, w3, w2 (SwiGLU; w1, w2 without the gate: models/llama/model.py), so
+    wq, wv, w1 and w2 are kept: with tp, the column-parallel outputs over tp, the row-parallel w2
+    output a full-width partial sum. SDPA keeps its output and fp32 log-sum-exp per head."""
+    d = attention_dims(model)
+    t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
+    h = model.hidden
+    ffn = [(mlp_width, True), (mlp_width, True), (h, False)] if model.ffn_act == "swiglu" else [(mlp_width, True), (h, False)]
+    mms = [(d.q_width, True), (d.k_width, True), (d.v_width, True), (h, False)] + ffn
+    kept = sum(w / t if split else w * np.ones_like(t) for w, split in mms[::2])
+    block_input = np.where(sp, h / t, h)
+    scatters = np.where(sp & (t > 1), 2.0 * h / t, 0.0)  # the attention's and MLP's reduce-scatter outputs
+    act = model.training.numerics.activation_bytes
+    return act * sb * (kept + d.out_width / t + block_input + scatters) + FP32_BYTES * sb * d.heads / t
 
 
 def _recomputed_bytes(model: ModelSpec, layouts, kind: LayerKind, g: float, sb, mlp_width: int):
@@ -223,6 +256,28 @@ def zero3_transient_params(model: ModelSpec, layouts, stack) -> tuple[np.ndarray
     return gathered, bucket * np.ones_like(t)
 
 
+def fsdp_held_params(model: ModelSpec, layouts, ranks: PipelineRanks, params: tuple, stack, gathered, bucket) -> tuple:
+    """ZeRO-3's gathered parameters and unsharded gradients per GPU of each rank, with what FSDP2
+    holds beyond its units in flight (stack settings):
+    - zero3_root_unsharded: the root unit's embedding, final norm and output layer, which FSDP2
+      does not reshard after the forward (torch.distributed _composable/fsdp _fsdp_state.py
+      _lazy_init: "For the root, do not reshard after forward"), gathered forward through backward;
+    - zero3_pp_unsharded, pp > 1: every parameter of the rank stays gathered (torchtitan apply_fsdp:
+      reshard_after_forward=False with PP) and the gradients accumulate unsharded over the
+      micro-batches (pipelining stage.py backward_maybe_with_nosync: set_requires_gradient_sync(False)
+      until the last backward; FSDPParam.to_accumulated_grad_if_needed keeps them in reduce_dtype)."""
+    if stack.zero3_root_unsharded:
+        word = model.vocab * model.hidden
+        output = model.output_params() or np.where(ranks.first, 0, word)  # as rank_param_split
+        root = (ranks.first * word + ranks.last * output) / layouts.tp.astype(float) + ranks.first * (model.embedding_params() - word)
+        gathered = gathered + root
+    if stack.zero3_pp_unsharded:
+        whole = params[0] + params[1]
+        staged = layouts.pp > 1
+        gathered, bucket = np.where(staged, np.maximum(gathered, whole), gathered), np.where(staged, whole, bucket)
+    return gathered, bucket
+
+
 def _shards(dense, experts, layouts) -> tuple:
     """(all parameters, their shards): dense parameters over dp*cp (Megatron's distributed
     optimizer), experts over their edp replicas; summed once for the three ZeRO stages."""
@@ -250,17 +305,24 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     z = layouts.zero
     # DualPipe holds both directions' stages: two copies of the parameters (planner/costs/schedules.py).
     shards = tuple(x * parameter_copies(layouts.schedule) for x in _shards(*job.params, layouts))
-    # FP8 weight copies (planner/specs/precision.py) sit beside the 16-bit weights and shard with them.
-    weights = _sharded(shards, 3, z) * (prec.weight_bytes + prec.weight_cache_bytes)
+    # FP8 weight copies (planner/specs/precision.py) sit beside the 16-bit weights and shard with them,
+    # where the stack caches them (fp8_weight_cache).
+    weight_bytes = prec.weight_bytes + (prec.weight_cache_bytes if job.profile.fp8_weight_cache else 0.0)
+    weights = _sharded(shards, 3, z) * weight_bytes
     grads = _sharded(shards, 2, z) * prec.grad_bytes
     optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
     gathered, bucket = zero3_transient_params(model, layouts, job.profile)
-    weights = weights + np.where(z >= 3, gathered * (prec.weight_bytes + prec.weight_cache_bytes), 0.0)
+    gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, bucket)
+    weights = weights + np.where(z >= 3, gathered * weight_bytes, 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
     acts = _activation_bytes(model, layouts, ranks, job.rows) * activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
-    # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster).
-    logits = (prec.activation_bytes + FP32_BYTES) * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
+    # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster),
+    # or what the stack's loss holds at its peak (loss_logit_bytes).
+    per_logit = job.profile.loss_logit_bytes or (prec.activation_bytes + FP32_BYTES)
+    if job.profile.loss_parallel_logit_bytes:
+        per_logit = np.where(layouts.tp > 1, job.profile.loss_parallel_logit_bytes, per_logit)
+    logits = per_logit * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
     other = gpu.memory_reserve_gib * GIB + logits * ranks.last
     host = np.zeros(len(layouts))
     off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)
@@ -295,8 +357,12 @@ def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tup
             break
         acts = acts + stored * in_flight
         rebuilt_max = np.maximum(rebuilt_max, np.where(held > 0, rebuilt, 0.0))
-    # Full recomputation rebuilds one layer's activations at a time during backward.
-    return acts + np.where(layouts.recompute == RECOMPUTE_FULL, rebuilt_max, 0.0)
+    # Full recomputation rebuilds one layer's activations at a time during backward (so does an
+    # op-level selective policy, beyond what it keeps).
+    rebuilds = layouts.recompute == RECOMPUTE_FULL
+    if any(_op_sac(model, k) for k in kinds):
+        rebuilds = rebuilds | (layouts.recompute == RECOMPUTE_SELECTIVE)
+    return acts + np.where(rebuilds, rebuilt_max, 0.0)
 
 
 def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -> list[np.ndarray]:

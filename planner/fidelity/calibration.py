@@ -137,6 +137,10 @@ RECIPES = (
      "dgxc-benchmarking v24.11.1 (35a9aec): every config's optimizer is Apex's distributed_fused_adam with "
      "grad_sync_dtype: bf16, its gradient buckets in BF16 (llama3.1/llama3.1_8b.yaml, nemo_megatron/"
      "gpt3_175b_hydra.yaml, nemotron/nemotron4-15b-synth.yaml)"),
+    (("vocabpar_",), dict(grad_reduce_dtype="fp16"), {},
+     "pretrain_gpt.sh (sail-sg/VocabularyParallelism@6191c3b) passes --fp16 and no "
+     "--accumulate-allreduce-grads-in-fp32: Megatron-Core DDP keeps the gradients in fp16 (2 bytes), "
+     "fp32 accumulation being forced for --bf16 only (megatron/training/arguments.py)"),
     (("nemo_25",), {}, dict(capacity_factor=1.0),
      "Mixtral 8x7B performance mode: MegatronTokenDropCallback, capacity factor 1.0 padded to capacity "
      "(NeMo nemo/lightning/pytorch/callbacks/moe_token_drop.py defaults)"),

@@ -180,7 +180,8 @@ def _model(raw: dict, src: HeldOutSource) -> ModelSpec:
     precision = "fp8" if str(tr["precision"]).lower().startswith("fp8") else "bf16"
     # torchtitan's "selective" is op-level SAC (torchtitan/parallelisms/parallelize_llama.py@9dec370,
     # _apply_ac_to_transformer_block, ac_mode "op"): it saves the attention kernel's output and every
-    # other matmul's, and runs the rest of the layer again: priced as Megatron's --recompute-modules
+    # other matmul's, and runs the rest of the layer again: its stored tensors are the stack's
+    # (selective_ac: op, planner/costs/memory.py), its time priced as Megatron's --recompute-modules
     # mlp (the MLP's intermediates dropped and its GEMMs run again, the attention output kept).
     modules = ("mlp",) if src.key == "torchtitan" and tr["recompute"] == "selective" else None
     return _model_of(src.stack, src.attention_kernel, m["layers"], m["hidden"], m["heads"], m.get("kv_heads"), m["ffn"],
@@ -226,8 +227,9 @@ def _torchtitan(raw: dict, model: ModelSpec) -> tuple[list[dict], list[str], lis
     if "asynctp" in stated:
         unexpressed.append("async TP (priced as plain TP, all TP traffic exposed)")
     if tr["recompute"] == "selective":
-        unexpressed.append("torchtitan's op-level selective checkpointing (every other matmul's output saved; priced as "
-                           "Megatron's --recompute-modules mlp: ~80 % of a Llama layer's forward GEMMs run again, op SAC ~50 %)")
+        unexpressed.append("torchtitan's op-level selective checkpointing in time (every other matmul's output saved; "
+                           "priced as Megatron's --recompute-modules mlp: ~80 % of a Llama layer's forward GEMMs run again, "
+                           "op SAC ~50 %; its memory is the op policy's)")
     if cp > 1:
         unexpressed.append("CP all-gather overlapped with the first K/V chunk's attention (priced unoverlapped)")
     base = dict(dp=dp, tp=tp, pp=pp, cp=cp, recompute=tr["recompute"], sequence_parallel=bool(tr["seq_parallel"]) and tp > 1,
@@ -235,7 +237,8 @@ def _torchtitan(raw: dict, model: ModelSpec) -> tuple[list[dict], list[str], lis
     if pp == 1:
         mb = tr["micro_batch"] or gb // dp
         return [dict(base, micro_batch=mb, vpp=1, num_microbatches=gb // (dp * mb))], unexpressed, assumed
-    unexpressed.append("FSDP2 without resharding under PP (one all-gather a step; priced once a micro-batch)")
+    unexpressed.append("FSDP2 without resharding under PP in time (one all-gather a step; priced once a micro-batch; "
+                       "its memory, the stage's parameters and fp32 gradients unsharded, is priced)")
     # Not printed: torchtitan@9dec370's defaults. torchtitan/parallelisms/pipeline_llama.py: micro-batches
     # = experimental.pipeline_parallel_microbatches or the pp degree; pipelining_utils.py
     # generate_split_points: 2 stages per rank for a multi-stage schedule without split points.

@@ -57,9 +57,11 @@ class TrainingSpec(Spec):
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
     fp8_param_gather: bool = Field(default=False, description=(
         "FP8 parameters, gathered in FP8 by the distributed optimizer (Megatron --fp8-param-gather; fp8/mxfp8 only)"))
-    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(default="fp32", description=(
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = Field(default="fp32", description=(
         "main-grad buffer and data-parallel gradient reduce: fp32 (4 B per parameter) or bf16 (2 B; "
-        "Megatron --grad-reduce-in-bf16, Megatron-Core DDP grad_reduce_in_fp32=False)"))
+        "Megatron --grad-reduce-in-bf16, Megatron-Core DDP grad_reduce_in_fp32=False); fp16 (2 B): "
+        "Megatron --fp16 without --accumulate-allreduce-grads-in-fp32, whose gradients keep the fp16 "
+        "parameters' dtype"))
     moe_dispatcher: Literal["alltoall", "flex"] = Field(default="alltoall", description=(
         "MoE token dispatcher: alltoall (every routed copy to another NVLink domain crosses the network) or "
         "flex (DeepEP/HybridEP: a token crosses once per remote domain, then NVLink; "
@@ -122,6 +124,8 @@ class TrainingSpec(Spec):
     def _stack_defaults(self) -> "TrainingSpec":
         if self.fp8_param_gather and self.precision not in ("fp8", "mxfp8"):
             raise ValueError(f"fp8_param_gather needs precision fp8 or mxfp8, not {self.precision}")
+        if self.grad_reduce_dtype == "fp16" and self.precision != "fp16":
+            raise ValueError(f"grad_reduce_dtype fp16 needs precision fp16, not {self.precision}")
         # Unset overrides take the stack's choice (frozen model: set once, here).
         for key in ("attention", "tp_comm_overlap", "dp_comm_overlap"):
             if getattr(self, key) is None:

@@ -103,7 +103,11 @@ NVFP4 = Precision("nvfp4", peak="nvfp4", weight_bytes=2, grad_bytes=4, master_by
 PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8, NVFP4)}
 
 
-GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2}  # training.grad_reduce_dtype: bytes of a main_grad value
+# training.grad_reduce_dtype: bytes of a main_grad value. fp16: Megatron-LM sets
+# accumulate_allreduce_grads_in_fp32 only for --bf16 (megatron/training/arguments.py), and Megatron-Core
+# DDP's grad buffer is torch.float if grad_reduce_in_fp32 else param.dtype (distributed_data_parallel.py):
+# an --fp16 run without --accumulate-allreduce-grads-in-fp32 keeps 2-byte gradients.
+GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str = "fp32") -> Precision:

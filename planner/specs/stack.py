@@ -132,6 +132,25 @@ class StackSpec(StackConstants):
     zero3_gather_rank_us: float = Field(default=0.0, ge=0, le=1e3, description=(
         "host time per gathered unit per rank of the group [us]: DeepSpeed <= 0.5 gathers into a list of one "
         "view per rank, which PyTorch's ProcessGroupNCCL::allgather copies back one copy_ per rank"))
+    zero3_root_unsharded: bool = Field(default=False, description=(
+        "the root unit (embedding, final norm, output layer) stays gathered from the forward through the "
+        "backward (FSDP2 fully_shard on the root: post_forward_mesh_info None, no reshard after forward)"))
+    zero3_pp_unsharded: bool = Field(default=False, description=(
+        "under pipeline parallelism a stage's parameters stay gathered for the whole step and its gradients "
+        "accumulate unsharded, at the gradients' bytes, until the last micro-batch's backward (torchtitan: "
+        "reshard_after_forward=False with PP; torch.distributed.pipelining's FSDP no-sync backward)"))
+    selective_ac: Literal["modules", "op"] = Field(default="modules", description=(
+        "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
+        "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "
+        "reduce-scatters; the rest rebuilt one layer at a time in the backward)"))
+    fp8_weight_cache: bool = Field(default=True, description=(
+        "low-precision GEMMs keep a cached FP8 copy of each weight across the step's micro-batches "
+        "(Transformer Engine); false: cast on every use, nothing kept (torchao Float8Linear)"))
+    loss_logit_bytes: float | None = Field(default=None, gt=0, le=64, description=(
+        "bytes per logit held at the loss's peak (None: the 16-bit logits and their fp32 copy, Megatron's "
+        "vocab-parallel cross-entropy, which works in place on that copy)"))
+    loss_parallel_logit_bytes: float | None = Field(default=None, gt=0, le=64, description=(
+        "the same with tp > 1, where the stack's loss runs vocab-parallel another way (None: as loss_logit_bytes)"))
     carried_over_error_pct: float = Field(default=25.0, ge=0, le=1000, description=(
         "expected |error| where this stack was never calibrated on any GPU [%] (benchmarks/calibrate.py "
         "measures it: sources predicted with constants carried over from other stacks)"))

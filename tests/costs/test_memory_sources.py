@@ -1,0 +1,141 @@
+"""Peak-memory mechanisms of the measured sources (issue 37 item 7): fp16 gradients of Megatron --fp16,
+torchtitan's op-level selective checkpointing, its fp32 cross-entropy and FSDP2's held parameters,
+each derived by hand; and the published peaks they bring within 5 %."""
+from __future__ import annotations
+
+import pytest
+from pytest import approx
+
+from planner.costs.memory import activation_bytes_per_layer, memory_breakdown, memory_per_rank
+from planner.layout.space import single_layout
+from planner.specs.precision import precision
+from .conftest import TOY_STACK, job_on
+
+GIB = 2**30
+# A small Llama-like layer: head_dim 128, q 8 x 128 = 1024, k = v = 2 x 128 = 256, SwiGLU 2816, RoPE.
+LLAMA = dict(layers=4, hidden=1024, heads=8, kv_heads=2, ffn_hidden=2816, ffn_act="swiglu", vocab=8192, seq_len=512,
+             position_embedding="rope")
+
+
+def _stack(**kw) -> dict:
+    return dict(TOY_STACK, **kw)
+
+
+# --- Megatron --fp16: gradients in the parameters' dtype -------------------------------------
+
+
+def test_fp16_gradients_are_two_bytes():
+    # Megatron-LM forces fp32 accumulation for --bf16 only (arguments.py); with --fp16 the DDP grad
+    # buffer has param.dtype: 2 (weights) + 2 (grads) + 4 (master) + 8 (moments) = 16 B a parameter.
+    p = precision("fp16", grad_reduce_dtype="fp16")
+    assert (p.grad_bytes, p.state_bytes) == (2, 16)
+    assert precision("fp16").state_bytes == 18  # fp32 main_grad (--accumulate-allreduce-grads-in-fp32)
+
+
+def test_fp16_gradients_need_fp16(make_model):
+    with pytest.raises(ValueError, match="grad_reduce_dtype fp16 needs precision fp16"):
+        make_model(training=dict(precision="bf16", grad_reduce_dtype="fp16"))
+
+
+# --- torchtitan's op-level selective activation checkpointing ----------------------------------
+
+
+def test_op_sac_keeps_every_other_matmul_output(make_model):
+    model = make_model(**LLAMA, training=dict(stack=_stack(selective_ac="op")))
+    layout = single_layout(tp=1, pp=1, dp=1, micro_batch=2, num_microbatches=1, recompute="selective")
+    tokens = 512 * 2
+    # Kept per token (bf16): wq 1024 + wv 256 + w1 2816 + w2 1024 (matmuls 1, 3, 5, 7 of wq wk wv wo
+    # w1 w3 w2) + SDPA output 1024 + block input 1024 = 7,168 values = 14,336 B, and the fp32
+    # log-sum-exp of 8 heads, 32 B: 14,368 B x 1,024 tokens = 14,712,832 B.
+    kept = 14_368 * tokens
+    # The whole layer (no recomputation, flash, bf16 GEMM inputs): outside the TP region 2 norm inputs,
+    # QKV and MLP inputs, 2 masks: 10 x 1024 = 10,240 B; Q K V 2 x 1,536 = 3,072, attention-output input
+    # 2 x 1024 = 2,048, SwiGLU (gate and up 4 B + down input 2 B) x 2816 = 16,896: 32,256 B per token.
+    whole = 32_256 * tokens
+    stored, rebuilt = activation_bytes_per_layer(model, layout)
+    assert stored[0] == approx(kept, rel=1e-12)
+    assert rebuilt[0] == approx(whole - kept, rel=1e-12)  # what the backward rebuilds beyond it, one layer
+    # 4 layers kept + one layer rebuilt: 4 x 14,712,832 + 18,317,312 = 77,168,640 B
+    job = job_on(model, _gpu(), layout)
+    assert memory_breakdown(job).activations[0] == approx(77_168_640 / GIB, rel=1e-12)
+    # The module policy (Megatron's) is unchanged: the same layer without op SAC keeps more than it
+    plain = make_model(**LLAMA, training=dict(stack=_stack(), recompute_modules=("core_attn",)))
+    assert activation_bytes_per_layer(plain, layout)[0][0] == approx(whole, rel=1e-12)
+
+
+def _gpu():
+    from planner.specs import GpuSpec
+    from .conftest import _toy_gpu_data
+    return GpuSpec.model_validate(_toy_gpu_data())
+
+
+# --- the loss's fp32 copies ----------------------------------------------------------------------
+
+
+def test_loss_logit_bytes(make_model):
+    layout = single_layout(tp=1, pp=1, dp=1, micro_batch=2, num_microbatches=1)
+    logits = 512 * 2 * 8192  # s x b x vocab = 8,388,608
+    reserve = 2 * GIB  # toy GPU
+    megatron = memory_breakdown(job_on(make_model(**LLAMA), _gpu(), layout)).other[0]
+    # Megatron's vocab-parallel cross-entropy: bf16 logits + their fp32 copy, worked on in place: 6 B
+    assert megatron == approx((reserve + 6 * logits) / GIB, rel=1e-12)
+    titan = make_model(**LLAMA, training=dict(stack=_stack(loss_logit_bytes=12)))
+    # torchtitan's F.cross_entropy(pred.float()): log_softmax's output, nll_loss's gradient and
+    # log_softmax's input gradient, 3 x 4 B, at the backward's start
+    assert memory_breakdown(job_on(titan, _gpu(), layout)).other[0] == approx((reserve + 12 * logits) / GIB, rel=1e-12)
+
+
+# --- FSDP2: the root unit and pipeline stages kept gathered ------------------------------------
+
+
+def test_fsdp2_root_unit_stays_gathered(make_model):
+    layout = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=3)
+    base = memory_breakdown(job_on(make_model(**LLAMA), _gpu(), layout))
+    root = memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_root_unsharded=True))), _gpu(), layout))
+    # untied embedding and output, 2 x 8192 x 1024 = 16,777,216 parameters in bf16 (2 B)
+    assert root.weights[0] - base.weights[0] == approx(16_777_216 * 2 / GIB, rel=1e-12)
+    assert root.gradients[0] == base.gradients[0]
+
+
+def test_fsdp2_under_pp_holds_the_stage_unsharded(make_model):
+    layout = single_layout(tp=1, pp=2, dp=4, micro_batch=1, num_microbatches=4, zero=3)
+    # both bounding ranks, one by one (memory_per_rank: the heavier one may differ between the two)
+    base = memory_per_rank(job_on(make_model(**LLAMA), _gpu(), layout))
+    held = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_pp_unsharded=True))), _gpu(), layout))
+    # A layer: q 1024 x 1024, k and v 1024 x 256 each, o 1024 x 1024, w1 w3 w2 3 x 1024 x 2816,
+    # 2 norms 2 x 1024 and the QKV and attention-output biases the spec counts (1,536 + 1,024):
+    # 1,048,576 + 524,288 + 1,048,576 + 8,650,752 + 2,048 + 2,560 = 11,278,848.
+    layer = 11_278_848
+    # Each rank holds 2 layers and a vocabulary matrix 8192 x 1024 = 8,388,608: 30,946,304 parameters.
+    whole = 2 * layer + 8_388_608
+    # Gathered in bf16: the whole stage instead of the 2 layers in flight; gradients in fp32: the
+    # whole stage instead of one layer awaiting its reduce-scatter.
+    for k in range(2):
+        assert (held.weights[k, 0] - base.weights[k, 0]) * GIB == approx(2 * (whole - 2 * layer), rel=1e-12)
+        assert (held.gradients[k, 0] - base.gradients[k, 0]) * GIB == approx(4 * (whole - layer), rel=1e-12)
+
+
+def test_fp8_weight_cache_is_the_stacks(make_model):
+    # Transformer Engine keeps an FP8 copy of each weight (1 B a parameter beside the 2-byte weight);
+    # torchao's Float8Linear casts on every use and keeps none (fp8_weight_cache false).
+    layout = single_layout(tp=1, pp=1, dp=1, micro_batch=1, num_microbatches=1)
+    te = memory_breakdown(job_on(make_model(**LLAMA, training=dict(precision="fp8")), _gpu(), layout))
+    ao = memory_breakdown(job_on(make_model(**LLAMA, training=dict(precision="fp8", stack=_stack(fp8_weight_cache=False))),
+                                 _gpu(), layout))
+    # 4 layers of 11,278,848 + embedding and output 2 x 8,388,608 = 61,892,608 parameters (a rank's
+    # split, planner/costs/pipeline_ranks.py rank_param_split, leaves the final norm out)
+    params = 4 * 11_278_848 + 2 * 8_388_608
+    assert te.weights[0] * GIB == approx(3 * params, rel=1e-12)
+    assert ao.weights[0] * GIB == approx(2 * params, rel=1e-12)
+
+
+def test_loss_parallel_logit_bytes(make_model):
+    # torch's loss parallel (tp > 1): the saved log_softmax output x, zeros_like(x), exp(x) and their
+    # sum, 4 x 4 B a logit over vocab / tp; tp = 1 keeps F.cross_entropy's 12 B.
+    titan = make_model(**LLAMA, training=dict(stack=_stack(loss_logit_bytes=12, loss_parallel_logit_bytes=16)))
+    reserve = 2 * GIB
+    for tp, per_logit in ((1, 12), (2, 16)):
+        layout = single_layout(tp=tp, pp=1, dp=1, micro_batch=2, num_microbatches=1)
+        logits = 512 * 2 * 8192 / tp  # s x b x vocab / tp
+        assert memory_breakdown(job_on(titan, _gpu(), layout)).other[0] == approx(
+            (reserve + per_logit * logits) / GIB, rel=1e-12)
