@@ -4,8 +4,8 @@
     python benchmarks/extra_checks.py --markdown  # the README's table
 
 Predicted with the shipped constants (fitted by benchmarks/calibrate.py on data/calibration only).
-The DeepSpeed-on-Azure ZeRO-3 runs offloaded optimizer states and activations to CPU memory, which
-the planner does not model; they are shown, not excused.
+The DeepSpeed-on-Azure ZeRO-3 runs offloaded optimizer states and activations to CPU memory: they are
+replayed with --offload both on the blog's host (1.7 TB a node, PCIe Gen4), priced by planner/costs/offload.py.
 """
 from __future__ import annotations
 

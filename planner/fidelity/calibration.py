@@ -511,10 +511,12 @@ def load_extra_checks() -> list[Case]:
         src = Source(group, EXTRA_SOURCES[group], raw["stack"], tr["precision"], 300,
                      raw.get("network_gbps_per_gpu") or 25, tr["zero"], "")
         cluster = _cluster(raw["gpu"], gpus, src)
+        if "host" in raw:  # the node's host memory and links, for runs that offloaded to it
+            cluster = cluster.model_copy(update={"node": cluster.node.model_copy(update=raw["host"])})
         mb, dp = tr["micro_batch"], lay["dp"]
         layouts = single_layout(dp=dp, tp=lay["tp"], pp=lay["pp"], micro_batch=mb, vpp=lay.get("vpp") or 1,
                                 recompute=tr["recompute"], sequence_parallel=False, zero=tr["zero"] if dp > 1 else 0,
-                                num_microbatches=tr["global_batch"] // (dp * mb))
+                                offload=tr.get("offload", "none"), num_microbatches=tr["global_batch"] // (dp * mb))
         if "iteration_s" in me:
             t = me["iteration_s"]
         elif "tokens_per_s_per_gpu" in me:

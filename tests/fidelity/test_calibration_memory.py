@@ -53,3 +53,25 @@ def test_fsdp_70b_on_40gb_fits_only_because_zero3_gathers_one_layer_at_a_time(ca
     shards = (mem.weights + mem.gradients + mem.optimizer)[0]
     assert 5 < shards < 20
     assert np.isfinite(shards)
+
+
+def test_never_fitted_runs_fit_too_deepspeed_azure_with_its_offload():
+    # data/extra-checks: every run fits its GPU as it ran. DeepSpeed on Azure (1T and 2T on 1,024 A100 80GB, ZeRO-3)
+    # offloaded optimizer states and activations to the nodes' 1.7 TB: replayed with offload both they fit; without
+    # it, the 2T model does not fit (142 GiB).
+    from planner.fidelity.calibration import load_extra_checks
+    from planner.layout.space import single_layout
+
+    misses = []
+    for case in load_extra_checks():
+        total = memory_breakdown(job_context(case.model, case.cluster, case.layouts)).total[0]
+        if total > case.cluster.gpu.memory_gib:
+            misses.append(case.id)
+    # BLOOM's prequel at micro-batch 2 (tp 8 pp 2, fp16, DeepSpeed ZeRO-1) printed 76 GB at its peak; the planner
+    # says 81 GiB: a missing mechanism (its fp16 gradients under DeepSpeed's fp16 optimizer?), kept visible
+    assert misses == ["bloom_0225_tp8pp2dp24_mb2_gbs2016"]
+    two_t = next(c for c in load_extra_checks() if c.id == "ds_azure_2t_1024gpu_mb8")
+    row = two_t.layouts.row(0)
+    assert row["offload"] == "both"
+    kept = single_layout(**{**row, "offload": "none"})
+    assert memory_breakdown(job_context(two_t.model, two_t.cluster, kept)).total[0] > 80
