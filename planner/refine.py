@@ -20,7 +20,7 @@ import numpy as np
 from planner.layout.arrays import replace_rows, scatter
 from planner.constraints import Limits, evaluate
 from planner.costs.context import job_context
-from planner.costs.pipeline_ranks import default_split, split_ranks
+from planner.costs.pipeline_ranks import layout_default_split, split_ranks
 from planner.errors import SpecError
 from planner.choose import contenders
 from planner.cpsat.stage_split import SplitResult, instance, solve
@@ -65,7 +65,7 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     `in_place`: the caller drops `scores`, whose columns may then take the refined rows in place."""
     from planner.score import score  # score imports the cost models; keep this module light to import
 
-    if top <= 0 or model.layer_pattern is not None:  # no uneven split of a hybrid pattern (planner/specs/hybrid.py)
+    if top <= 0:
         return Refined(scores, {}, {})
     cost = cost_of(scores)
     usable_gib = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)
@@ -76,7 +76,7 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     batch = job_context(model, cluster, scores.layouts.take(rows))  # per-layer times in one call, not one a row
     jobs = [batch.row(j) for j in range(rows.size)]
     insts = [instance(job, usable_gib) for job in jobs]
-    defaults = [default_split(model, inst.pp, inst.vpp) for inst in insts]
+    defaults = [layout_default_split(model, job.layouts) for job in jobs]
     results = solve_splits(insts, defaults, time_limit_s)
     for i, job, inst, default, result in zip(rows.tolist(), jobs, insts, defaults, results):
         row = job.layouts
