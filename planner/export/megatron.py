@@ -226,6 +226,20 @@ def model_args(model: ModelSpec) -> Flags:
     return f
 
 
+# Megatron-LM main's hybrid pattern takes '|' between pipeline stages ("The main pattern may also contain "|"
+# pipe symbols to define pipeline stage boundaries"; Symbols.PIPE = '|'); not core_v0.15.0 (MambaStack).
+MAIN_PIPE_SOURCE = "NVIDIA/Megatron-LM 7acb0753 megatron/core/models/hybrid/hybrid_layer_allocation.py"
+
+
+def piped_pattern(pattern: str, stage_layers) -> str:
+    """A pattern with '|' between the stages of a split (one chunk a rank: schedule order is the layers')."""
+    out, start = [], 0
+    for n in stage_layers:
+        out.append(pattern[start:start + n])
+        start += n
+    return "|".join(out)
+
+
 def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
     f: Flags = [("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
                 ("--context-parallel-size", lay.cp)]
@@ -235,7 +249,9 @@ def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
         # core_v0.15.0's MambaStack builds num_layers // pp layers of the pattern on every rank (frameworks.py
         # RESTRICTIONS quotes it) and reads no --pipeline-model-parallel-layout: an uneven split has no flags
         raise SpecError(f"the uneven split {runs(lay.stage_layers)} of a hybrid model has no Megatron-LM core_v0.15.0 "
-                        "flags: its MambaStack gives every pipeline rank num_layers // pp layers of the pattern",
+                        "flags: its MambaStack gives every pipeline rank num_layers // pp layers of the pattern "
+                        f"(Megatron-LM main reads stage boundaries in the pattern, {MAIN_PIPE_SOURCE}: "
+                        f"{piped_pattern(model.layer_pattern, lay.stage_layers)})",
                         path="layout.stage_layers", expected=f"the even split ({sum(lay.stage_layers) // lay.pp} a rank), "
                         "or a plan without stage_layers")
     split = megatron_pipeline_args(lay.stage_layers, lay.pp, lay.vpp, model.mtp_layers or 0)

@@ -58,6 +58,9 @@ def test_an_uneven_split_of_a_pattern_is_priced_and_not_exported_to_megatron():
     # ... but core_v0.15.0's MambaStack gives each rank num_layers // pp = 59 layers: no flags for 58 + 60
     refused = _estimate("--pp", "2", "--stage-layers", "58,60", "--recompute", "full", "--export", "megatron")
     assert refused.exit_code == 2 and "the uneven split 58 60 of a hybrid model" in refused.output, refused.output
+    # Megatron-LM main would take the split as '|' in the pattern: the first 58 characters, then the other 60
+    pattern = load_model("nemotron-h-56b").layer_pattern
+    assert pattern[:58] + "|" + pattern[58:] in refused.output.replace("\n", "")
     # the even split exports as before
     even = _estimate("--pp", "2", "--stage-layers", "59,59", "--recompute", "full", "--export", "megatron")
     assert even.exit_code == 0 and "--hybrid-override-pattern" in even.output and "--decoder-first" not in even.output
