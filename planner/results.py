@@ -58,6 +58,12 @@ class ScoredLayout:
     hybrid: bool = False
 
     @property
+    def megatron_schedule(self) -> bool:
+        """Whether Megatron Core runs the layout's schedule (1F1B, interleaved; planner/export/frameworks.py):
+        only then has its split Megatron flags (a V schedule's stages are not in Megatron's order)."""
+        return (self.layout.get("schedule") or "1f1b") in ("1f1b", "interleaved")
+
+    @property
     def cost_usd_per_m_tokens(self) -> float | None:
         """[$ per million tokens trained]"""
         if self.cost_usd_per_step is None:
@@ -118,7 +124,7 @@ class ScoredLayout:
         if self.power_cap is not None:
             out.update(asdict(self.power_cap))
         split = self.layout.get("stage_layers")
-        if split is not None and not self.hybrid:
+        if split is not None and not self.hybrid and self.megatron_schedule:
             from planner.export.megatron import megatron_pipeline_args
 
             args = megatron_pipeline_args(split, self.layout["pp"], self.layout.get("vpp", 1), self.mtp_layers)

@@ -108,3 +108,18 @@ def test_bounding_ranks_bound_every_rank_of_v_schedules(make_model, make_cluster
                           memory_breakdown(job_context(model, cluster, space)).total)
     assert np.allclose(step_time(job_context(model, cluster, space, every)).total,
                        step_time(job_context(model, cluster, space)).total, rtol=1e-12)
+
+
+def test_a_v_split_names_no_megatron_layout():
+    # Megatron Core runs 1F1B and interleaved 1F1B only, and a V's stages are not in its order: the
+    # uneven V split of Llama 3 405B (126 layers on 64 x 2 stages: rank 0 holds the two empty ends)
+    # is shown without Megatron flags, and JSON has no megatron_pipeline_args
+    from planner.estimate import estimate_layout
+    from planner.specs.loading import load_cluster, load_model
+
+    model, cluster = load_model("llama3-405b"), load_cluster("dgx-h100-16384")
+    scored = estimate_layout(model, cluster, gpus=2048, tp=8, pp=64, vpp=2, schedule="zb-v", micro_batch=1)
+    assert scored.layout["stage_layers"] == [0] + [1] * 63 + [0] + [1] * 63
+    assert not scored.megatron_schedule and "megatron_pipeline_args" not in scored.to_dict()
+    plain = estimate_layout(model, cluster, gpus=2048, tp=8, pp=64, vpp=2, micro_batch=1)
+    assert plain.megatron_schedule and "megatron_pipeline_args" in plain.to_dict()
