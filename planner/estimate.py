@@ -13,7 +13,7 @@ from planner.options import check_axis
 from planner.results import ScoredLayout, Violation, scored_layout
 from planner.score import score
 from planner.layout.space import derive_dp, rule_violations, single_layout
-from planner.costs.pipeline_ranks import default_split, split_ranks
+from planner.costs.pipeline_ranks import layout_default_split, split_ranks
 from planner.errors import SpecError
 from planner.specs import ClusterSpec, ModelSpec
 
@@ -68,8 +68,8 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     # an estimate's tp is the user's choice, as a search's fixed tp is (search equals estimate)
     masks = evaluate(model, cluster, scores, replace(limits, fixed={**limits.fixed, "tp": int(lay.tp[0])}))
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
-    split = stage_layers or default_split(model, p, v)
-    return scored_layout(scores, 0, tuple(violations), split, model.mtp_layers or 0)
+    split = stage_layers or layout_default_split(model, lay)
+    return scored_layout(scores, 0, tuple(violations), split, model.mtp_layers or 0, model.layer_pattern is not None)
 
 
 def _check_expert_groups(lay, in_file: bool) -> None:
@@ -84,9 +84,6 @@ def _check_expert_groups(lay, in_file: bool) -> None:
 
 def check_split(model: ModelSpec, pp: int, vpp: int, stage_layers: list[int]) -> None:
     """An explicit split names pp*vpp virtual stages that hold every layer once."""
-    if model.layer_pattern is not None:
-        raise SpecError("an explicit stage split of a hybrid model (layer_pattern) is not priced", path="--stage-layers",
-                        expected="no --stage-layers: the default split (Megatron's, layers // stages each, one more first)")
     if len(stage_layers) != pp * vpp or any(k < 0 for k in stage_layers) or sum(stage_layers) != model.layers:
         raise SpecError(f"{len(stage_layers)} stages holding {sum(stage_layers)} layers",
                         path="--stage-layers", expected=f"pp*vpp = {pp * vpp} counts >= 0 that sum to the "

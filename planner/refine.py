@@ -20,7 +20,7 @@ import numpy as np
 from planner.layout.arrays import replace_rows, scatter
 from planner.constraints import Limits, evaluate
 from planner.costs.context import job_context
-from planner.costs.pipeline_ranks import default_split, split_ranks
+from planner.costs.pipeline_ranks import layout_default_split, split_ranks
 from planner.errors import SpecError
 from planner.choose import contenders
 from planner.cpsat.stage_split import SplitResult, instance, solve
@@ -31,6 +31,11 @@ SPLIT_TOP = 2  # rows of each kind (feasible; failing only memory) given a stage
 # prefix) can take 0.4 s to prove optimal, and a search stays under a second; the answer is then
 # FEASIBLE (reported per row), still validated and never slower than the default split.
 SPLIT_TIME_LIMIT = 0.05
+# A hybrid model's split (planner/cpsat/stage_split.py: cut points, an element constraint per cut and kind)
+# is searched for rows without interleaving: with vpp 4-8 (16-48 stages) each solve took 0.3-1.7 s wall for
+# Nemotron-H and Qwen3-Next (found nothing faster in 0.05 deterministic s), where Megatron-LM core_v0.15.0
+# runs hybrids without interleaving anyway; `plan estimate --stage-layers` prices any split.
+HYBRID_VPP = 1
 WORKERS_ENV = "PLANNER_SPLIT_WORKERS"  # at most this many split solves at once; 1: one after another
 
 
@@ -41,9 +46,12 @@ class Refined:
     solves: dict[int, SplitResult]  # row -> the CP-SAT answer, for every row tried
 
 
-def candidates(scores, masks, cost: np.ndarray, top: int) -> np.ndarray:
-    """The best `top` pipelined rows meeting every constraint, then the best `top` failing only memory."""
+def candidates(scores, masks, cost: np.ndarray, top: int, hybrid: bool = False) -> np.ndarray:
+    """The best `top` pipelined rows meeting every constraint, then the best `top` failing only memory;
+    of a hybrid model (`hybrid`) rows without interleaving only (HYBRID_VPP)."""
     pipelined = scores.layouts.pp > 1
+    if hybrid:
+        pipelined &= scores.layouts.vpp == HYBRID_VPP
     ok = np.ones(len(scores), dtype=bool)
     others_ok = np.ones(len(scores), dtype=bool)
     for m in masks:
@@ -65,18 +73,18 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     `in_place`: the caller drops `scores`, whose columns may then take the refined rows in place."""
     from planner.score import score  # score imports the cost models; keep this module light to import
 
-    if top <= 0 or model.layer_pattern is not None:  # no uneven split of a hybrid pattern (planner/specs/hybrid.py)
+    if top <= 0:
         return Refined(scores, {}, {})
     cost = cost_of(scores)
     usable_gib = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)
     parts, splits, solves = [], {}, {}
-    rows = candidates(scores, masks, cost, top)
+    rows = candidates(scores, masks, cost, top, hybrid=model.layer_pattern is not None)
     if rows.size == 0:
         return Refined(scores, splits, solves)
     batch = job_context(model, cluster, scores.layouts.take(rows))  # per-layer times in one call, not one a row
     jobs = [batch.row(j) for j in range(rows.size)]
     insts = [instance(job, usable_gib) for job in jobs]
-    defaults = [default_split(model, inst.pp, inst.vpp) for inst in insts]
+    defaults = [layout_default_split(model, job.layouts) for job in jobs]
     results = solve_splits(insts, defaults, time_limit_s)
     for i, job, inst, default, result in zip(rows.tolist(), jobs, insts, defaults, results):
         row = job.layouts

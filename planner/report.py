@@ -245,8 +245,10 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title
 def _render_split(r: ScoredLayout, console: Console) -> None:
     split = r.layout.get("stage_layers")
     if split is not None and not is_even(split):
-        console.print(f"uneven stages, layers per virtual stage in schedule order: {runs(split)}; "
-                      f"Megatron-LM: {' '.join(_split_args(r))}")
+        said = ("Megatron-LM core_v0.15.0 has no flags for it (MambaStack splits a hybrid pattern evenly)" if r.hybrid
+                else f"Megatron-LM: {' '.join(_split_args(r))}" if r.megatron_schedule
+                else f"Megatron-LM does not run schedule {r.layout['schedule']}")
+        console.print(f"uneven stages, layers per virtual stage in schedule order: {runs(split)}; {said}")
 
 
 def render_estimate(r: ScoredLayout, console: Console, memory_gib: float, title: str = "this layout") -> None:

@@ -53,6 +53,15 @@ class ScoredLayout:
     # The model's multi-token-prediction layers: an uneven split's Megatron layout string places them
     # (planner/export/megatron.py megatron_layout), so the shown split matches the export's
     mtp_layers: int = 0
+    # A hybrid model (layer_pattern): Megatron-LM runs it with pretrain_mamba.py, whose MambaStack reads no
+    # pipeline layout (planner/export/megatron.py): an uneven split has no Megatron flags to show
+    hybrid: bool = False
+
+    @property
+    def megatron_schedule(self) -> bool:
+        """Whether Megatron Core runs the layout's schedule (1F1B, interleaved; planner/export/frameworks.py):
+        only then has its split Megatron flags (a V schedule's stages are not in Megatron's order)."""
+        return (self.layout.get("schedule") or "1f1b") in ("1f1b", "interleaved")
 
     @property
     def cost_usd_per_m_tokens(self) -> float | None:
@@ -116,7 +125,7 @@ class ScoredLayout:
         if self.power_cap is not None:
             out.update(asdict(self.power_cap))
         split = self.layout.get("stage_layers")
-        if split is not None:
+        if split is not None and not self.hybrid and self.megatron_schedule:
             from planner.export.megatron import megatron_pipeline_args
 
             args = megatron_pipeline_args(split, self.layout["pp"], self.layout.get("vpp", 1), self.mtp_layers)
@@ -126,7 +135,7 @@ class ScoredLayout:
 
 
 def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_layers=None,
-                  mtp_layers: int = 0) -> ScoredLayout:
+                  mtp_layers: int = 0, hybrid: bool = False) -> ScoredLayout:
     """Row i of `scores` (planner.score.Scores) as a ScoredLayout. `stage_layers`: transformer
     layers per virtual stage in schedule order (JSON `layout.stage_layers`); `mtp_layers`: the model's."""
     i = int(i)
@@ -158,6 +167,7 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_
         cost_usd_per_step=None if scores.cost_usd_per_step is None else float(scores.cost_usd_per_step[i]),
         co2e_g_per_step=None if scores.co2e_g_per_step is None else float(scores.co2e_g_per_step[i]),
         mtp_layers=int(mtp_layers),
+        hybrid=bool(hybrid),
     )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from planner.layout.axes import AXES, RULES, SpaceContext
 from planner.constraints import Limits, Mask, evaluate
 from planner.costs.power_caps import cap_levels
-from planner.costs.pipeline_ranks import default_split
+from planner.costs.pipeline_ranks import layout_default_split
 from planner.refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
 from planner.errors import InfeasibleError, SpecError, SpecErrors
 from planner.frontier import pareto_front
@@ -56,10 +56,11 @@ class SearchResult:
         if i in self.splits:
             return self.splits[i]
         lay = self.scores.layouts
-        return tuple(default_split(self.model, int(lay.pp[i]), int(lay.vpp[i])))
+        return tuple(layout_default_split(self.model, lay.take(np.array([i]))))
 
     def _scored(self, i: int, violations: tuple = ()) -> ScoredLayout:
-        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i), self.model.mtp_layers or 0)
+        s = scored_layout(self.scores, int(i), violations, self.stage_layers(i), self.model.mtp_layers or 0,
+                          self.model.layer_pattern is not None)
         if self.pool is not None:  # every pipeline rank in the one pool searched
             s.layout["stage_pools"] = [self.pool] * int(self.scores.layouts.pp[int(i)])
         return s

@@ -31,15 +31,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planner.layout.axes import AXES
+from planner.layout.axes import AXES, V_SCHEDULES
 from planner.costs import comm
 from planner.costs.memory import MemoryBreakdown, memory_per_rank
 from planner.costs.context import JobContext, job_context
 from planner.costs.power_caps import cap_levels, capped_cluster
-from planner.costs.pipeline_ranks import all_ranks, default_split, pipeline_ranks, split_ranks
+from planner.costs.pipeline_ranks import all_ranks, layout_default_split, path_order, pipeline_ranks, split_ranks
 from planner.layout.space import single_layout
 from planner.errors import SpecError
 from planner.specs import ClusterSpec, ModelSpec
+from planner.specs.hybrid import pattern_layers_before
+from planner.specs.layers import layer_kinds
 from planner.timeline_orders import Op, Placement, order_problem, rank_orders
 from planner.timeline_orders import unit_order  # noqa: F401  (tests import it from here, as before)
 
@@ -124,14 +126,17 @@ def stage_times(job: JobContext, stage_layers) -> StageTimes:
     model, cluster, lay = job.model, job.cluster, job.layouts
     n = np.asarray(stage_layers, dtype=np.int64)
     ends = np.cumsum(n)
-    moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=float)
-    held = {False: n - moe, True: moe}
     kinds = job.kinds
+    if model.layer_pattern is not None:  # a hybrid pattern: each kind's layers in each stage's range
+        held = [pattern_layers_before(model, k.chars, ends) - pattern_layers_before(model, k.chars, ends - n)
+                for k in layer_kinds(model)]  # job.kinds are in layer_kinds' order
+    else:
+        moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=float)
+        held = [moe if k.moe else n - moe for k in kinds]
     passes = float(comm.tp_passes(lay)[0])
     zero = np.zeros(n.size)
     fwd, bwd, rec, cf, cb = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
-    for k in kinds:
-        count = held[k.moe]
+    for k, count in zip(kinds, held):
         fwd += count * float(k.lc.fwd_s[0])
         bwd += count * float(k.lc.bwd_s[0])
         rec += count * float(k.lc.recompute_s[0])
@@ -249,7 +254,7 @@ def rank_memory(job: JobContext, stage_layers) -> MemoryBreakdown:
     split by `stages.layers_in_flight`, an explicit one chunk by chunk (`split_ranks`)."""
     model, lay = job.model, job.layouts
     p, v = int(lay.pp[0]), int(lay.vpp[0])
-    if list(stage_layers) == default_split(model, p, v):
+    if list(stage_layers) == layout_default_split(model, lay):
         ranks = pipeline_ranks(model, lay, all_ranks(lay))
     else:
         ranks = split_ranks(model, lay, stage_layers)
@@ -279,8 +284,7 @@ def path_layers(schedule: str, split, p: int) -> list[int]:
     """Layers per stage in the order a micro-batch passes them, from the split in schedule order (chunk
     j of rank r at j p + r): the same order, but for the V schedules, whose second chunks run back from
     rank p - 1 to rank 0 (path stage p + i is chunk 1 of rank p - 1 - i)."""
-    split = list(split)
-    return split[:p] + split[p:][::-1] if schedule in ("zb-v", "dualpipev") else split
+    return path_order(split, p, schedule in V_SCHEDULES)
 
 
 def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
@@ -293,7 +297,7 @@ def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
     if problem:  # Megatron's interleaved 1F1B runs micro-batches in groups of pp; DualPipe needs 2 pp of them
         raise SpecError(f"no {schedule} schedule to draw: {problem}", path="--timeline",
                         expected="a global batch giving micro-batches the schedule runs, or another --schedule")
-    split = tuple(int(x) for x in scored.layout.get("stage_layers") or default_split(model, p, v))
+    split = tuple(int(x) for x in scored.layout.get("stage_layers") or layout_default_split(model, lay))
     job = job_context(model, _run_cluster(cluster, scored), lay)
     t = stage_times(job, path_layers(schedule, split, p))
     events, makespan = simulate(t, p, v, m, schedule if p > 1 else "1f1b")

@@ -286,3 +286,35 @@ def test_the_bound_counts_micro_batches_times_stages(batch, units, drawable):
     else:
         with pytest.raises(SpecError, match=f"{units:,} units"):
             check_drawable(layout)
+
+
+def test_a_hybrid_stage_is_timed_by_the_kinds_it_holds():
+    # Nemotron-H-56B, pp 4, the default split 30 30 29 29 of its pattern (118 layers: 54 Mamba 'M',
+    # 54 MLP '-', 10 attention '*'): rank r holds the pattern's characters of its range (counted from the
+    # pattern below); the drawn forward of each rank is m x (its Mamba x t_M + its MLP x t_- + its
+    # attention x t_*), the logits' third on the last rank.
+    from planner.costs.context import job_context
+    from planner.specs.layers import layer_kinds
+    from planner.timeline import layout_row
+
+    model, cluster = load_model("nemotron-h-56b"), load_cluster("dgx-h100-1024")
+    scored = estimate_layout(model, cluster, gpus=64, tp=4, pp=4, micro_batch=1)
+    tl = timeline_events(model, cluster, scored)
+    m = tl.num_microbatches
+    assert tl.stage_layers == (30, 30, 29, 29) and m == 768 // 4
+    pattern = model.layer_pattern
+    assert (pattern.count("M"), pattern.count("-"), pattern.count("*")) == (54, 54, 10)
+    job = job_context(model, cluster, layout_row(scored.layout))
+    fwd = {k.chars: float(t.lc.fwd_s[0]) for k, t in zip(layer_kinds(model), job.kinds)}
+    logits = float(job.kinds[0].lc.logits_fwd_bwd_s[0])
+    start = 0
+    for r, n in enumerate(tl.stage_layers):
+        held = pattern[start:start + n]
+        start += n
+        expected = sum(held.count(c) * fwd[c] for c in fwd) + (logits / 3 if r == 3 else 0.0)
+        assert tl.total_s("forward", r) == pytest.approx(m * expected, rel=1e-9)
+    # over all ranks: 54 t_M + 54 t_- + 10 t_* (each layer once, not every kind for every layer)
+    total = sum(tl.total_s("forward", r) for r in range(4))
+    assert total == pytest.approx(m * (54 * fwd["M"] + 54 * fwd["-"] + 10 * fwd["*"] + logits / 3), rel=1e-9)
+    # the drawn step is the priced one (before: every kind counted for every layer, +153 %)
+    assert abs(tl.step_time_s / scored.step_time_s - 1) < 0.01

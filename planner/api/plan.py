@@ -66,6 +66,11 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
         if export is not None and span is None and len(c.pool_names) > 1:
             raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
                             expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
+        from planner.export.frameworks import framework_of_export, runs_uneven_split
+
+        target = framework or (framework_of_export(export) if export is not None else None)
+        if not runs_uneven_split(target, m):  # the split Megatron runs for a hybrid is the even one
+            split_top = 0
         result = _searched(m, c, gpus, top, span, frontier, split_top, common)
         args.require_finite(result.to_dict())
     return result

@@ -3,7 +3,10 @@
 Ranks of one pipeline differ where the schedule makes them differ:
 - layers: an uneven split puts the extra layers on the first ranks (Megatron-LM's default);
 - the word (and position) embedding sits on the first rank, the output layer and the loss on the
-  last (Narayanan et al. 2021 Sec. 2);
+  last (Narayanan et al. 2021 Sec. 2); but for the V schedules (zb-v, dualpipev), whose second chunks run
+  back from rank p - 1 to rank 0 (chunk 1 of rank r is the micro-batch's stage 2p - 1 - r: torch.distributed.
+  pipelining's stage_ids_this_rank style "v", DeepSeek's dualpipev.py), rank 0 holds both the first and the
+  last stage, so the embedding and the loss;
 - micro-batches in flight: Megatron's 1F1B warm-up runs p - r - 1 micro-batches ahead on rank r,
   so r holds min(m, p - r); with v chunks per rank, 2 (p - r - 1) + (v - 1) p chunks ahead, plus
   the one at work (Korthikanti et al. 2022 Sec. 4.2.3 for the first rank).
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.layout.arrays import unique_rows
+from planner.layout.axes import SCHEDULES, V_SCHEDULES
 from planner.specs import ModelSpec
 from planner.specs.hybrid import pattern_layers_before
 from planner.specs.layers import layer_kinds
@@ -36,7 +40,7 @@ def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
     most MoE layers when the first ranks hold the dense ones (checked against every rank for the shipped
     MoE models in tests/costs/test_pipeline_ranks.py)."""
     first, last = np.zeros(len(layouts), dtype=np.int64), layouts.pp - 1
-    if model is not None and model.layer_pattern is not None:
+    if model is not None and (model.layer_pattern is not None or is_v(layouts).any()):
         return _undominated_ranks(model, layouts)
     if model is not None and model.moe is not None:
         return np.stack([first, np.maximum(np.minimum(1, last), _first_all_moe_rank(model, layouts)), last])
@@ -46,10 +50,10 @@ def bounding_ranks(layouts, model: ModelSpec | None = None) -> np.ndarray:
 def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
     """The rank holding the most MoE layers (then the most layers) under the default split, once
     per distinct (pp, vpp): DeepSeek-V3's 61 layers with 3 dense on 32 ranks put it at rank 2."""
-    first, inverse = unique_rows([layouts.pp, layouts.vpp])  # a few values: one pass each
+    first, inverse = unique_rows([layouts.pp, layouts.vpp])  # a few values: one pass each (no V schedule here)
     rank = np.empty(len(first), dtype=np.int64)
     for i, (p, v) in enumerate(zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist())):
-        one = _OnePipeline(np.array([p]), np.array([v]))
+        one = _OnePipeline(np.array([p]), np.array([v]), np.array([False]))
         ranks = np.arange(p)[:, None]
         moe, layers = rank_moe_layers(model, one, ranks)[:, 0], rank_layers(model, one, ranks)[:, 0]
         rank[i] = int(np.lexsort((-np.arange(p), layers, moe))[-1])
@@ -57,17 +61,23 @@ def _first_all_moe_rank(model: ModelSpec, layouts) -> np.ndarray:
 
 
 def _undominated_ranks(model: ModelSpec, layouts) -> np.ndarray:
-    """(k, n): a hybrid pattern's stages hold different mixes of kinds, so any rank may be the slowest
-    or the fullest; a rank holding no more layers of any kind than an earlier one is no heavier than
-    it (an earlier rank has as many micro-batches in flight or more, and the embedding if any), so
-    the ranks kept are those no earlier rank dominates, and the last (the logits). Once per distinct (pp, vpp);
-    shorter lists repeat their last rank (as all_ranks)."""
-    first, inverse = unique_rows([layouts.pp, layouts.vpp])
-    kinds = layer_kinds(model)
+    """(k, n): a hybrid pattern's stages hold different mixes of kinds, and a V schedule's default split
+    does not shrink with the rank (`stage_starts`), so any rank may be the slowest or the fullest; a rank
+    holding no more layers of any kind than an earlier one is no heavier than it (an earlier rank has as
+    many micro-batches in flight or more, and the embedding if any), so the ranks kept are those no
+    earlier rank dominates, and the last (the logits, but for a V schedule). Once per distinct (pp, vpp,
+    V or not); shorter lists repeat their last rank (as all_ranks)."""
+    v_shape = is_v(layouts)
+    first, inverse = unique_rows([layouts.pp, layouts.vpp, v_shape])
+    hybrid = model.layer_pattern is not None
     kept = []
-    for p, v in zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist()):
-        one, ranks = _OnePipeline(np.array([p]), np.array([v])), np.arange(p)[:, None]
-        counts = np.stack([rank_pattern_layers(model, one, ranks, k.chars)[:, 0] for k in kinds], axis=1)
+    for p, v, vs in zip(layouts.pp[first].tolist(), layouts.vpp[first].tolist(), v_shape[first].tolist()):
+        one, ranks = _OnePipeline(np.array([p]), np.array([v]), np.array([vs])), np.arange(p)[:, None]
+        if hybrid:
+            counts = np.stack([rank_pattern_layers(model, one, ranks, k.chars)[:, 0] for k in layer_kinds(model)], axis=1)
+        else:
+            moe = rank_moe_layers(model, one, ranks)[:, 0]
+            counts = np.stack([rank_layers(model, one, ranks)[:, 0] - moe, moe], axis=1)
         keep: list[int] = []
         for r in range(p):
             if r == p - 1 or not any(np.all(counts[q] >= counts[r]) for q in keep):
@@ -82,6 +92,30 @@ def _undominated_ranks(model: ModelSpec, layouts) -> np.ndarray:
 class _OnePipeline:
     pp: np.ndarray
     vpp: np.ndarray
+    v_shape: np.ndarray  # a V schedule (is_v)
+
+
+_V_INDEX = [SCHEDULES.index(name) for name in V_SCHEDULES]
+
+
+def is_v(layouts) -> np.ndarray:
+    """Whether each layout runs a V schedule (zb-v, dualpipev: chunk 1 of rank r is path stage 2p - 1 - r)."""
+    if isinstance(layouts, _OnePipeline):
+        return layouts.v_shape
+    return np.isin(layouts.schedule, _V_INDEX)
+
+
+def path_stage(p, chunk, rank, v_shape):
+    """The stage (position on a micro-batch's path, the layers' order) of chunk j of rank r: j p + r
+    (Megatron's interleaved assignment), but p + (p - 1 - r) for a V schedule's second chunk."""
+    return np.where(np.asarray(v_shape) & (np.asarray(chunk) == 1), 2 * np.asarray(p) - 1 - rank, chunk * np.asarray(p) + rank)
+
+
+def path_order(split, p: int, v_shape: bool) -> list[int]:
+    """Per-stage values from schedule order (chunk j of rank r at j p + r) to path order, or back (the
+    map is its own inverse): the same order, but for a V schedule, whose chunks 1 run back from rank p - 1."""
+    split = list(split)
+    return split[:p] + split[p:][::-1] if v_shape else split
 
 
 def all_ranks(layouts) -> np.ndarray:
@@ -97,22 +131,30 @@ def valid_ranks(layouts) -> np.ndarray:
     return np.arange(width)[:, None] < layouts.pp
 
 
-def stage_starts(model: ModelSpec, p, v, stage) -> tuple[np.ndarray, np.ndarray]:
-    """(first layer, layers) of virtual stage `stage` (= chunk * p + rank) under the default split
-    of L layers into S = p v virtual stages: L // S each, one more on the first L % S (Megatron-LM
-    puts an uneven split's extra layers first; an explicit split comes from planner/cpsat/stage_split.py)."""
+def stage_starts(model: ModelSpec, p, v, stage, v_shape=False) -> tuple[np.ndarray, np.ndarray]:
+    """(first layer, layers) of path stage `stage` (`path_stage`) under the default split of L layers
+    into S = p v virtual stages: L // S each, one more on the first L % S (Megatron-LM puts an uneven
+    split's extra layers first; an explicit split comes from planner/cpsat/stage_split.py). A V
+    schedule's rank 0 holds the first stage (the embedding) and the last (the loss): its extra layers
+    go to stages 1 .. L % S instead, so that both of rank 0's stages are the short ones (while
+    L % S < S - 1)."""
     S = p * v
     q, e = model.layers // S, model.layers % S
-    return stage * q + np.minimum(stage, e), q + (stage < e)
+    plain = (stage * q + np.minimum(stage, e), q + (stage < e))
+    vee = (stage * q + np.clip(stage - 1, 0, e), q + ((stage >= 1) & (stage <= e)))
+    return tuple(np.where(v_shape, a, b) for a, b in zip(vee, plain))
 
 
 def rank_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
     """Transformer layers held by rank r (all its virtual stages) under the default split: its v
-    chunks of L // (p v), plus one for each of its chunks among the first L % (p v) virtual stages."""
+    chunks of L // (p v), plus one for each of its chunks among the first L % (p v) virtual stages;
+    a V schedule's rank r holds stages r and 2p - 1 - r, with an extra layer each among stages 1 .. L % S."""
     p, v = layouts.pp, layouts.vpp
     S = p * v
-    extra = np.clip((model.layers % S - rank + p - 1) // p, 0, v)
-    return (model.layers // S) * v + extra
+    e = model.layers % S
+    extra = np.clip((e - rank + p - 1) // p, 0, v)
+    v_extra = ((rank >= 1) & (rank <= e)).astype(np.int64) + ((2 * p - 1 - rank >= 1) & (2 * p - 1 - rank <= e))
+    return (model.layers // S) * v + np.where(is_v(layouts), v_extra, extra)
 
 
 def rank_moe_layers(model: ModelSpec, layouts, rank=0) -> np.ndarray:
@@ -132,12 +174,12 @@ def rank_pattern_layers(model: ModelSpec, layouts, rank, chars: str) -> np.ndarr
 def _rank_layers_among(model: ModelSpec, layouts, rank, before) -> np.ndarray:
     """Layers held by rank r among those `before(n)` counts in the first n, once per distinct (pp, vpp, rank)."""
     shape = np.broadcast(np.asarray(rank), layouts.pp).shape
-    p, v, r = (np.broadcast_to(x, shape).reshape(-1) for x in (layouts.pp, layouts.vpp, np.asarray(rank)))
-    first, inverse = unique_rows([p, v, r])
-    p, v, r = p[first], v[first], r[first]
+    p, v, r, vs = (np.broadcast_to(x, shape).reshape(-1) for x in (layouts.pp, layouts.vpp, np.asarray(rank), is_v(layouts)))
+    first, inverse = unique_rows([p, v, r, vs])
+    p, v, r, vs = p[first], v[first], r[first], vs[first]
     held = np.zeros(first.size, dtype=np.int64)
     for j in range(int(v.max(initial=1))):
-        start, size = stage_starts(model, p, v, j * p + r)
+        start, size = stage_starts(model, p, v, path_stage(p, j, r, vs), vs)
         held = held + np.where(j < v, before(start + size) - before(start), 0)
     return held[inverse].reshape(shape)
 
@@ -147,7 +189,8 @@ def holds_embedding(rank=0) -> np.ndarray:
 
 
 def holds_logits(layouts, rank=0) -> np.ndarray:
-    return np.asarray(rank) == layouts.pp - 1
+    """The last stage's rank: p - 1, but rank 0 for a V schedule (module docstring)."""
+    return np.asarray(rank) == np.where(is_v(layouts), 0, layouts.pp - 1)
 
 
 def layers_in_flight(model: ModelSpec, layouts, rank=0, layers: np.ndarray | None = None) -> np.ndarray:
@@ -239,7 +282,7 @@ def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) ->
     they hold follow (pp, vpp) alone: computed once per distinct pair (a handful in a full space)
     and spread back over the rows, integers and booleans, so exactly as row by row."""
     if rank is None:
-        first, inverse = unique_rows([layouts.pp, layouts.vpp])
+        first, inverse = unique_rows([layouts.pp, layouts.vpp, is_v(layouts)])
         if first.size < len(layouts):
             few = _ranks_of(model, layouts.take(first), bounding_ranks(layouts.take(first), model))
             by_kind = None if few.by_kind is None else tuple(np.take(x, inverse, axis=1) for x in few.by_kind)
@@ -284,10 +327,18 @@ def split_counts(layers: int, stages: int) -> list[int]:
     return [layers // stages + (s < layers % stages) for s in range(stages)]
 
 
-def default_split(model: ModelSpec, p: int, v: int) -> list[int]:
+def default_split(model: ModelSpec, p: int, v: int, v_shape: bool = False) -> list[int]:
     """Transformer layers per virtual stage in schedule order (stage j p + r is chunk j of rank r)
-    under the default split (stage_starts)."""
-    return split_counts(model.layers, p * v)
+    under the default split (stage_starts; `v_shape`: a V schedule's, `is_v`)."""
+    if not v_shape:
+        return split_counts(model.layers, p * v)
+    q, e = divmod(model.layers, p * v)
+    return path_order([q + (1 <= s <= e) for s in range(p * v)], p, True)
+
+
+def layout_default_split(model: ModelSpec, layout) -> list[int]:
+    """default_split of a one-row layout (its pp, vpp and schedule)."""
+    return default_split(model, int(layout.pp[0]), int(layout.vpp[0]), bool(is_v(layout)[0]))
 
 
 def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float, float] = (1.0, 1.0)) -> PipelineRanks:
@@ -296,10 +347,21 @@ def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float
     chunk (`inflight_chunks`). `act_weights`: stored bytes of a dense and of a MoE layer, to tell
     which peak is highest when the chunks hold different kinds."""
     p, v, m = int(layout.pp[0]), int(layout.vpp[0]), int(layout.num_microbatches[0])
+    v_shape = bool(is_v(layout)[0])
     n = np.asarray(stage_layers, dtype=np.int64)
     assert n.size == p * v and int(n.sum()) == model.layers, (n, p, v)
-    ends = np.cumsum(n)
-    moe = np.asarray(model.moe_layers_before(ends) - model.moe_layers_before(ends - n), dtype=np.int64)
+    path = np.asarray(path_order(n, p, v_shape), dtype=np.int64)  # the layers' order
+    ends = np.cumsum(path)
+
+    def held_among(before) -> np.ndarray:  # per stage in schedule order, of the layers `before` counts
+        return np.asarray(path_order(before(ends) - before(ends - path), p, v_shape), dtype=np.int64).reshape(v, p).T
+
+    moe = np.asarray(path_order(model.moe_layers_before(ends) - model.moe_layers_before(ends - path), p, v_shape),
+                     dtype=np.int64)
+    by_kind = None
+    if model.layer_pattern is not None:  # each rank's layers of each kind (`_in_flight_by_kind` shares them out)
+        by_kind = tuple(held_among(lambda x, c=k.chars: pattern_layers_before(model, c, x)).sum(axis=1)[:, None]
+                        for k in layer_kinds(model))
     by_rank, moe_by_rank = n.reshape(v, p).T, moe.reshape(v, p).T  # [rank, chunk]
     flight, flight_moe = np.zeros(p), np.zeros(p)
     for r in range(p):
@@ -308,8 +370,14 @@ def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float
         peak = int(np.argmax((held - held_moe) * act_weights[0] + held_moe * act_weights[1]))
         flight[r], flight_moe[r] = held[peak], held_moe[peak]
     rank = np.arange(p)[:, None]
-    return PipelineRanks(rank, by_rank.sum(axis=1)[:, None], moe_by_rank.sum(axis=1)[:, None], rank == 0,
-                         rank == p - 1, flight[:, None], flight_moe[:, None])
+    layers = by_rank.sum(axis=1)[:, None]
+    if by_kind is not None:
+        # memory.py shares a hybrid rank's in-flight layers out by the kinds it holds, from the in-flight
+        # count of the default schedule's (`layers_in_flight` of these layers): exact for one chunk a rank
+        return PipelineRanks(rank, layers, moe_by_rank.sum(axis=1)[:, None], rank == 0, holds_logits(layout, rank),
+                             by_kind=by_kind)
+    return PipelineRanks(rank, layers, moe_by_rank.sum(axis=1)[:, None], rank == 0,
+                         holds_logits(layout, rank), flight[:, None], flight_moe[:, None])
 
 
 def heaviest(values: np.ndarray) -> np.ndarray:

@@ -27,6 +27,12 @@ Schema -> variables -> constraints -> solve -> validate (as planner/cpsat/stage_
 
 MoE models: per-layer coefficients are the count-weighted mean of the dense and MoE layers (the
 MoE layers of a rank are not tracked per position as planner/cpsat/stage_split.py does).
+
+Hybrid models (a layer_pattern): a rank's layers are a range of the pattern, each kind priced on its own
+(planner/cpsat/stage_split.py's cut points: B_k(x_r) read from the pattern's cumulative count of kind k
+by add_element), held_k,r = B_k(x_r) - B_k(x_{r-1}) shared over the pools by h[r,q,k] <= N_k x[r,q],
+sum_q h[r,q,k] = held_k,r; then T_r = sum_q sum_k t_k,q h[r,q,k] + ..., and rank r's memory on pool q
+const_r,q + sum_k mem_k,r,q h[r,q,k] (stage_split's per-rank coefficients, probed on the pool's GPU).
 """
 from __future__ import annotations
 
@@ -40,7 +46,8 @@ from planner.costs import comm
 from planner.costs.context import job_context
 from planner.cpsat.solve import solve_model
 from planner.specs import ClusterSpec, ModelSpec
-from planner.cpsat.stage_split import instance as split_instance
+from planner.specs.layers import layer_kinds
+from planner.cpsat.stage_split import HYBRID_PARAMS, instance as split_instance
 from planner.units import GB
 
 TIME_STEPS_PER_LAYER = 1000  # integer time unit: the fastest pool's layer time / 1000
@@ -62,6 +69,11 @@ class PoolTerms:
     last_bytes: float  # the output layer and the logits (last rank)
     usable_bytes: float
     p2p_s: float  # one activation send between two stages of this pool
+    # A hybrid model (module docstring), else empty: one layer of each kind [s]; per rank, each kind's
+    # states and activations in flight [bytes], and what the rank holds whatever its layers [bytes].
+    t_kind_s: tuple[float, ...] = ()
+    kind_bytes: tuple[tuple[float, ...], ...] = ()
+    rank_const_bytes: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,16 +84,25 @@ class PoolInstance:
     stage_gpus: int  # tp cp dp
     pools: tuple[PoolTerms, ...]
     cross_p2p_s: float  # one activation send between two pools
+    pattern: str = ""  # a hybrid model's layer pattern, and each kind's characters (layer_kinds order)
+    kind_chars: tuple[str, ...] = ()
 
     def inflight(self, r: int) -> int:
         """Micro-batches whose activations rank r holds at its 1F1B peak."""
         return min(self.microbatches, self.pp - r)
 
+    def kind_counts(self, layers) -> np.ndarray:
+        """(rank, kind): a hybrid model's layers of each kind per rank, the ranks holding consecutive ranges."""
+        ends = np.cumsum(np.asarray(layers, dtype=np.int64))
+        hits = [np.concatenate([[0], np.cumsum([c in chars for c in self.pattern])]) for chars in self.kind_chars]
+        return np.array([h[ends] - h[ends - np.asarray(layers)] for h in hits], dtype=np.int64).T
+
     def rank_times_s(self, placement, layers) -> np.ndarray:
         """T_r in floats (module docstring)."""
         P, out = self.pools, np.zeros(self.pp)
+        held = self.kind_counts(layers) if self.pattern else None
         for r, (q, n) in enumerate(zip(placement, layers)):
-            out[r] = P[q].t_layer_s * n
+            out[r] = P[q].t_layer_s * n if held is None else float(np.dot(P[q].t_kind_s, held[r]))
             if r == self.pp - 1:
                 out[r] += P[q].t_logits_s
             else:
@@ -95,8 +116,13 @@ class PoolInstance:
 
     def rank_memory_bytes(self, placement, layers) -> np.ndarray:
         out = np.zeros(self.pp)
+        held = self.kind_counts(layers) if self.pattern else None
         for r, (q, n) in enumerate(zip(placement, layers)):
             P = self.pools[q]
+            if held is not None:
+                out[r] = (P.rank_const_bytes[r] + (P.first_bytes if r == 0 else 0) + (P.last_bytes if r == self.pp - 1 else 0)
+                          + float(np.dot(P.kind_bytes[r], held[r])))
+                continue
             out[r] = (P.const_bytes + (P.first_bytes if r == 0 else 0) + (P.last_bytes if r == self.pp - 1 else 0)
                       + (P.held_bytes + self.inflight(r) * P.act_bytes) * n)
         return out
@@ -117,7 +143,7 @@ class PoolResult:
 def integer_coefficients(inst: PoolInstance) -> dict:
     """The one place floats become integers: times in units of the fastest pool's layer / 1000
     (rounded), memory in KiB (coefficients rounded up, the limits down: never looser than floats)."""
-    unit = min(P.t_layer_s for P in inst.pools) / TIME_STEPS_PER_LAYER
+    unit = min(t for P in inst.pools for t in (P.t_layer_s, *P.t_kind_s) if t > 0) / TIME_STEPS_PER_LAYER
     assert unit > 0
 
     def t(x):
@@ -131,7 +157,10 @@ def integer_coefficients(inst: PoolInstance) -> dict:
         within=[t(2 * P.p2p_s) for P in inst.pools], cross=t(2 * inst.cross_p2p_s),
         held=[up(P.held_bytes) for P in inst.pools], act=[up(P.act_bytes) for P in inst.pools],
         const=[up(P.const_bytes) for P in inst.pools], first=[up(P.first_bytes) for P in inst.pools],
-        last=[up(P.last_bytes) for P in inst.pools], usable=[int(np.floor(P.usable_bytes / KIB)) for P in inst.pools])
+        last=[up(P.last_bytes) for P in inst.pools], usable=[int(np.floor(P.usable_bytes / KIB)) for P in inst.pools],
+        t_kind=[[t(x) for x in P.t_kind_s] for P in inst.pools],
+        kind_mem=[[[up(x) for x in row] for row in P.kind_bytes] for P in inst.pools],
+        rank_const=[[up(x) for x in P.rank_const_bytes] for P in inst.pools])
 
 
 def tiebreak_value(inst: PoolInstance, placement) -> int:
@@ -169,16 +198,22 @@ def build_model(inst: PoolInstance) -> _Model:
             model.add(sum(n[r]) >= 1)
     for q in range(Q):
         model.add(sum(inst.stage_gpus * x[r][q] for r in range(p)) <= inst.pools[q].gpus)
+    h = _hybrid_layers(model, inst, x, n) if inst.pattern else None
 
     crossings = []
-    horizon = L * max(c["t"]) + max(c["logits"]) + max(c["cross"], *c["within"])
+    horizon = L * max(c["t"] + [t for row in c["t_kind"] for t in row]) + max(c["logits"]) + max(c["cross"], *c["within"])
     times = []
     for r in range(p):
         k = inst.inflight(r)
-        memory = sum((c["const"][q] + (c["first"][q] if r == 0 else 0) + (c["last"][q] if r == p - 1 else 0)) * x[r][q]
-                     + (c["held"][q] + k * c["act"][q]) * n[r][q] for q in range(Q))
+        ends = [(c["first"][q] if r == 0 else 0) + (c["last"][q] if r == p - 1 else 0) for q in range(Q)]
+        if h is None:
+            memory = sum((c["const"][q] + ends[q]) * x[r][q] + (c["held"][q] + k * c["act"][q]) * n[r][q] for q in range(Q))
+            time_r = sum(c["t"][q] * n[r][q] for q in range(Q))
+        else:
+            memory = sum((c["rank_const"][q][r] + ends[q]) * x[r][q]
+                         + sum(w * hk for w, hk in zip(c["kind_mem"][q][r], h[r][q])) for q in range(Q))
+            time_r = sum(t * hk for q in range(Q) for t, hk in zip(c["t_kind"][q], h[r][q]))
         model.add(memory <= sum(c["usable"][q] * x[r][q] for q in range(Q)))
-        time_r = sum(c["t"][q] * n[r][q] for q in range(Q))
         if r == p - 1:
             time_r += sum(c["logits"][q] * x[r][q] for q in range(Q))
         else:
@@ -202,14 +237,54 @@ def build_model(inst: PoolInstance) -> _Model:
     return _Model(model, x, n, step, tiebreak, c)
 
 
+def _hybrid_layers(model: cp_model.CpModel, inst: PoolInstance, x: list, n: list) -> list:
+    """h[r][q][k]: a hybrid model's layers of kind k on rank r when on pool q (module docstring); ties
+    n[r][q] to them (the layers of rank r, the cuts' differences)."""
+    L, p, Q = inst.layers, inst.pp, len(inst.pools)
+    tables = []
+    for chars in inst.kind_chars:
+        table = [0]
+        for ch in inst.pattern:
+            table.append(table[-1] + (ch in chars))
+        tables.append(table)
+    cuts, cum = [], 0
+    for r in range(p - 1):
+        cum = cum + sum(n[r])
+        cut = model.new_int_var(0, L, f"cut_after_rank_{r}")
+        model.add(cut == cum)
+        cuts.append(cut)
+    seen = []  # per kind, B_k at each cut, then the total
+    for k, table in enumerate(tables):
+        row = []
+        for r, cut in enumerate(cuts):
+            b = model.new_int_var(0, table[-1], f"kind_{k}_before_cut_{r}")
+            model.add_element(cut, table, b)
+            row.append(b)
+        seen.append(row + [table[-1]])
+    h = []
+    for r in range(p):
+        per_pool = [[model.new_int_var(0, table[-1], f"kind_{k}_rank_{r}_on_{q}") for k, table in enumerate(tables)]
+                    for q in range(Q)]
+        for k, table in enumerate(tables):
+            held = seen[k][r] - (seen[k][r - 1] if r else 0)
+            model.add(sum(per_pool[q][k] for q in range(Q)) == held)
+            for q in range(Q):
+                model.add(per_pool[q][k] <= table[-1] * x[r][q])
+        for q in range(Q):
+            model.add(n[r][q] == sum(per_pool[q]))
+        h.append(per_pool)
+    return h
+
+
 def integer_step(inst: PoolInstance, placement, layers) -> int:
     """The integer step of a placement and split (validation and tests)."""
     c = integer_coefficients(inst)
     p = inst.pp
+    held = inst.kind_counts(layers) if inst.pattern else None
     t = []
     for r in range(p):
         q = placement[r]
-        v = c["t"][q] * layers[r]
+        v = c["t"][q] * layers[r] if held is None else int(np.dot(c["t_kind"][q], held[r]))
         if r == p - 1:
             v += c["logits"][q]
         else:
@@ -223,7 +298,8 @@ def solve(inst: PoolInstance, *, time_limit_s: float = 10.0, seed: int = 0) -> P
     started = time.perf_counter()
     m = build_model(inst)
     m.model.minimize(m.step)
-    solver, status, name = solve_model(m.model, time_limit_s, seed)
+    params = HYBRID_PARAMS if inst.pattern else None  # element constraints: no probing (stage_split.py)
+    solver, status, name = solve_model(m.model, time_limit_s, seed, params)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return PoolResult(name, None, None, None, None, None, None, time.perf_counter() - started)
     objective, bound = int(solver.objective_value), float(solver.best_objective_bound)
@@ -232,7 +308,7 @@ def solve(inst: PoolInstance, *, time_limit_s: float = 10.0, seed: int = 0) -> P
     for row in m.x:
         for var in row:
             m.model.add_hint(var, solver.value(var))
-    second, status, _ = solve_model(m.model, time_limit_s, seed)
+    second, status, _ = solve_model(m.model, time_limit_s, seed, params)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         solver = second
     Q = len(inst.pools)
@@ -251,6 +327,12 @@ def _validate(inst: PoolInstance, placement, layers, objective: int) -> None:
         assert placement.count(q) * inst.stage_gpus <= P.gpus, (placement, P.name)
     usable = np.array([inst.pools[q].usable_bytes for q in placement])
     assert np.all(inst.rank_memory_bytes(placement, layers) <= usable * (1 + 1e-9)), (placement, layers)
+    if inst.pattern:  # the integer memory too: the kinds' coefficients are rounded per rank
+        c, held = integer_coefficients(inst), inst.kind_counts(layers)
+        for r, q in enumerate(placement):
+            mem = (c["rank_const"][q][r] + (c["first"][q] if r == 0 else 0) + (c["last"][q] if r == inst.pp - 1 else 0)
+                   + int(np.dot(c["kind_mem"][q][r], held[r])))
+            assert mem <= c["usable"][q], (placement, layers)
     assert integer_step(inst, placement, layers) == objective, (placement, layers, objective)
 
 
@@ -269,6 +351,10 @@ def pool_instance(model: ModelSpec, cluster: ClusterSpec, layout, memory_headroo
             return (1 - share) * dense + share * moe if share else dense
 
         p2p = float(comm.pp_p2p_s(view, model.hidden, model.seq_len, layout, act_bytes)[0])
+        if s.pattern:  # each kind on its own (module docstring)
+            terms.append(PoolTerms(name, view.total_gpus, 0.0, s.t_logits_s, 0.0, 0.0, 0.0, s.first_bytes, s.last_bytes,
+                                   s.usable_bytes, p2p, s.t_kind_s, s.kind_bytes, s.rank_const_bytes))
+            continue
         terms.append(PoolTerms(name, view.total_gpus, mean(s.t_dense_s, s.t_moe_s), s.t_logits_s,
                                mean(*s.held_bytes), mean(*s.act_bytes), s.const_bytes, s.first_bytes, s.last_bytes,
                                s.usable_bytes, p2p))
@@ -278,8 +364,9 @@ def pool_instance(model: ModelSpec, cluster: ClusterSpec, layout, memory_headroo
     efficiency = min(v.gpu.efficiency.network for v in views)
     latency = max(v.gpu.efficiency.network_latency_s for v in views)
     cross = latency + nbytes / (cluster.inter_pool_bandwidth_gbps * GB * efficiency)
+    kind_chars = tuple(k.chars for k in layer_kinds(model)) if model.layer_pattern else ()
     return PoolInstance(model.layers, int(layout.pp[0]), int(layout.num_microbatches[0]),
-                        tp * cp * int(layout.dp[0]), tuple(terms), cross)
+                        tp * cp * int(layout.dp[0]), tuple(terms), cross, model.layer_pattern or "", kind_chars)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,12 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 
-def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolver:
-    """One worker, a fixed seed and a deterministic (not wall-clock) limit: the same answer every run."""
+def deterministic_solver(time_limit_s: float, seed: int = 0, params: dict | None = None) -> cp_model.CpSolver:
+    """One worker, a fixed seed and a deterministic (not wall-clock) limit: the same answer every run.
+    `params`: further CpSolver parameters a model needs (by name)."""
     solver = cp_model.CpSolver()
+    for name, value in (params or {}).items():
+        setattr(solver.parameters, name, value)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.max_deterministic_time = time_limit_s
@@ -19,8 +22,9 @@ def deterministic_solver(time_limit_s: float, seed: int = 0) -> cp_model.CpSolve
     return solver
 
 
-def solve_model(model: cp_model.CpModel, time_limit_s: float, seed: int = 0) -> tuple[cp_model.CpSolver, int, str]:
+def solve_model(model: cp_model.CpModel, time_limit_s: float, seed: int = 0,
+                params: dict | None = None) -> tuple[cp_model.CpSolver, int, str]:
     """Solve with `deterministic_solver`: (the solver, to read values from; its status; the status name)."""
-    solver = deterministic_solver(time_limit_s, seed)
+    solver = deterministic_solver(time_limit_s, seed, params)
     status = solver.solve(model)
     return solver, status, solver.status_name(status)

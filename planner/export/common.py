@@ -8,7 +8,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from planner.costs.pipeline_ranks import split_counts
+from planner.costs.pipeline_ranks import default_split
+from planner.layout.axes import V_SCHEDULES
 from planner.specs import ModelSpec
 
 
@@ -67,15 +68,15 @@ def launch(layout: Mapping[str, Any], model: ModelSpec) -> Launch:
     """The exporters' view of a JSON `layout` (planner.layout.axes names; defaults where left out)."""
     pp, vpp = int(layout["pp"]), int(layout.get("vpp", 1))
     split = layout.get("stage_layers")
+    schedule = str(layout.get("schedule") or ("interleaved" if vpp > 1 else "1f1b"))
     if split is None:
-        split = split_counts(model.layers, pp * vpp)
+        split = default_split(model, pp, vpp, schedule in V_SCHEDULES)
     return Launch(dp=int(layout["dp"]), tp=int(layout["tp"]), pp=pp, cp=int(layout.get("cp", 1)),
                   ep=int(layout.get("ep", 1)), etp=int(layout.get("etp", 1)), vpp=vpp,
                   micro_batch=int(layout["micro_batch"]), recompute=str(layout.get("recompute", "none")),
                   sequence_parallel=bool(layout.get("sequence_parallel", False)), zero=int(layout.get("zero", 0)),
                   stage_layers=tuple(int(k) for k in split), global_batch=model.training.global_batch,
-                  schedule=str(layout.get("schedule") or ("interleaved" if vpp > 1 else "1f1b")),
-                  offload=str(layout.get("offload") or "none"))
+                  schedule=schedule, offload=str(layout.get("offload") or "none"))
 
 
 def is_even(stage_layers) -> bool:

@@ -338,6 +338,13 @@ def model_refusal(framework: str, model) -> str | None:
     return f"{framework} has no Mamba-2 or gated DeltaNet layers (a hybrid layer_pattern)"
 
 
+def runs_uneven_split(framework: str | None, model) -> bool:
+    """Whether `framework` runs an uneven stage split of `model` (a search then proposes them): not a hybrid
+    model on Megatron-LM core_v0.15.0, whose MambaStack builds num_layers // pp layers of the pattern on
+    every rank (the RESTRICTIONS entry above quotes it) and reads no pipeline layout."""
+    return not (framework == "megatron" and model is not None and model.layer_pattern is not None)
+
+
 def framework_mask(framework: str, layouts, model=None) -> tuple[np.ndarray, np.ndarray]:
     """(ok, reason) per layout row: ok where `framework` runs the layout as stated; reason '' there, else the
     messages of the restrictions it breaks, in RESTRICTIONS order, joined by '; '. The restrictions that

@@ -18,7 +18,8 @@ full_iteration, which d98e8a64dd still migrates).
 """
 from __future__ import annotations
 
-from planner.export.common import Export, Launch, is_even, shell_export
+from planner.errors import SpecError
+from planner.export.common import Export, Launch, is_even, runs, shell_export
 from planner.specs.layers import windowed_layers
 from planner.specs import ModelSpec
 
@@ -225,11 +226,34 @@ def model_args(model: ModelSpec) -> Flags:
     return f
 
 
+# Megatron-LM main's hybrid pattern takes '|' between pipeline stages ("The main pattern may also contain "|"
+# pipe symbols to define pipeline stage boundaries"; Symbols.PIPE = '|'); not core_v0.15.0 (MambaStack).
+MAIN_PIPE_SOURCE = "NVIDIA/Megatron-LM 7acb0753 megatron/core/models/hybrid/hybrid_layer_allocation.py"
+
+
+def piped_pattern(pattern: str, stage_layers) -> str:
+    """A pattern with '|' between the stages of a split (one chunk a rank: schedule order is the layers')."""
+    out, start = [], 0
+    for n in stage_layers:
+        out.append(pattern[start:start + n])
+        start += n
+    return "|".join(out)
+
+
 def parallel_args(lay: Launch, model: ModelSpec) -> Flags:
     f: Flags = [("--tensor-model-parallel-size", lay.tp), ("--pipeline-model-parallel-size", lay.pp),
                 ("--context-parallel-size", lay.cp)]
     if model.moe is not None:
         f += [("--expert-model-parallel-size", lay.ep), ("--expert-tensor-parallel-size", lay.etp)]
+    if model.layer_pattern is not None and lay.pp > 1 and not is_even(lay.stage_layers):
+        # core_v0.15.0's MambaStack builds num_layers // pp layers of the pattern on every rank (frameworks.py
+        # RESTRICTIONS quotes it) and reads no --pipeline-model-parallel-layout: an uneven split has no flags
+        raise SpecError(f"the uneven split {runs(lay.stage_layers)} of a hybrid model has no Megatron-LM core_v0.15.0 "
+                        "flags: its MambaStack gives every pipeline rank num_layers // pp layers of the pattern "
+                        f"(Megatron-LM main reads stage boundaries in the pattern, {MAIN_PIPE_SOURCE}: "
+                        f"{piped_pattern(model.layer_pattern, lay.stage_layers)})",
+                        path="layout.stage_layers", expected=f"the even split ({sum(lay.stage_layers) // lay.pp} a rank), "
+                        "or a plan without stage_layers")
     split = megatron_pipeline_args(lay.stage_layers, lay.pp, lay.vpp, model.mtp_layers or 0)
     if lay.vpp > 1 and (not split or split[0] != "--pipeline-model-parallel-layout"):
         f.append(("--num-virtual-stages-per-pipeline-rank", lay.vpp))

@@ -26,6 +26,7 @@ from __future__ import annotations
 from math import ceil
 
 from planner.errors import SpecError
+from planner.costs.pipeline_ranks import path_order
 from planner.export.common import Export, Launch, architecture_extras, shell_export, window_pattern
 from planner.specs import ModelSpec
 
@@ -62,17 +63,21 @@ def titan_counts(stages: int, layers: int, input_weight: int, output_weight: int
 # none, refused in planner/export/frameworks.py RESTRICTIONS.
 TITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "interleaved-zb": "InterleavedZeroBubble",
                    "zb-v": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
+TITAN_V = ("zb-v", "dualpipev")  # torch.distributed.pipelining's V schedules (style "v")
 
 
 def titan_split(lay: Launch, main: bool = False) -> tuple[Overrides, list[str]]:
-    """The schedule, and first/last weights (and layers per stage with vpp > 1) that reproduce the split."""
+    """The schedule, and first/last weights (and layers per stage with vpp > 1) that reproduce the split.
+    torchtitan numbers its stages along the micro-batch's path (a V schedule's rank r holds stages r and
+    2 pp - 1 - r: pipeline_module_split's stage_ids_this_rank style "v"); `stage_layers` is in schedule order."""
     p = "--parallelism."
     o: Overrides = [(p + "pipeline_parallel_schedule", TITAN_SCHEDULES[lay.schedule])]
     stages, layers = lay.pp * lay.vpp, sum(lay.stage_layers)
+    path = path_order(lay.stage_layers, lay.pp, lay.schedule in TITAN_V)
     weights = [(1, 1)] + [(i, j) for i in range(layers // stages + 2) for j in range(layers // stages + 2) if (i, j) != (1, 1)]
     for i, j in weights:
         per_stage = ceil((layers + i + j) / stages)
-        if titan_counts(stages, layers, i, j) != list(lay.stage_layers):
+        if titan_counts(stages, layers, i, j) != path:
             continue
         if lay.vpp > 1 and ceil((layers + i + j) / per_stage) != stages:
             continue
@@ -80,11 +85,11 @@ def titan_split(lay: Launch, main: bool = False) -> tuple[Overrides, list[str]]:
         return o + ([(p + "pipeline_parallel_layers_per_stage", per_stage)] if lay.vpp > 1 else []), []
     fqns = []
     start = 0
-    for s, k in enumerate(lay.stage_layers):
+    for s, k in enumerate(path):
         names = [f"layers.{n}" for n in range(start, start + k)]
         fqns.append((["tok_embeddings"] if s == 0 else []) + names + (["norm", "lm_head" if main else "output"] if s == stages - 1 else []))
         start += k
-    return o, [f"the split {' '.join(map(str, lay.stage_layers))} has no first/last-weight form; in the TOML's "
+    return o, [f"the split {' '.join(map(str, path))} (along the path) has no first/last-weight form; in the TOML's "
                f"[parallelism] set module_fqns_per_model_part = {fqns}"]
 
 

@@ -30,7 +30,7 @@ from planner.specs.shipped import shipped_names
 
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = HERE.parent / "data" / "frameworks"
-# hybrid models take no explicit stage split (planner/estimate.py check_split): their exports are tests/export/test_hybrid_export.py's
+# hybrid models: their exports are tests/export/test_hybrid_export.py's
 MODELS = [n for n in shipped_names("model") if load_model(n).layer_pattern is None]
 CORE, BRIDGE_CORE = "core_v0.15.0", "cd4afffa64"
 

@@ -44,3 +44,17 @@ def test_a_framework_without_the_schedule_refuses_it(export, schedule, fragment)
     for option in ("--export", "--framework"):
         r = runner.invoke(app, [*ESTIMATE, "--vpp", str(VPP[schedule]), "--schedule", schedule, option, export])
         assert r.exit_code == 2 and fragment in r.output, (option, r.output)
+
+
+@pytest.mark.parametrize("schedule", ["zb-v", "dualpipev"])
+def test_torchtitan_numbers_a_v_split_along_the_path(schedule):
+    # Llama 3 405B, 126 layers on pp 8 x 2 chunks: the V's default split gives path stages 1..14 the
+    # 126 mod 16 = 14 extra layers, 7 8x14 7 along the path (rank 0 holds both 7s). torchtitan numbers
+    # its stages along the path (stage_ids_this_rank style "v"), and its generate_llm_fqn_per_model_part
+    # with the embedding and the output counted as a layer each gives (126 + 2) / 16 = 8 a stage less
+    # one on the first and the last: exactly this split, so first/last_stage_less_layers 1 and 1.
+    r = runner.invoke(app, ["estimate", "llama3-405b", "dgx-h100-16384", "--gpus", "2048", "--tp", "8", "--pp", "8",
+                            "--vpp", "2", "--schedule", schedule, "--micro-batch", "1", "--export", "torchtitan"])
+    assert r.exit_code == 0, r.output
+    for flag in ("first_stage_less_layers=1", "last_stage_less_layers=1", "layers_per_stage=8"):
+        assert f"--parallelism.pipeline_parallel_{flag}" in r.output, r.output
