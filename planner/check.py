@@ -18,7 +18,6 @@ from planner.layout.axes import AXES, given_gpus, layout_assignments
 from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
 from planner.specs.loading import FILE_KINDS, spec_part, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec
-from planner.specs.jobs import jobs_from_loaded  # not planner.allocate: that imports OR-Tools
 from planner.specs.yamlio import LoadedYaml
 
 DEFAULT_HEADROOM = 0.05
@@ -175,6 +174,8 @@ def _check_profile(loaded: LoadedYaml) -> list[Finding]:
 
 def _check_jobs(loaded: LoadedYaml) -> list[Finding]:
     """A jobs file of `plan allocate`: its keys and every model it names (no search)."""
+    from planner.specs.jobs import jobs_from_loaded  # not planner.allocate: that imports OR-Tools
+
     jobs_from_loaded(loaded)
     return []
 
