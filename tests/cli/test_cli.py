@@ -226,6 +226,13 @@ def test_help_and_check_load_no_command_they_do_not_run():
     assert "planner.check" in checked
     assert not checked & {"planner.cli.layouts", "planner.cli.sweep", "planner.search", "ortools", "matplotlib",
                           "rich.progress"}, checked
+    # A model or cluster file is validated, not scored: no numpy and no limits (numpy through
+    # planner.constraints) in their start-up; a plan file's layout is scored, and that needs both.
+    for spec in (CONFIGS / "models" / "gpt3-1.3b.yaml", CONFIGS / "clusters" / "dgx-a100-1024.yaml"):
+        checked = loaded("check", str(spec), "--format", "json")
+        assert "planner.check" in checked and not checked & {"numpy", "planner.constraints"}, (spec.name, checked)
+    planned = loaded("check", str(Path(__file__).resolve().parents[1] / "golden" / "inputs" / "plan-ok.yaml"))
+    assert {"numpy", "planner.constraints", "planner.estimate"} <= planned, planned
 
 
 def test_search_says_the_placement_on_rack_scale_nvlink():
