@@ -14,7 +14,6 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from planner.layout.axes import AXES, given_gpus, layout_assignments
 from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
 from planner.specs.loading import FILE_KINDS, spec_part, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec
@@ -25,9 +24,13 @@ UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def plan_layout_model(axes: tuple = AXES) -> type[BaseModel]:
-    """The `layout:` of a plan file: every axis a plan gives (`Axis.given`), with its bounds."""
+def plan_layout_model(axes: tuple | None = None) -> type[BaseModel]:
+    """The `layout:` of a plan file: every axis a plan gives (`Axis.given`), with its bounds
+    (default: the layout axes, planner.layout.axes.AXES)."""
+    from planner.layout.axes import AXES
     from planner.options import axis_field
+
+    axes = AXES if axes is None else axes
 
     return create_model("PlanLayout", __config__=_STRICT, __doc__="The checked-in layout; dp defaults to gpus / (tp * pp).",
                         __module__=__name__, **{a.name: axis_field(a, optional=False) for a in axes if a.given is not None})
@@ -312,6 +315,7 @@ def feasibility(plan: BaseModel, model: ModelSpec, cluster: ClusterSpec, loaded:
     """The plan's layout scored with the cost models of `plan search`; one finding per broken rule."""
     from planner.constraints import LIMIT_OPTIONS
     from planner.estimate import estimate_defaults, estimate_layout, with_memory_hint
+    from planner.layout.axes import AXES, given_gpus
     from planner.options import limits_from
     from planner.search import with_global_batch
 
@@ -358,6 +362,7 @@ def feasibility(plan: BaseModel, model: ModelSpec, cluster: ClusterSpec, loaded:
 
 
 def _against_best(model, cluster, gpus, limits, data, pct, error) -> list[Finding]:
+    from planner.layout.axes import layout_assignments
     from planner.search import search
 
     try:

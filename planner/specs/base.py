@@ -20,9 +20,7 @@ STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=Fals
 
 
 class Spec(BaseModel):
-    # Validators are built on first use, not at import: `plan check` of a model file validates a
-    # model and a stack, not the dozen hardware specs (17 ms of its start-up; docs/speed.md).
-    model_config = ConfigDict(**STRICT, defer_build=True)
+    model_config = STRICT
 
 
 # A shipped name (GPU preset, stack profile): a file name in configs/<kind>/ without `.yaml`, never
