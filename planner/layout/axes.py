@@ -188,7 +188,8 @@ def _expert_tensor_parallel(ctx: SpaceContext, chosen: Mapping[str, int]) -> lis
 
 
 # numpy is imported inside the functions that compute on arrays: `plan check` of a model or cluster
-# file reads these records but scores nothing, and importing numpy was a fifth of its start-up.
+# file reads these records but scores nothing, and importing numpy was a fifth of its start-up
+# (docs/speed.md).
 def _schedule_from_vpp(v):
     import numpy as np
 
