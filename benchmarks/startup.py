@@ -40,6 +40,8 @@ CASES = (  # (label, argv)
     ("python -c 'import planner'", [sys.executable, "-c", "import planner"]),
     ("plan --help", [*PLAN, "--help"]),
     ("plan check configs/models/gpt3-1.3b.yaml", [*PLAN, "check", "configs/models/gpt3-1.3b.yaml"]),
+    ("plan check configs/models/gpt3-1.3b.yaml --format github",
+     [*PLAN, "check", "configs/models/gpt3-1.3b.yaml", "--format", "github"]),
     ("plan search (default)", [*PLAN, "search"]),
 )
 
