@@ -6,6 +6,7 @@ feasibility with the cost models and constraints of `plan search`.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,13 +14,9 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from planner.layout.axes import AXES, given_gpus, layout_assignments
-from planner.constraints import LIMIT_OPTIONS
 from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, InfeasibleError, SpecError, SpecErrors, clip, clip_file
 from planner.specs.loading import FILE_KINDS, spec_part, cluster_from_loaded, detect_kind, stack_from_loaded, gpu_from_loaded, model_from_loaded, load_spec_file, resolve, strip_kind, validate
-from planner.options import axis_field, limits_from, option_field
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec
-from planner.specs.jobs import jobs_from_loaded  # not planner.allocate: that imports OR-Tools
 from planner.specs.yamlio import LoadedYaml
 
 DEFAULT_HEADROOM = 0.05
@@ -27,31 +24,53 @@ UNREADABLE, INVALID = "unreadable", "invalid"  # codes of input problems: exit 2
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def plan_layout_model(axes: tuple = AXES) -> type[BaseModel]:
-    """The `layout:` of a plan file: every axis a plan gives (`Axis.given`), with its bounds."""
+def plan_layout_model(axes: tuple | None = None) -> type[BaseModel]:
+    """The `layout:` of a plan file: every axis a plan gives (`Axis.given`), with its bounds
+    (default: the layout axes, planner.layout.axes.AXES)."""
+    from planner.layout.axes import AXES
+    from planner.options import axis_field
+
+    axes = AXES if axes is None else axes
+
     return create_model("PlanLayout", __config__=_STRICT, __doc__="The checked-in layout; dp defaults to gpus / (tp * pp).",
                         __module__=__name__, **{a.name: axis_field(a, optional=False) for a in axes if a.given is not None})
 
 
-PlanLayout = plan_layout_model()
-
-PlanConstraints = create_model(
-    "PlanConstraints", __config__=_STRICT, __doc__="Limits the layout must meet; absent means unconstrained.",
-    **{o.key: option_field(o, required_default=False) for o in LIMIT_OPTIONS if "plan" in o.where})
+PLAN_MODELS = ("PlanLayout", "PlanConstraints", "PlanFile")
 
 
-class PlanFile(BaseModel):
-    """model + cluster + layout: `model`/`cluster` are shipped names, paths relative to the plan file, or inline."""
+@functools.cache
+def plan_models() -> dict[str, type[BaseModel]]:
+    """The models of a layout file and a plan file, built when one is first checked (or
+    `planner.check.PlanFile` read): their fields come from the limits of planner.constraints, which
+    imports numpy, and a check of a model or cluster file needs neither (numpy alone was 0.09 s of
+    its 0.42 s of CPU; docs/speed.md)."""
+    from planner.constraints import LIMIT_OPTIONS
+    from planner.options import option_field
 
-    model_config = _STRICT
-    name: str | None = Field(default=None, min_length=1, max_length=128)
-    description: str | None = Field(default=None, max_length=10_000)
-    model: str | ModelSpec
-    cluster: str | ClusterSpec
-    gpus: int | None = Field(default=None, gt=0, le=10_000_000, description="GPUs used (default: the whole cluster)")
-    global_batch: int | None = Field(default=None, gt=0, le=100_000_000, description="overrides the model's")
-    layout: PlanLayout  # type: ignore[valid-type]
-    constraints: PlanConstraints = PlanConstraints()  # type: ignore[valid-type]
+    layout = plan_layout_model()
+    constraints = create_model(
+        "PlanConstraints", __config__=_STRICT, __doc__="Limits the layout must meet; absent means unconstrained.",
+        __module__=__name__, **{o.key: option_field(o, required_default=False) for o in LIMIT_OPTIONS if "plan" in o.where})
+    plan = create_model(
+        "PlanFile", __config__=_STRICT, __module__=__name__,
+        __doc__="model + cluster + layout: `model`/`cluster` are shipped names, paths relative to the plan file, or inline.",
+        name=(str | None, Field(default=None, min_length=1, max_length=128)),
+        description=(str | None, Field(default=None, max_length=10_000)),
+        model=(str | ModelSpec, ...),
+        cluster=(str | ClusterSpec, ...),
+        gpus=(int | None, Field(default=None, gt=0, le=10_000_000, description="GPUs used (default: the whole cluster)")),
+        global_batch=(int | None, Field(default=None, gt=0, le=100_000_000, description="overrides the model's")),
+        layout=(layout, ...),
+        constraints=(constraints, constraints()))
+    return {"PlanLayout": layout, "PlanConstraints": constraints, "PlanFile": plan}
+
+
+def __getattr__(name: str) -> Any:
+    """`planner.check.PlanFile` (PlanLayout, PlanConstraints): built on first use (plan_models)."""
+    if name in PLAN_MODELS:
+        return plan_models()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -159,6 +178,8 @@ def _check_profile(loaded: LoadedYaml) -> list[Finding]:
 
 def _check_jobs(loaded: LoadedYaml) -> list[Finding]:
     """A jobs file of `plan allocate`: its keys and every model it names (no search)."""
+    from planner.specs.jobs import jobs_from_loaded  # not planner.allocate: that imports OR-Tools
+
     jobs_from_loaded(loaded)
     return []
 
@@ -193,7 +214,7 @@ def _check_cluster(loaded: LoadedYaml) -> list[Finding]:
 def _check_layout(loaded: LoadedYaml) -> list[Finding]:
     data = strip_kind(loaded.data, loaded, "layout")
     prefix = ("layout",) if set(data) == {"layout"} else ()
-    validate(PlanLayout, data["layout"] if prefix else data, loaded, prefix)
+    validate(plan_models()["PlanLayout"], data["layout"] if prefix else data, loaded, prefix)
     return []
 
 
@@ -269,7 +290,7 @@ def check_plan(loaded: LoadedYaml, *, headroom: float | None = None, against_bes
     shell = {k: (v if k not in ("model", "cluster") or not isinstance(v, dict) else "inline") for k, v in data.items()}
     findings: list[Finding] = []
     try:
-        plan = validate(PlanFile, shell, loaded)
+        plan = validate(plan_models()["PlanFile"], shell, loaded)
     except (SpecError, SpecErrors) as exc:
         findings, plan = from_errors(exc, INVALID), None
     if not isinstance(data.get("model"), (str, dict)) or not isinstance(data.get("cluster"), (str, dict)):
@@ -290,10 +311,13 @@ def _stated_key(constraint: str) -> str | None:
     return c.option.key if c is not None and c.option is not None and "plan" in c.option.where else None
 
 
-def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, *,
+def feasibility(plan: BaseModel, model: ModelSpec, cluster: ClusterSpec, loaded: LoadedYaml, *,
                 headroom: float | None = None, against_best: float | None = None) -> list[Finding]:
     """The plan's layout scored with the cost models of `plan search`; one finding per broken rule."""
+    from planner.constraints import LIMIT_OPTIONS
     from planner.estimate import estimate_defaults, estimate_layout, with_memory_hint
+    from planner.layout.axes import AXES, given_gpus
+    from planner.options import limits_from
     from planner.search import with_global_batch
 
     model = with_global_batch(model, plan.global_batch)
@@ -339,6 +363,7 @@ def feasibility(plan: PlanFile, model: ModelSpec, cluster: ClusterSpec, loaded: 
 
 
 def _against_best(model, cluster, gpus, limits, data, pct, error) -> list[Finding]:
+    from planner.layout.axes import layout_assignments
     from planner.search import search
 
     try:

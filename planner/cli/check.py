@@ -123,7 +123,6 @@ def register(app: typer.Typer) -> None:
 
         def go():
             from planner import api
-            from planner.cli.common import out
             from planner.errors import SpecError
 
             if fmt not in FORMATS:
@@ -138,6 +137,8 @@ def register(app: typer.Typer) -> None:
                 elif fmt == "junit":
                     print(render_junit(files, findings, strict))
                 else:
+                    from planner.cli.common import out  # rich: only the text format draws with it
+
                     render_text(files, findings, out, strict)  # the report is the result: stdout, pass or fail
                 sys.stdout.flush()
             except BrokenPipeError:  # `plan check ... | head`: the reader left; the verdict is the exit status

@@ -12,29 +12,48 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from planner.cli import edge
 from planner.errors import InfeasibleError, PlannerError, SpecError, SpecErrors
 
 
-class _Console(Console):
-    """rich exits 1 when the reader of a pipe leaves (`plan search | head`); for us that is not an
-    error: stop writing and exit 0, as `run` does for print()."""
+@functools.cache
+def consoles() -> tuple[Any, Any]:
+    """(out, err): the rich consoles of stdout and stderr, made on first use: `plan check --format
+    json|github|junit` prints without importing rich (0.02 s of its start-up)."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
-        raise typer.Exit(0)
+    class _Console(Console):
+        """rich exits 1 when the reader of a pipe leaves (`plan search | head`); for us that is not an
+        error: stop writing and exit 0, as `run` does for print()."""
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
+            raise typer.Exit(0)
+
+    # Piped output gets a fixed width that fits the tables instead of rich's 80-column default.
+    # No emoji codes and no highlighting: a file named `:fire:.yaml` or a value `1e9` prints as written.
+    out = _Console(width=None if Console().is_terminal else 150, emoji=False, highlight=False)
+    # Messages are never wrapped: an error is one line, and a path in it stays whole for a script or a paste.
+    err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150, emoji=False,
+                   highlight=False, soft_wrap=True)
+    return out, err
 
 
-# Piped output gets a fixed width that fits the tables instead of rich's 80-column default.
-# No emoji codes and no highlighting: a file named `:fire:.yaml` or a value `1e9` prints as written.
-out = _Console(width=None if Console().is_terminal else 150, emoji=False, highlight=False)
-# Messages are never wrapped: an error is one line, and a path in it stays whole for a script or a paste.
-err = _Console(stderr=True, width=None if Console(stderr=True).is_terminal else 150, emoji=False, highlight=False,
-               soft_wrap=True)
+def __getattr__(name: str) -> Any:
+    """`out` and `err` (`from planner.cli.common import out`): the consoles, made on first use."""
+    if name in ("out", "err"):
+        return consoles()[name == "err"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def escape(text: str) -> str:
+    """rich's markup escaping (rich.markup.escape), imported when first needed."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
 
 DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_CLUSTER = "dgx-a100-1024"
@@ -47,14 +66,14 @@ def run(fn: Callable[[], Any]) -> Any:
         return fn()
     except SpecErrors as exc:
         for e in exc.errors:
-            err.print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+            consoles()[1].print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     except PlannerError as exc:
         label = "infeasible" if isinstance(exc, InfeasibleError) else "error"
-        err.print(f"[red]{label}:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        consoles()[1].print(f"[red]{label}:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code)
     except KeyboardInterrupt:
-        err.print("[red]interrupted[/red]")
+        consoles()[1].print("[red]interrupted[/red]")
         raise typer.Exit(130)
     except BrokenPipeError:  # `plan search --json | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -63,13 +82,13 @@ def run(fn: Callable[[], Any]) -> Any:
         raise
     except Exception as exc:  # a bug: say so in one line unless debugging
         if _caused_by_interrupt(exc):  # Ctrl-C while a module was importing: "initialization failed"
-            err.print("[red]interrupted[/red]")
+            consoles()[1].print("[red]interrupted[/red]")
             raise typer.Exit(130)
         if os.environ.get("PLANNER_DEBUG"):
             raise
         if isinstance(exc, edge.ENVIRONMENT_ERRORS):  # the world failed (a full disk, no memory), not plan
             raise typer.Exit(edge.report(exc))
-        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
+        consoles()[1].print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3)
 

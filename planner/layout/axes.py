@@ -20,8 +20,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
-import numpy as np
-
 Role = Literal["degree", "option", "derived", "outer"]
 Given = Literal["required", "optional", "default"]
 Show = Literal["cell", "column", "detail", "hidden"]
@@ -190,6 +188,21 @@ def _expert_tensor_parallel(ctx: SpaceContext, chosen: Mapping[str, int]) -> lis
     return sorted({1, chosen["tp"]})
 
 
+# numpy is imported inside the functions that compute on arrays: `plan check` of a model or cluster
+# file reads these records but scores nothing, and importing numpy was a fifth of its start-up
+# (docs/speed.md).
+def _schedule_from_vpp(v):
+    import numpy as np
+
+    return np.where(np.asarray(v["vpp"]) > 1, 1, 0)
+
+
+def _num_microbatches(v, ctx):
+    import numpy as np
+
+    return np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1)
+
+
 AXES: tuple[Axis, ...] = (
     Axis("dp", "data-parallel degree", "degree", given="optional", bounds=dict(gt=0, le=10_000_000),
          flag="--dp", help="fix the data-parallel degree", give_help="data-parallel degree (default: GPUs / (tp*pp))",
@@ -243,7 +256,7 @@ AXES: tuple[Axis, ...] = (
          default="1f1b", given="default", flag="--schedule", help="fix the pipeline schedule: " + " | ".join(SCHEDULES),
          give_help="pipeline schedule (default: 1f1b, interleaved when vpp > 1)",
          estimate_default=lambda v: "interleaved" if (v.get("vpp") or 1) > 1 else "1f1b",
-         default_from=lambda v: np.where(np.asarray(v["vpp"]) > 1, 1, 0),
+         default_from=_schedule_from_vpp,
          invalid="unknown schedule '{value}'", expected=" | ".join(SCHEDULES),
          candidates=lambda ctx, chosen: [0, 1] if chosen["pp"] > 1 else [0],
          short="sched=", show="cell", hide_default=True),  # `sched=zb-h1` in a row; 1f1b/interleaved (vpp's) not shown
@@ -256,7 +269,7 @@ AXES: tuple[Axis, ...] = (
          invalid="unknown offload '{value}'", expected=" | ".join(OFFLOADS),
          candidates=lambda ctx, chosen: [0], tiebreak=6.5, short="offload=", show="cell", hide_default=True),
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
-         derive=lambda v, ctx: np.maximum(ctx.global_batch // (np.asarray(v["dp"]) * v["micro_batch"]), 1),
+         derive=_num_microbatches,
          short="m", show="detail", csv=False),
     # Power caps expand the space (every layout under every cap level of the GPU preset) when the
     # search tries them; the level's cap and speed are reported by the scores, not in `layout`.
@@ -285,7 +298,7 @@ def filling(axes: tuple[Axis, ...] = AXES) -> Axis:
 def given_gpus(given: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> int | None:
     """The GPU count every degree being given implies (None when one is missing)."""
     values = [given.get(a.name) for a in axes if a.role == "degree"]
-    return None if any(v is None for v in values) else int(np.prod(values))
+    return None if any(v is None for v in values) else math.prod(int(v) for v in values)
 
 
 def fixable(axes: tuple[Axis, ...] = AXES) -> tuple[Axis, ...]:
@@ -322,6 +335,8 @@ _SCHEDULE_INDEX = {name: i for i, name in enumerate(SCHEDULES)}
 
 
 def _schedule_is(v, names):
+    import numpy as np
+
     return np.isin(v["schedule"], [_SCHEDULE_INDEX[n] for n in names])
 
 
@@ -330,6 +345,8 @@ def _schedule_ok(v, ctx):
     zb-v and dualpipev two chunks in a V (Qi et al. 2024 (ZB-V); DeepSeek-V3's DualPipeV: vpp 2);
     every schedule but 1f1b needs pp >= 2, and dualpipe an even pp (two directions that meet
     halfway, DeepSeek-V3 Sec. 3.2.1)."""
+    import numpy as np
+
     vpp, pp = np.asarray(v["vpp"]), np.asarray(v["pp"])
     chunks = np.where(_schedule_is(v, INTERLEAVED_SCHEDULES), vpp > 1,
                       np.where(_schedule_is(v, V_SCHEDULES), vpp == 2, vpp == 1))
@@ -339,6 +356,8 @@ def _schedule_ok(v, ctx):
 
 
 def _dualpipe_microbatches_ok(v, ctx):
+    import numpy as np
+
     m = ctx.global_batch // (np.asarray(v["dp"]) * np.asarray(v["micro_batch"]))
     pp = np.asarray(v["pp"])
     dual, dualv = _schedule_is(v, ("dualpipe",)), _schedule_is(v, ("dualpipev",))
@@ -364,6 +383,18 @@ def _schedule_message(r, ctx):
     return f"schedule {s} needs pp >= 2 (got pp={pp})"
 
 
+def _tp_divides_mixer_heads(v, ctx):
+    import numpy as np
+
+    return np.logical_and.reduce([n % v["tp"] == 0 for _, n in ctx.mixer_heads] + [v["tp"] > 0])
+
+
+def _ep_divides_experts(v, ctx):
+    import numpy as np
+
+    return (v["ep"] == 1) | ((ctx.experts > 0) & (ctx.experts % np.maximum(v["ep"], 1) == 0))
+
+
 RULES: tuple[Rule, ...] = (
     Rule("tp_divides_heads", ("tp",),
          lambda v, ctx: (ctx.heads % v["tp"] == 0) & (ctx.kv_heads % v["tp"] == 0),
@@ -371,7 +402,7 @@ RULES: tuple[Rule, ...] = (
     # Megatron-Core MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0 (mamba_mixer.py), its
     # GatedDeltaNet splits key and value heads over tp (gated_delta_net/common.py num_k_heads_local_tp)
     Rule("tp_divides_mixer_heads", ("tp",),
-         lambda v, ctx: np.logical_and.reduce([n % v["tp"] == 0 for _, n in ctx.mixer_heads] + [v["tp"] > 0]),
+         _tp_divides_mixer_heads,
          lambda r, ctx: f"tp={r['tp']} must divide " + ", ".join(f"{name} ({n})" for name, n in ctx.mixer_heads)),
     # Megatron-Core context parallelism splits each sequence into 2*cp chunks (causal load balancing).
     Rule("cp_divides_sequence", ("cp",),
@@ -380,7 +411,7 @@ RULES: tuple[Rule, ...] = (
          lambda r, ctx: f"cp={r['cp']} needs seq_len ({ctx.seq_len}) divisible by 2*cp = {2 * r['cp']}"
          + ("" if ctx.seq_len >= r["cp"] * ctx.min_cp_tokens else f" and at least {ctx.min_cp_tokens} tokens per cp rank")),
     Rule("ep_divides_experts", ("ep",),
-         lambda v, ctx: (v["ep"] == 1) | ((ctx.experts > 0) & (ctx.experts % np.maximum(v["ep"], 1) == 0)),
+         _ep_divides_experts,
          lambda r, ctx: (f"ep={r['ep']} must divide the {ctx.experts} experts" if ctx.experts
                          else f"ep={r['ep']} needs a mixture-of-experts model (this one is dense)")),
     Rule("etp_needs_experts", ("etp",), lambda v, ctx: (v["etp"] == 1) | (ctx.experts > 0),

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
 from planner.specs.hybrid import ATTENTION, DELTANET, MAMBA, MLP
 
 Split = Literal["col", "row", "none"]
@@ -230,6 +228,8 @@ FLASH_BLOCK_TOKENS = 128
 def flash_tiles(seq_len: int, window: int | None = None, block: int = FLASH_BLOCK_TOKENS) -> float:
     """Tiles (query block, key block) a causal flash kernel computes per head and sequence: query
     block i reaches key blocks floor((i B - w + 1) / B) .. i (0 .. i without a window)."""
+    import numpy as np  # here: a model file's check loads this module and scores nothing
+
     i = np.arange(-(-seq_len // block))
     first = 0 if window is None else np.maximum((i * block - window + 1) // block, 0)
     return float(np.sum(i - first + 1))

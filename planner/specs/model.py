@@ -1,9 +1,8 @@
 """The model and its training job: architecture (dense, MoE, MLA, windows), batch, precision, stack."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from planner.errors import SpecError, shown
@@ -13,6 +12,9 @@ from planner.specs.layers import LayerKind, attention_matrices, layer_kinds, lay
 from planner.specs.precision import PRECISIONS, Precision, precision
 from planner.specs.shipped import DEFAULT_STACK, stack_file, stack_loaded, unknown_stack_message
 from planner.specs.stack import StackSpec
+
+if TYPE_CHECKING:  # numpy is imported where arrays are computed: a model file's check needs none
+    import numpy as np
 
 # Megatron-Core --recompute-modules (transformer_config.py) the planner prices
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts", "mla_up_proj", "moe")
@@ -200,6 +202,8 @@ class MoeSpec(Spec):
         every expert on each rank (ep = 1): 1, a rank's grouped GEMM takes all its tokens whatever
         their split. The least the stated busiest expert allows: a rank of several hot experts is
         busier (state it as load_imbalance). 1 with a capacity factor (drop and pad bound it)."""
+        import numpy as np
+
         ep = np.asarray(ep, dtype=float)
         if self.capacity_factor is not None or self.imbalance == 1.0 or self.experts == 1:
             return np.ones_like(ep)
@@ -370,6 +374,8 @@ class ModelSpec(Spec):
     def moe_layers_before(self, n):
         """MoE layers among the first n (n an int or an array): layer i >= k is MoE when
         (i - k + 1) % layer_every == 0 (Llama 4 Maverick: every second layer)."""
+        import numpy as np
+
         if self.moe is None:
             return np.zeros_like(np.asarray(n))
         if self.layer_pattern is not None:

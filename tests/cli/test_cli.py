@@ -212,7 +212,7 @@ def test_help_and_check_load_no_command_they_do_not_run():
     probe = ("import sys; from planner.cli import app; sys.argv = ['plan', *sys.argv[1:]]\n"
              "try:\n    app()\nexcept SystemExit:\n    pass\n"
              "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith(('planner', 'numpy', 'ortools', "
-             "'rich.progress', 'rich.table', 'matplotlib')))))")
+             "'rich.progress', 'rich.table', 'rich.console', 'matplotlib')))))")
     root = Path(__file__).resolve().parents[2]
 
     def loaded(*args) -> set[str]:
@@ -226,6 +226,16 @@ def test_help_and_check_load_no_command_they_do_not_run():
     assert "planner.check" in checked
     assert not checked & {"planner.cli.layouts", "planner.cli.sweep", "planner.search", "ortools", "matplotlib",
                           "rich.progress"}, checked
+    assert "rich.console" in checked  # the text format draws with rich
+    # A model or cluster file is validated, not scored: no numpy and no limits (numpy through
+    # planner.constraints) in their start-up; a plan file's layout is scored, and that needs both.
+    # The machine-read formats print without rich.
+    for spec, fmt in ((CONFIGS / "models" / "gpt3-1.3b.yaml", "json"), (CONFIGS / "clusters" / "dgx-a100-1024.yaml", "github")):
+        checked = loaded("check", str(spec), "--format", fmt)
+        assert "planner.check" in checked and not checked & {"numpy", "planner.constraints", "rich.console"}, \
+            (spec.name, checked)
+    planned = loaded("check", str(Path(__file__).resolve().parents[1] / "golden" / "inputs" / "plan-ok.yaml"))
+    assert {"numpy", "planner.constraints", "planner.estimate"} <= planned, planned
 
 
 def test_search_says_the_placement_on_rack_scale_nvlink():
