@@ -31,6 +31,9 @@ CASES = (
     ("deepseek-v3", "dgx-h100-1024", 1024, None),
     ("mixtral-8x7b", "dgx-h100-1024", 256, None),
     ("llama3.1-405b-128k", "dgx-h100-16384", 16384, None),
+    # hybrid layers (issue 40 item 4): each rank priced by its mix of kinds, uneven splits by CP-SAT
+    ("nemotron-h-56b", "dgx-h100-1024", 256, None),
+    ("qwen3-next-80b-a3b", "dgx-h100-1024", 256, None),
 )
 
 
