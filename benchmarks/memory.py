@@ -11,6 +11,8 @@ the GPU's memory reserve; planner/costs/memory.py) against
   (megatron/training/utils.py) and their artifact divides that by 1024 into "GB"
   (artifact/show_result_full_exp.py, whose commented-out pattern reads "max allocated"; the paper's
   Fig. 14 says "maximum allocated memory"): GiB of allocated memory;
+- BLOOM-176B's layout search (BigScience tr11 chronicles, data/extra-checks, never fitted): a max memory
+  per layout, its counter unstated, noisy across days;
 - torchtitan (the torchtitan paper's Table tables, data/calibration/new-sources.yaml notes): "Peak memory
   X GiB", torchtitan's memory monitor: torch.cuda.max_memory_reserved (the caching allocator's
   reservation, fragmentation included) in GiB.
@@ -56,9 +58,24 @@ def measured_peaks() -> dict[str, tuple[str, float]]:
     return out
 
 
+BLOOM = "BLOOM-176B tr11 chronicles (max mem as printed, never fitted)"
+
+
 def rows() -> list[tuple[str, str, float, float]]:
     """(source, case id, measured GiB, predicted GiB) of every case with a measured peak."""
     peaks = measured_peaks()
+    # BigScience's chronicles print a max memory per layout (data/extra-checks); they do not say which counter
+    # (allocated, reserved or nvidia-smi) or unit, and the same layout measured on other days differs by up to
+    # 50 % (tp 4 pp 12 mb 2: 38, 44, 59 GB): compared as printed, with the GPU's reserve.
+    from planner.fidelity.calibration import EXTRA_DIR, load_extra_checks
+
+    extra = {r["id"]: r for r in yaml.safe_load((EXTRA_DIR / "extra-cases.yaml").read_text())}
+    bloom = []
+    for case in load_extra_checks():
+        meas = (extra[case.id].get("measured") or {}).get("max_mem_gb")
+        if meas is not None and case.id.startswith("bloom"):
+            total = memory_breakdown(job_context(case.model, case.cluster, case.layouts)).total
+            bloom.append((BLOOM, case.id, float(meas), float(np.atleast_1d(total)[0])))
     # Each run by its own id (the held-out runs one by one: fitting_cases merges a job's rows under
     # its first row's id, and a prefix would match another run, e.g. t1 FSDP its Float8 variant).
     cases = {c.id: c for c in load_cases()} | {r.case.id: r.case for r in load_held_out().runs}
@@ -71,7 +88,7 @@ def rows() -> list[tuple[str, str, float, float]]:
         if "max allocated" in source:
             pred -= case.cluster.gpu.memory_reserve_gib
         out.append((source, cid, meas, pred))
-    return out
+    return out + bloom
 
 
 def main(argv: list[str]) -> None:
