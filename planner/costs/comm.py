@@ -263,6 +263,8 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
         reduce = buckets * all_reduce_s(prec.weight_bytes * layer / buckets, dp, links)
     else:
         reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, links)
+    # HBM passes over the bucket's 16-bit gradients outside the collective (`zero3_reduce_copy_passes`)
+    reduce = reduce + stack.zero3_reduce_copy_passes * prec.weight_bytes * layer / (cluster.gpu.hbm_bytes_per_s * cluster.gpu.efficiency.hbm)
     return gather, reduce
 
 

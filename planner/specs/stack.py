@@ -129,6 +129,11 @@ class StackSpec(StackConstants):
         "HBM passes over each gathered tensor besides the collective's own writes: DeepSpeed <= 0.5 "
         "zero-fills the buffer (one write) and PyTorch's list all_gather copies it back from its flat "
         "buffer (one read, one write): 3"))
+    zero3_reduce_copy_passes: float = Field(default=0.0, ge=0, le=10, description=(
+        "HBM passes over each reduce bucket's 16-bit gradients besides the collective's own: DeepSpeed 0.3.16's "
+        "ZeRO-3 without contiguous_gradients (its stage-3 default) flattens the bucket (a read, a write), "
+        "divides it by the world size in place (a read, a write) and copies it back into the gradients "
+        "(a read, a write): 6"))
     zero3_gather_rank_us: float = Field(default=0.0, ge=0, le=1e3, description=(
         "host time per gathered unit per rank of the group [us]: DeepSpeed <= 0.5 gathers into a list of one "
         "view per rank, which PyTorch's ProcessGroupNCCL::allgather copies back one copy_ per rank"))
