@@ -51,8 +51,12 @@ def replay(row: dict, gemm_fp4: float | None = None):
     """The planner's Estimate of one published row, with the row's layout; `gemm_fp4`: the GPU's NVFP4
     GEMM efficiency in place of the preset's (None: the preset's, which falls back on `gemm_fp8`)."""
     model = yaml.safe_load((ROOT / "configs" / "models" / f"{row['model']}.yaml").read_text())
-    model["training"] = {**model["training"], "global_batch": row["gbs"], "precision": PRECISION[row["precision"]],
-                         "cuda_graph_impl": row["cuda_graph"] or "none"}
+    # As the calibration replays Bridge's runs (planner/fidelity/calibration.py RECIPES): every perf script sets
+    # grad_reduce_in_fp32 = False (BF16 gradients), and the FP8 recipes gather FP8 parameters.
+    prec = PRECISION[row["precision"]]
+    model["training"] = {**model["training"], "global_batch": row["gbs"], "precision": prec,
+                         "cuda_graph_impl": row["cuda_graph"] or "none", "grad_reduce_dtype": "bf16",
+                         **({"fp8_param_gather": True} if prec in ("fp8", "mxfp8") else {})}
     model["seq_len"] = row["seq_len"]
     cluster = yaml.safe_load((ROOT / "configs" / "clusters" / f"{row['cluster']}.yaml").read_text())
     if gemm_fp4 is not None:
