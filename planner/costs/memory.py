@@ -291,6 +291,23 @@ def _sharded(shards: tuple, stage: int, from_stage) -> np.ndarray:
     return np.where(from_stage >= stage, shard, whole)
 
 
+def _deepspeed_fp16_grad_bytes(shards: tuple, z) -> np.ndarray:
+    """Gradient bytes of the DeepSpeed engine's fp16 optimizers (ZeRO 0-2), v0.5.10 (January 2022):
+    - the model's fp16 param.grad, accumulated over the micro-batches: every parameter below ZeRO-2,
+      the partition with it (stage_1_and_2.py partition_gradients);
+    - ZeRO-1/2 step (stage_1_and_2.py step): the fp16 gradients outside the partition freed
+      (free_grad_in_param_list(params_not_in_partition)), then self.flatten(averaged_gradients).to(fp32):
+      the partition's fp16 gradients, a flat fp16 copy and its fp32 cast, 2 + 2 + 4 B over dp;
+    - ZeRO-0 step (fp16/fused_optimizer.py FP16_Optimizer.step): _flatten_dense_tensors([p.grad.to(fp32)
+      for p in group]) before p.grad = None: the fp16 gradients, an fp32 copy of each and their flat fp32
+      concatenation, 2 + 4 + 4 B a parameter.
+    The larger of the backward's and the step's, beside the activations (whose blocks the caching
+    allocator keeps at the step)."""
+    whole, shard = shards
+    backward = 2.0 * np.where(z >= 2, shard, whole)
+    return np.maximum(backward, np.where(z == 0, 10.0 * whole, 8.0 * shard))
+
+
 def memory_per_rank(job: JobContext) -> MemoryBreakdown:
     """The breakdown of each rank of `job.ranks` ((k, n) arrays)."""
     *parts, host = _bytes_per_rank(job)
@@ -309,7 +326,14 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     # where the stack caches them (fp8_weight_cache).
     weight_bytes = prec.weight_bytes + (prec.weight_cache_bytes if job.profile.fp8_weight_cache else 0.0)
     weights = _sharded(shards, 3, z) * weight_bytes
+    if job.profile.zero3_master_is_param:
+        # FSDP keeps the shard in full precision, the master the optimizer states count (torch
+        # fsdp MixedPrecision: "Outside forward and backward, the sharded parameters are kept in full
+        # precision"; FSDP2's MixedPrecisionPolicy casts at the all-gather): no 16-bit shard.
+        weights = np.where(z >= 3, 0.0, weights)
     grads = _sharded(shards, 2, z) * prec.grad_bytes
+    if job.profile.deepspeed_fp16_grads and prec.name == "fp16":
+        grads = np.where(z >= 3, grads, _deepspeed_fp16_grad_bytes(shards, z))
     optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
     gathered, bucket = zero3_transient_params(model, layouts, job.profile)
     gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, bucket)

@@ -139,3 +139,56 @@ def test_loss_parallel_logit_bytes(make_model):
         logits = 512 * 2 * 8192 / tp  # s x b x vocab / tp
         assert memory_breakdown(job_on(titan, _gpu(), layout)).other[0] == approx(
             (reserve + per_logit * logits) / GIB, rel=1e-12)
+
+
+# --- FSDP: the fp32 shard is the master ------------------------------------------------------------
+
+
+def test_fsdp_shard_is_the_fp32_master(make_model):
+    layout = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=3)
+    base = memory_breakdown(job_on(make_model(**LLAMA), _gpu(), layout))
+    fsdp = memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_master_is_param=True))), _gpu(), layout))
+    # 4 layers of 11,278,848 + embedding and output 2 x 8,388,608 = 61,892,608 parameters over 8 GPUs:
+    # 7,736,576 each. DeepSpeed stage 3 holds a bf16 shard beside the fp32 master (2 B each); FSDP's
+    # shard is the fp32 master, its 16-bit copy exists only gathered (the two layers in flight, unchanged).
+    shard = 61_892_608 / 8
+    assert (base.weights[0] - fsdp.weights[0]) * GIB == approx(2 * shard, rel=1e-12)
+    assert fsdp.optimizer[0] * GIB == approx(12 * shard, rel=1e-12)  # fp32 shard 4 B + moments 8 B
+    assert fsdp.gradients[0] == base.gradients[0]
+    # below ZeRO-3 the 16-bit parameters are whole (FSDP SHARD_GRAD_OP keeps them gathered): unchanged
+    z2 = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=2)
+    assert (memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_master_is_param=True))), _gpu(), z2)).weights[0]
+            == memory_breakdown(job_on(make_model(**LLAMA), _gpu(), z2)).weights[0])
+
+
+# --- DeepSpeed's fp16 optimizers: 16-bit param.grad, fp32 copies at the step ------------------------
+
+
+@pytest.mark.parametrize("zero, grad_bytes", [
+    # ZeRO-0 (FP16_Optimizer.step): fp16 grads 2 B + p.grad.to(fp32) 4 B + their flat copy 4 B, every parameter
+    (0, 10 * 61_892_608),
+    # ZeRO-1 (stage_1_and_2.py): the backward's fp16 grads of every parameter, 2 x 61,892,608 = 123,785,216 B,
+    # against the step's partition (fp16 2 B, its flat copy 2 B, fp32 4 B over dp 4): 8 x 15,473,152 = 123,785,216
+    # B, the same at dp 4
+    (1, 2 * 61_892_608),
+    # ZeRO-2: fp16 grads partitioned, 8 B over dp 4
+    (2, 8 * 61_892_608 / 4),
+])
+def test_deepspeed_fp16_gradients(make_model, zero, grad_bytes):
+    layout = single_layout(tp=1, pp=1, dp=4, micro_batch=1, num_microbatches=1, zero=zero)
+    model = make_model(**LLAMA, training=dict(precision="fp16", stack=_stack(deepspeed_fp16_grads=True)))
+    assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(grad_bytes, rel=1e-12)
+    # bf16 runs use BF16_Optimizer (fp32 gradients of every parameter): the planner's 4 B, untouched
+    bf16 = make_model(**LLAMA, training=dict(precision="bf16", stack=_stack(deepspeed_fp16_grads=True)))
+    want = 4 * 61_892_608 / (4 if zero >= 2 else 1)
+    assert memory_breakdown(job_on(bf16, _gpu(), layout)).gradients[0] * GIB == approx(want, rel=1e-12)
+
+
+def test_deepspeed_fp16_dp_8_step_partition_below_the_backward(make_model):
+    # ZeRO-1 at dp 8: the step's 8 B over 8 = 1 B a parameter, under the backward's 2 B fp16 gradients
+    layout = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=1)
+    model = make_model(**LLAMA, training=dict(precision="fp16", stack=_stack(deepspeed_fp16_grads=True)))
+    assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(2 * 61_892_608, rel=1e-12)
+    # dp 2: the step's 8 / 2 = 4 B a parameter is the larger
+    layout = single_layout(tp=1, pp=1, dp=2, micro_batch=1, num_microbatches=1, zero=1)
+    assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(4 * 61_892_608, rel=1e-12)
