@@ -347,6 +347,12 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     if job.profile.loss_parallel_logit_bytes:
         per_logit = np.where(layouts.tp > 1, job.profile.loss_parallel_logit_bytes, per_logit)
     logits = per_logit * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
+    if job.profile.pp_output_chunks:
+        # torch.distributed.pipelining's last stage appends each micro-batch's output to output_chunks
+        # (stage.py forward_one_chunk) and merges them when the step ends (schedules.py step:
+        # _merge_outputs(output_chunks)): at the last backward every micro-batch's 16-bit logits are held
+        logits = logits + np.where(layouts.pp > 1, prec.activation_bytes * model.seq_len * layouts.micro_batch
+                                   * layouts.num_microbatches * model.vocab / (t * layouts.cp), 0.0)
     other = gpu.memory_reserve_gib * GIB + logits * ranks.last
     host = np.zeros(len(layouts))
     off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)

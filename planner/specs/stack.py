@@ -148,6 +148,9 @@ class StackSpec(StackConstants):
         "and the optimizer step casts what this rank updates to fp32: ZeRO-1/2 the partition's flat fp16 "
         "and fp32 copies (stage_1_and_2.py), ZeRO-0 an fp32 copy per parameter and their flat one "
         "(fp16/fused_optimizer.py)"))
+    pp_output_chunks: bool = Field(default=False, description=(
+        "under pipeline parallelism the last stage keeps every micro-batch's output (the 16-bit logits, "
+        "vocab / tp) until the step ends, to merge them (torch.distributed.pipelining: output_chunks)"))
     selective_ac: Literal["modules", "op"] = Field(default="modules", description=(
         "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
         "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "

@@ -192,3 +192,20 @@ def test_deepspeed_fp16_dp_8_step_partition_below_the_backward(make_model):
     # dp 2: the step's 8 / 2 = 4 B a parameter is the larger
     layout = single_layout(tp=1, pp=1, dp=2, micro_batch=1, num_microbatches=1, zero=1)
     assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(4 * 61_892_608, rel=1e-12)
+
+
+# --- torch.distributed.pipelining: the last stage keeps every micro-batch's output ----------------
+
+
+def test_pp_output_chunks_on_the_last_stage(make_model):
+    layout = single_layout(tp=2, pp=2, dp=2, micro_batch=2, num_microbatches=4)
+    base = memory_per_rank(job_on(make_model(**LLAMA), _gpu(), layout))
+    kept = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(pp_output_chunks=True))), _gpu(), layout))
+    # last stage: 4 micro-batches x 2 sequences x 512 tokens x 8192 / tp 2 logits in bf16:
+    # 4 x 2 x 512 x 4096 x 2 B = 33,554,432 B; the first stage holds none
+    assert (kept.other[1, 0] - base.other[1, 0]) * GIB == approx(33_554_432, rel=1e-12)
+    assert kept.other[0, 0] == base.other[0, 0]
+    # without pipeline parallelism nothing is chunked: unchanged
+    flat = single_layout(tp=2, pp=1, dp=2, micro_batch=2, num_microbatches=4)
+    assert (memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(pp_output_chunks=True))), _gpu(), flat)).other[0]
+            == memory_breakdown(job_on(make_model(**LLAMA), _gpu(), flat)).other[0])
