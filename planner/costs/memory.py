@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.specs.layers import LayerKind, attention_dims, eager_clamp, layer_kinds
-from planner.specs.precision import FP32_BYTES
+from planner.specs.precision import BF16_BYTES, FP32_BYTES
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import ModelSpec
 from planner.units import GIB
@@ -70,7 +70,9 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     sb = s * layouts.micro_batch.astype(float) / c
     # Outside the tensor-parallel region: 2 LN inputs (4), QKV and MLP inputs (2 GEMM inputs), 2 dropout masks (2).
     replicated = (6.0 + 2 * g) * sb * h
-    replicated = np.where(sp, replicated / t, replicated)
+    # with sp / tp, but for the GEMM inputs where the stack saves them gathered (tp_saves_gathered_inputs)
+    gemm_inputs = 2 * g * sb * h * (1.0 if model.training.stack.tp_saves_gathered_inputs else 1.0 / t)
+    replicated = np.where(sp, 6.0 * sb * h / t + gemm_inputs, replicated)
     # Q, K, V (16-bit, for the attention kernel), the attention-output GEMM input, MLP intermediates: split over tp.
     mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
     tp_region = (2.0 * (d.q_width + d.k_width + d.v_width) + g * d.out_width + _mlp_bytes(model, g) * mlp_width) * sb / t
@@ -335,10 +337,16 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     if job.profile.deepspeed_fp16_grads and prec.name == "fp16":
         grads = np.where(z >= 3, grads, _deepspeed_fp16_grad_bytes(shards, z))
     optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
-    gathered, bucket = zero3_transient_params(model, layouts, job.profile)
-    gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, bucket)
+    gathered, unit = zero3_transient_params(model, layouts, job.profile)
+    gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, unit)
     weights = weights + np.where(z >= 3, gathered * weight_bytes, 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
+    if job.profile.zero3_grad_copy_in:
+        # FSDP2 foreach_reduce: the reduce-scatter input (reduce_dtype fp32, one unit) is filled from the
+        # unit's gradients, freed "Only after the copy-in finishes": beside the fp32 input (bucket above)
+        # the 16-bit autograd gradients; under pp the input beside the accumulated fp32 gradients
+        staged = job.profile.zero3_pp_unsharded & (layouts.pp > 1)
+        grads = grads + np.where(z >= 3, unit * np.where(staged, prec.grad_bytes, BF16_BYTES), 0.0)
     acts = _activation_bytes(model, layouts, ranks, job.rows) * activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster),
@@ -347,12 +355,10 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     if job.profile.loss_parallel_logit_bytes:
         per_logit = np.where(layouts.tp > 1, job.profile.loss_parallel_logit_bytes, per_logit)
     logits = per_logit * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
-    if job.profile.pp_output_chunks:
-        # torch.distributed.pipelining's last stage appends each micro-batch's output to output_chunks
-        # (stage.py forward_one_chunk) and merges them when the step ends (schedules.py step:
-        # _merge_outputs(output_chunks)): at the last backward every micro-batch's 16-bit logits are held
-        logits = logits + np.where(layouts.pp > 1, prec.activation_bytes * model.seq_len * layouts.micro_batch
-                                   * layouts.num_microbatches * model.vocab / (t * layouts.cp), 0.0)
+    if job.profile.tp_saves_gathered_inputs:
+        # the output layer's ColwiseParallel(input_layouts=Shard(1)) gathers the final norm's output and saves it
+        gathered = (layouts.sequence_parallel == 1) & (layouts.tp > 1)
+        logits = logits + np.where(gathered, prec.activation_bytes * model.seq_len * layouts.micro_batch * model.hidden / layouts.cp, 0.0)
     other = gpu.memory_reserve_gib * GIB + logits * ranks.last
     host = np.zeros(len(layouts))
     off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)

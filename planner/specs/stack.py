@@ -148,9 +148,14 @@ class StackSpec(StackConstants):
         "and the optimizer step casts what this rank updates to fp32: ZeRO-1/2 the partition's flat fp16 "
         "and fp32 copies (stage_1_and_2.py), ZeRO-0 an fp32 copy per parameter and their flat one "
         "(fp16/fused_optimizer.py)"))
-    pp_output_chunks: bool = Field(default=False, description=(
-        "under pipeline parallelism the last stage keeps every micro-batch's output (the 16-bit logits, "
-        "vocab / tp) until the step ends, to merge them (torch.distributed.pipelining: output_chunks)"))
+    zero3_grad_copy_in: bool = Field(default=False, description=(
+        "a unit's gradients are copied into a reduce-scatter buffer in reduce_dtype allocated on the "
+        "reduce-scatter stream, and freed only after the copy-in (FSDP2 foreach_reduce): the 16-bit "
+        "gradients (or, accumulated unsharded under pp, the fp32 ones) and the fp32 copy at once"))
+    tp_saves_gathered_inputs: bool = Field(default=False, description=(
+        "with sequence parallelism the column-parallel linears save the all-gathered, full-sequence input "
+        "for their backward (DTensor TP: PrepareModuleInput to Replicate, then the matmul saves it), not "
+        "Megatron's shard re-gathered in the backward: a layer's QKV and MLP inputs and the output layer's"))
     selective_ac: Literal["modules", "op"] = Field(default="modules", description=(
         "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
         "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "

@@ -194,18 +194,38 @@ def test_deepspeed_fp16_dp_8_step_partition_below_the_backward(make_model):
     assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(4 * 61_892_608, rel=1e-12)
 
 
-# --- torch.distributed.pipelining: the last stage keeps every micro-batch's output ----------------
+
+# --- DTensor tensor parallelism: column-parallel linears save their gathered input -----------------
 
 
-def test_pp_output_chunks_on_the_last_stage(make_model):
-    layout = single_layout(tp=2, pp=2, dp=2, micro_batch=2, num_microbatches=4)
-    base = memory_per_rank(job_on(make_model(**LLAMA), _gpu(), layout))
-    kept = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(pp_output_chunks=True))), _gpu(), layout))
-    # last stage: 4 micro-batches x 2 sequences x 512 tokens x 8192 / tp 2 logits in bf16:
-    # 4 x 2 x 512 x 4096 x 2 B = 33,554,432 B; the first stage holds none
-    assert (kept.other[1, 0] - base.other[1, 0]) * GIB == approx(33_554_432, rel=1e-12)
-    assert kept.other[0, 0] == base.other[0, 0]
-    # without pipeline parallelism nothing is chunked: unchanged
-    flat = single_layout(tp=2, pp=1, dp=2, micro_batch=2, num_microbatches=4)
-    assert (memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(pp_output_chunks=True))), _gpu(), flat)).other[0]
-            == memory_breakdown(job_on(make_model(**LLAMA), _gpu(), flat)).other[0])
+def test_tp_saves_gathered_inputs(make_model):
+    layout = single_layout(tp=2, pp=2, dp=2, micro_batch=1, num_microbatches=2, sequence_parallel=True)
+    base, dtensor = make_model(**LLAMA), make_model(**LLAMA, training=dict(stack=_stack(tp_saves_gathered_inputs=True)))
+    # A layer's QKV and MLP inputs (bf16, 2 x 2 B a token and channel) stored whole instead of / tp 2:
+    # 2 x 2 B x 512 tokens x 1024 x (1 - 1/2) = 1,048,576 B more
+    more = activation_bytes_per_layer(dtensor, layout)[0][0] - activation_bytes_per_layer(base, layout)[0][0]
+    assert more == approx(1_048_576, rel=1e-12)
+    # the output layer's gathered input on the last stage: 512 tokens x 1024 x 2 B = 1,048,576 B; none on the first
+    a, b = (memory_per_rank(job_on(m, _gpu(), layout)) for m in (base, dtensor))
+    assert (b.other[1, 0] - a.other[1, 0]) * GIB == approx(1_048_576, rel=1e-12)
+    assert b.other[0, 0] == a.other[0, 0]
+    # without sequence parallelism the inputs are whole either way: unchanged
+    plain = single_layout(tp=2, pp=2, dp=2, micro_batch=1, num_microbatches=2, sequence_parallel=False)
+    assert activation_bytes_per_layer(dtensor, plain)[0][0] == activation_bytes_per_layer(base, plain)[0][0]
+
+
+def test_fsdp2_reduce_scatter_copy_in(make_model):
+    # A layer (the FSDP unit) has 11,278,848 parameters (test_fsdp2_under_pp_holds_the_stage_unsharded).
+    layer = 11_278_848
+    flat = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=3)
+    base = memory_breakdown(job_on(make_model(**LLAMA), _gpu(), flat))
+    copy_in = memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_grad_copy_in=True))), _gpu(), flat))
+    # the unit's bf16 autograd gradients (2 B) beside its fp32 reduce-scatter input (the 4 B already counted)
+    assert (copy_in.gradients[0] - base.gradients[0]) * GIB == approx(2 * layer, rel=1e-12)
+    # under pp with the stage's gradients accumulated unsharded in fp32: the fp32 input (4 B) beside them
+    staged = single_layout(tp=1, pp=2, dp=4, micro_batch=1, num_microbatches=4, zero=3)
+    held = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_pp_unsharded=True))), _gpu(), staged))
+    both = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_pp_unsharded=True, zero3_grad_copy_in=True))),
+                                  _gpu(), staged))
+    for k in range(2):
+        assert (both.gradients[k, 0] - held.gradients[k, 0]) * GIB == approx(4 * layer, rel=1e-12)
