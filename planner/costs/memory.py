@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.specs.layers import LayerKind, attention_dims, eager_clamp, layer_kinds
-from planner.specs.precision import FP32_BYTES
+from planner.specs.precision import BF16_BYTES, FP32_BYTES
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import ModelSpec
 from planner.units import GIB
@@ -70,7 +70,9 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     sb = s * layouts.micro_batch.astype(float) / c
     # Outside the tensor-parallel region: 2 LN inputs (4), QKV and MLP inputs (2 GEMM inputs), 2 dropout masks (2).
     replicated = (6.0 + 2 * g) * sb * h
-    replicated = np.where(sp, replicated / t, replicated)
+    # with sp / tp, but for the GEMM inputs where the stack saves them gathered (tp_saves_gathered_inputs)
+    gemm_inputs = 2 * g * sb * h * (1.0 if model.training.stack.tp_saves_gathered_inputs else 1.0 / t)
+    replicated = np.where(sp, 6.0 * sb * h / t + gemm_inputs, replicated)
     # Q, K, V (16-bit, for the attention kernel), the attention-output GEMM input, MLP intermediates: split over tp.
     mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
     tp_region = (2.0 * (d.q_width + d.k_width + d.v_width) + g * d.out_width + _mlp_bytes(model, g) * mlp_width) * sb / t
@@ -291,6 +293,23 @@ def _sharded(shards: tuple, stage: int, from_stage) -> np.ndarray:
     return np.where(from_stage >= stage, shard, whole)
 
 
+def _deepspeed_fp16_grad_bytes(shards: tuple, z) -> np.ndarray:
+    """Gradient bytes of the DeepSpeed engine's fp16 optimizers (ZeRO 0-2), v0.5.10 (January 2022):
+    - the model's fp16 param.grad, accumulated over the micro-batches: every parameter below ZeRO-2,
+      the partition with it (stage_1_and_2.py partition_gradients);
+    - ZeRO-1/2 step (stage_1_and_2.py step): the fp16 gradients outside the partition freed
+      (free_grad_in_param_list(params_not_in_partition)), then self.flatten(averaged_gradients).to(fp32):
+      the partition's fp16 gradients, a flat fp16 copy and its fp32 cast, 2 + 2 + 4 B over dp;
+    - ZeRO-0 step (fp16/fused_optimizer.py FP16_Optimizer.step): _flatten_dense_tensors([p.grad.to(fp32)
+      for p in group]) before p.grad = None: the fp16 gradients, an fp32 copy of each and their flat fp32
+      concatenation, 2 + 4 + 4 B a parameter.
+    The larger of the backward's and the step's, beside the activations (whose blocks the caching
+    allocator keeps at the step)."""
+    whole, shard = shards
+    backward = 2.0 * np.where(z >= 2, shard, whole)
+    return np.maximum(backward, np.where(z == 0, 10.0 * whole, 8.0 * shard))
+
+
 def memory_per_rank(job: JobContext) -> MemoryBreakdown:
     """The breakdown of each rank of `job.ranks` ((k, n) arrays)."""
     *parts, host = _bytes_per_rank(job)
@@ -309,12 +328,25 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     # where the stack caches them (fp8_weight_cache).
     weight_bytes = prec.weight_bytes + (prec.weight_cache_bytes if job.profile.fp8_weight_cache else 0.0)
     weights = _sharded(shards, 3, z) * weight_bytes
+    if job.profile.zero3_master_is_param:
+        # FSDP keeps the shard in full precision, the master the optimizer states count (torch
+        # fsdp MixedPrecision: "Outside forward and backward, the sharded parameters are kept in full
+        # precision"; FSDP2's MixedPrecisionPolicy casts at the all-gather): no 16-bit shard.
+        weights = np.where(z >= 3, 0.0, weights)
     grads = _sharded(shards, 2, z) * prec.grad_bytes
+    if job.profile.deepspeed_fp16_grads and prec.name == "fp16":
+        grads = np.where(z >= 3, grads, _deepspeed_fp16_grad_bytes(shards, z))
     optim = _sharded(shards, 1, z) * prec.optimizer_state_bytes
-    gathered, bucket = zero3_transient_params(model, layouts, job.profile)
-    gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, bucket)
+    gathered, unit = zero3_transient_params(model, layouts, job.profile)
+    gathered, bucket = fsdp_held_params(model, layouts, ranks, job.params, job.profile, gathered, unit)
     weights = weights + np.where(z >= 3, gathered * weight_bytes, 0.0)
     grads = grads + np.where(z >= 3, bucket * prec.grad_bytes, 0.0)
+    if job.profile.zero3_grad_copy_in:
+        # FSDP2 foreach_reduce: the reduce-scatter input (reduce_dtype fp32, one unit) is filled from the
+        # unit's gradients, freed "Only after the copy-in finishes": beside the fp32 input (bucket above)
+        # the 16-bit autograd gradients; under pp the input beside the accumulated fp32 gradients
+        staged = job.profile.zero3_pp_unsharded & (layouts.pp > 1)
+        grads = grads + np.where(z >= 3, unit * np.where(staged, prec.grad_bytes, BF16_BYTES), 0.0)
     acts = _activation_bytes(model, layouts, ranks, job.rows) * activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster),
@@ -323,6 +355,10 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     if job.profile.loss_parallel_logit_bytes:
         per_logit = np.where(layouts.tp > 1, job.profile.loss_parallel_logit_bytes, per_logit)
     logits = per_logit * model.seq_len * layouts.micro_batch * model.vocab / (t * layouts.cp)
+    if job.profile.tp_saves_gathered_inputs:
+        # the output layer's ColwiseParallel(input_layouts=Shard(1)) gathers the final norm's output and saves it
+        gathered = (layouts.sequence_parallel == 1) & (layouts.tp > 1)
+        logits = logits + np.where(gathered, prec.activation_bytes * model.seq_len * layouts.micro_batch * model.hidden / layouts.cp, 0.0)
     other = gpu.memory_reserve_gib * GIB + logits * ranks.last
     host = np.zeros(len(layouts))
     off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)

@@ -56,9 +56,12 @@ def _inputs(key: tuple, group: list[dict]) -> tuple[ModelSpec, ClusterSpec, Layo
         name="vtrain", gpu=load_gpu_data("a100-sxm-80gb"), nodes=max(1, -(-gpus // 8)),
         node=dict(gpus=min(8, gpus), nvlink_gbps=300, network_gbps=NETWORK_GBPS)))
     arr = {k: np.array([r[k] for r in group], dtype=np.int64) for k in ("dp", "tp", "pp", "micro_batch")}
-    # Full recomputation (the validation configs); vpp, sp and zero take the registry's defaults.
+    # Full recomputation (the validation configs); vpp and sp take the registry's defaults. ZeRO-1: unstated,
+    # but at ZeRO-0 DeepSpeed's fp16 optimizer holds 24 B a parameter at its step (planner/costs/memory.py
+    # _deepspeed_fp16_grad_bytes: 2 + 2 + 4 + 4 fp16 weights and gradients, fp32 copies, + 12 B of fp32
+    # master and moments), 85 GB for the 3.55e9 parameters of the dp-64 tp-1 runs that trained on 80 GB.
     lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]),
-                  recompute=np.full(len(group), RECOMPUTE_FULL, dtype=np.int64))
+                  recompute=np.full(len(group), RECOMPUTE_FULL, dtype=np.int64), zero=np.ones(len(group), dtype=np.int64))
     return model, cluster, lay
 
 

@@ -144,6 +144,23 @@ class StackSpec(StackConstants):
         "under pipeline parallelism a stage's parameters stay gathered for the whole step and its gradients "
         "accumulate unsharded, at the gradients' bytes, until the last micro-batch's backward (torchtitan: "
         "reshard_after_forward=False with PP; torch.distributed.pipelining's FSDP no-sync backward)"))
+    zero3_master_is_param: bool = Field(default=False, description=(
+        "with ZeRO-3 the sharded parameter is the fp32 master the optimizer updates, no 16-bit shard beside it "
+        "(PyTorch FSDP mixed precision: the shard stays in full precision, cast to param_dtype at each "
+        "all-gather); false: a 16-bit shard and an fp32 master shard (DeepSpeed stage 3)"))
+    deepspeed_fp16_grads: bool = Field(default=False, description=(
+        "fp16 runs keep 16-bit gradients in param.grad (the DeepSpeed engine, not Megatron's fp32 main_grad) "
+        "and the optimizer step casts what this rank updates to fp32: ZeRO-1/2 the partition's flat fp16 "
+        "and fp32 copies (stage_1_and_2.py), ZeRO-0 an fp32 copy per parameter and their flat one "
+        "(fp16/fused_optimizer.py)"))
+    zero3_grad_copy_in: bool = Field(default=False, description=(
+        "a unit's gradients are copied into a reduce-scatter buffer in reduce_dtype allocated on the "
+        "reduce-scatter stream, and freed only after the copy-in (FSDP2 foreach_reduce): the 16-bit "
+        "gradients (or, accumulated unsharded under pp, the fp32 ones) and the fp32 copy at once"))
+    tp_saves_gathered_inputs: bool = Field(default=False, description=(
+        "with sequence parallelism the column-parallel linears save the all-gathered, full-sequence input "
+        "for their backward (DTensor TP: PrepareModuleInput to Replicate, then the matmul saves it), not "
+        "Megatron's shard re-gathered in the backward: a layer's QKV and MLP inputs and the output layer's"))
     selective_ac: Literal["modules", "op"] = Field(default="modules", description=(
         "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
         "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "

@@ -139,3 +139,93 @@ def test_loss_parallel_logit_bytes(make_model):
         logits = 512 * 2 * 8192 / tp  # s x b x vocab / tp
         assert memory_breakdown(job_on(titan, _gpu(), layout)).other[0] == approx(
             (reserve + per_logit * logits) / GIB, rel=1e-12)
+
+
+# --- FSDP: the fp32 shard is the master ------------------------------------------------------------
+
+
+def test_fsdp_shard_is_the_fp32_master(make_model):
+    layout = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=3)
+    base = memory_breakdown(job_on(make_model(**LLAMA), _gpu(), layout))
+    fsdp = memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_master_is_param=True))), _gpu(), layout))
+    # 4 layers of 11,278,848 + embedding and output 2 x 8,388,608 = 61,892,608 parameters over 8 GPUs:
+    # 7,736,576 each. DeepSpeed stage 3 holds a bf16 shard beside the fp32 master (2 B each); FSDP's
+    # shard is the fp32 master, its 16-bit copy exists only gathered (the two layers in flight, unchanged).
+    shard = 61_892_608 / 8
+    assert (base.weights[0] - fsdp.weights[0]) * GIB == approx(2 * shard, rel=1e-12)
+    assert fsdp.optimizer[0] * GIB == approx(12 * shard, rel=1e-12)  # fp32 shard 4 B + moments 8 B
+    assert fsdp.gradients[0] == base.gradients[0]
+    # below ZeRO-3 the 16-bit parameters are whole (FSDP SHARD_GRAD_OP keeps them gathered): unchanged
+    z2 = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=2)
+    assert (memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_master_is_param=True))), _gpu(), z2)).weights[0]
+            == memory_breakdown(job_on(make_model(**LLAMA), _gpu(), z2)).weights[0])
+
+
+# --- DeepSpeed's fp16 optimizers: 16-bit param.grad, fp32 copies at the step ------------------------
+
+
+@pytest.mark.parametrize("zero, grad_bytes", [
+    # ZeRO-0 (FP16_Optimizer.step): fp16 grads 2 B + p.grad.to(fp32) 4 B + their flat copy 4 B, every parameter
+    (0, 10 * 61_892_608),
+    # ZeRO-1 (stage_1_and_2.py): the backward's fp16 grads of every parameter, 2 x 61,892,608 = 123,785,216 B,
+    # against the step's partition (fp16 2 B, its flat copy 2 B, fp32 4 B over dp 4): 8 x 15,473,152 = 123,785,216
+    # B, the same at dp 4
+    (1, 2 * 61_892_608),
+    # ZeRO-2: fp16 grads partitioned, 8 B over dp 4
+    (2, 8 * 61_892_608 / 4),
+])
+def test_deepspeed_fp16_gradients(make_model, zero, grad_bytes):
+    layout = single_layout(tp=1, pp=1, dp=4, micro_batch=1, num_microbatches=1, zero=zero)
+    model = make_model(**LLAMA, training=dict(precision="fp16", stack=_stack(deepspeed_fp16_grads=True)))
+    assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(grad_bytes, rel=1e-12)
+    # bf16 runs use BF16_Optimizer (fp32 gradients of every parameter): the planner's 4 B, untouched
+    bf16 = make_model(**LLAMA, training=dict(precision="bf16", stack=_stack(deepspeed_fp16_grads=True)))
+    want = 4 * 61_892_608 / (4 if zero >= 2 else 1)
+    assert memory_breakdown(job_on(bf16, _gpu(), layout)).gradients[0] * GIB == approx(want, rel=1e-12)
+
+
+def test_deepspeed_fp16_dp_8_step_partition_below_the_backward(make_model):
+    # ZeRO-1 at dp 8: the step's 8 B over 8 = 1 B a parameter, under the backward's 2 B fp16 gradients
+    layout = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=1)
+    model = make_model(**LLAMA, training=dict(precision="fp16", stack=_stack(deepspeed_fp16_grads=True)))
+    assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(2 * 61_892_608, rel=1e-12)
+    # dp 2: the step's 8 / 2 = 4 B a parameter is the larger
+    layout = single_layout(tp=1, pp=1, dp=2, micro_batch=1, num_microbatches=1, zero=1)
+    assert memory_breakdown(job_on(model, _gpu(), layout)).gradients[0] * GIB == approx(4 * 61_892_608, rel=1e-12)
+
+
+
+# --- DTensor tensor parallelism: column-parallel linears save their gathered input -----------------
+
+
+def test_tp_saves_gathered_inputs(make_model):
+    layout = single_layout(tp=2, pp=2, dp=2, micro_batch=1, num_microbatches=2, sequence_parallel=True)
+    base, dtensor = make_model(**LLAMA), make_model(**LLAMA, training=dict(stack=_stack(tp_saves_gathered_inputs=True)))
+    # A layer's QKV and MLP inputs (bf16, 2 x 2 B a token and channel) stored whole instead of / tp 2:
+    # 2 x 2 B x 512 tokens x 1024 x (1 - 1/2) = 1,048,576 B more
+    more = activation_bytes_per_layer(dtensor, layout)[0][0] - activation_bytes_per_layer(base, layout)[0][0]
+    assert more == approx(1_048_576, rel=1e-12)
+    # the output layer's gathered input on the last stage: 512 tokens x 1024 x 2 B = 1,048,576 B; none on the first
+    a, b = (memory_per_rank(job_on(m, _gpu(), layout)) for m in (base, dtensor))
+    assert (b.other[1, 0] - a.other[1, 0]) * GIB == approx(1_048_576, rel=1e-12)
+    assert b.other[0, 0] == a.other[0, 0]
+    # without sequence parallelism the inputs are whole either way: unchanged
+    plain = single_layout(tp=2, pp=2, dp=2, micro_batch=1, num_microbatches=2, sequence_parallel=False)
+    assert activation_bytes_per_layer(dtensor, plain)[0][0] == activation_bytes_per_layer(base, plain)[0][0]
+
+
+def test_fsdp2_reduce_scatter_copy_in(make_model):
+    # A layer (the FSDP unit) has 11,278,848 parameters (test_fsdp2_under_pp_holds_the_stage_unsharded).
+    layer = 11_278_848
+    flat = single_layout(tp=1, pp=1, dp=8, micro_batch=1, num_microbatches=1, zero=3)
+    base = memory_breakdown(job_on(make_model(**LLAMA), _gpu(), flat))
+    copy_in = memory_breakdown(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_grad_copy_in=True))), _gpu(), flat))
+    # the unit's bf16 autograd gradients (2 B) beside its fp32 reduce-scatter input (the 4 B already counted)
+    assert (copy_in.gradients[0] - base.gradients[0]) * GIB == approx(2 * layer, rel=1e-12)
+    # under pp with the stage's gradients accumulated unsharded in fp32: the fp32 input (4 B) beside them
+    staged = single_layout(tp=1, pp=2, dp=4, micro_batch=1, num_microbatches=4, zero=3)
+    held = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_pp_unsharded=True))), _gpu(), staged))
+    both = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(zero3_pp_unsharded=True, zero3_grad_copy_in=True))),
+                                  _gpu(), staged))
+    for k in range(2):
+        assert (both.gradients[k, 0] - held.gradients[k, 0]) * GIB == approx(4 * layer, rel=1e-12)

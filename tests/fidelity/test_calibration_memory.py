@@ -68,8 +68,9 @@ def test_never_fitted_runs_fit_too_deepspeed_azure_with_its_offload():
         if total > case.cluster.gpu.memory_gib:
             misses.append(case.id)
     # BLOOM's prequel at micro-batch 2 (tp 8 pp 2, fp16, DeepSpeed ZeRO-1) printed 76 GB at its peak; the planner
-    # says 81 GiB: a missing mechanism (its fp16 gradients under DeepSpeed's fp16 optimizer?), kept visible
-    assert misses == ["bloom_0225_tp8pp2dp24_mb2_gbs2016"]
+    # said 81 GiB with fp32 main gradients. DeepSpeed's fp16 ZeRO-1 keeps them in fp16 (deepspeed_fp16_grads):
+    # 2 B less on each of its 11.6e9 parameters (21.6 GiB), now 59 GiB.
+    assert misses == []
     two_t = next(c for c in load_extra_checks() if c.id == "ds_azure_2t_1024gpu_mb8")
     row = two_t.layouts.row(0)
     assert row["offload"] == "both"
