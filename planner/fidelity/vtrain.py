@@ -61,7 +61,8 @@ def _inputs(key: tuple, group: list[dict]) -> tuple[ModelSpec, ClusterSpec, Layo
     # _deepspeed_fp16_grad_bytes: 2 + 2 + 4 + 4 fp16 weights and gradients, fp32 copies, + 12 B of fp32
     # master and moments), 85 GB for the 3.55e9 parameters of the dp-64 tp-1 runs that trained on 80 GB.
     lay = Layouts(**arr, num_microbatches=int(gb) // (arr["dp"] * arr["micro_batch"]),
-                  recompute=np.full(len(group), RECOMPUTE_FULL, dtype=np.int64), zero=np.ones(len(group), dtype=np.int64))
+                  recompute=np.full(len(group), RECOMPUTE_FULL, dtype=np.int64),
+                  zero=np.where(arr["dp"] > 1, 1, 0))  # ZeRO shards over dp: none at dp 1 (the zero_needs_dp rule)
     return model, cluster, lay
 
 
