@@ -12,6 +12,7 @@ from planner.costs.pipeline import step_time
 from planner.specs.precision import precision
 from planner.layout.space import single_layout
 from planner.specs import GpuSpec
+from planner.specs.loading import load_stack
 from .conftest import job_on, layer_compute_on
 from planner.costs.context import job_context
 
@@ -57,6 +58,20 @@ def test_launch_floor_bounds_small_layers(make_model, toy_gpu):
     # forward: max(GPU time, 10 ms) + 100 us overhead; backward launches twice as many kernels
     assert lc.fwd_s[0] == approx(10e-3 + 100e-6, rel=1e-6)
     assert lc.bwd_s[0] == approx(20e-3 + 200e-6, rel=1e-6)
+
+
+def test_megatron_deepspeed_launch_prior_counts_every_host_call(make_model, toy_gpu):
+    # On a GPU no Megatron-DeepSpeed run was fitted on, the floor is the profile's prior: 43 PyTorch
+    # calls in a layer's forward (configs/stacks/megatron-deepspeed.yaml lists them), not only the ~25
+    # kernels, x 8 us a call = 344 us; plus the profile's 83 us a layer forward, twice in the backward.
+    prior = load_stack("megatron-deepspeed").for_gpu(toy_gpu.name)
+    assert prior.layer_launch_us == approx(43 * 8.0)
+    stack = dict(TOY_STACK, layer_launch_us=prior.layer_launch_us, layer_overhead_us=prior.layer_overhead_us)
+    model = make_model(hidden=256, heads=4, ffn_hidden=1024, seq_len=128, training=dict(global_batch=8, stack=stack))
+    lc = layer_compute_on(model, toy_gpu, lay(dp=1, tp=1, micro_batch=1))
+    assert lc.gpu_fwd_s[0] < 344e-6 and lc.gpu_bwd_s[0] < 688e-6  # the toy layer is host-bound
+    assert lc.fwd_s[0] == approx(344e-6 + 83e-6, rel=1e-6)
+    assert lc.bwd_s[0] == approx(688e-6 + 166e-6, rel=1e-6)
 
 
 def test_microbatch_overhead_per_chunk(make_model, make_cluster):
