@@ -349,8 +349,10 @@ def activation_offload_layers(job: JobContext) -> np.ndarray:
     if not off.any():
         return count
     stated = job.model.training.offload_layers
-    if stated is not None:
-        count[off] = stated
+    if stated is not None:  # at most the layers - 1 of the rank holding the most (Megatron's bound)
+        most = np.broadcast_to(job.ranks.layers, np.broadcast(job.ranks.layers, count).shape)
+        most = np.atleast_2d(most).max(axis=0)
+        count[off] = np.maximum(np.minimum(stated, most - 1), 0)[off]
         return count
     weights, grads, optim, acts, other, _ = _bytes_per_rank(job, offload_activations=False)
     usable = job.gpu.memory_gib * (1.0 - offload.FIT_HEADROOM) * GIB
