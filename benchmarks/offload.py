@@ -98,7 +98,8 @@ def bridge_fsdp_rows() -> None:
               f"layers (recipe {recipe[r['system']]}), {m.total:.1f} GiB on the GPU, host {m.host:.1f} GiB per GPU, "
               f"{'fits' if e.feasible else 'does not fit: ' + '; '.join(v.message for v in e.violations)}; "
               f"step {e.step_time_s:.2f} s (copies {t.offload:.2f} s), {e.model_tflops_per_gpu:.0f} TFLOP/s "
-              f"vs {r['model_tflops_per_gpu']} published ({e.model_tflops_per_gpu / r['model_tflops_per_gpu'] - 1:+.1%})")
+              f"vs {r['model_tflops_per_gpu']} published "
+              f"({e.model_tflops_per_gpu / r['model_tflops_per_gpu'] - 1:+.1%})")
 
 
 if __name__ == "__main__":
