@@ -18,6 +18,11 @@ keeps the fp32 gradients on the GPU, as Megatron Core's HybridDeviceOptimizer do
 moves the gradients to the host as well (Ren et al. 2021 Sec. 4.1) and keeps the 16-bit weights alone.
 The check is weak on its compute side (A100 efficiencies on a V100, no V100 measurement); it bounds the
 offload's share, not the step.
+
+Then Megatron-Bridge's Llama 3 70B FP8-CS FSDP rows with offload=activations (bridge_fsdp_rows), measured
+at the commit that priced a number of layers: GB300 16 layers offloaded (recipe 20), 2,026 TFLOP/s vs
+2,348 (-13.7 %), copies 0.70 s of 7.27; GB200 41 (recipe 40), 1,656 vs 1,892 (-12.5 %), copies 1.25 s
+of 8.89; both fit the GPU and the host.
 """
 from __future__ import annotations
 
@@ -69,5 +74,34 @@ def main() -> None:
               f"{with_recompute:5.1f} counting the recomputed forward ({with_recompute / published - 1:+.0%})")
 
 
+def bridge_fsdp_rows() -> None:
+    """Megatron-Bridge's Llama 3 70B FP8-CS FSDP rows (data/nvfp4/bridge-performance.yaml, replayed as
+    benchmarks/nvfp4.py does) with offload=activations: the layers the planner offloads against the
+    recipes' cpu_offloading_num_layers (scripts/performance/configs/llama/llama3_workload_base_configs.py:
+    20 on GB300, 40 on GB200), the predicted TFLOP/s against the published, and whether they fit."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import nvfp4
+    from planner import api
+
+    recipe = {"DGX-GB300": 20, "DGX-GB200": 40}
+    for r in nvfp4.load_rows():
+        if not r["fsdp"]:
+            continue
+        estimate = api.estimate
+        api.estimate = lambda *a, **k: estimate(*a, offload="activations", **k)
+        try:
+            e = nvfp4.replay(r)
+        finally:
+            api.estimate = estimate
+        m, t = e.memory_gib, e.time_breakdown_s
+        print(f"{r['model']} {r['system']} {r['precision']} fsdp mb{r['mbs']}: offloads {e.layout['offload_layers']} "
+              f"layers (recipe {recipe[r['system']]}), {m.total:.1f} GiB on the GPU, host {m.host:.1f} GiB per GPU, "
+              f"{'fits' if e.feasible else 'does not fit: ' + '; '.join(v.message for v in e.violations)}; "
+              f"step {e.step_time_s:.2f} s (copies {t.offload:.2f} s), {e.model_tflops_per_gpu:.0f} TFLOP/s "
+              f"vs {r['model_tflops_per_gpu']} published "
+              f"({e.model_tflops_per_gpu / r['model_tflops_per_gpu'] - 1:+.1%})")
+
+
 if __name__ == "__main__":
     main()
+    bridge_fsdp_rows()

@@ -145,7 +145,7 @@ def tokens_over_horizon(*, running_tps: float, new_tps: float, spares_s: float, 
 def change_cost(model: ModelSpec, cluster: ClusterSpec, layout: dict[str, Any]) -> ChangeCost:
     """The cost of restarting into `layout` (a ScoredLayout's `layout`; module docstring)."""
     lay = layout_of(model, int(layout["dp"] * layout["tp"] * layout["pp"] * layout["cp"]),
-                    {k: v for k, v in layout.items() if k != "stage_layers"}, gpus_said="the layout")
+                    {k: v for k, v in layout.items() if k not in ("stage_layers", "offload_layers")}, gpus_said="the layout")
     ranks = split_ranks(model, lay, layout["stage_layers"]) if "stage_layers" in layout else None
     job = job_context(model, cluster, lay, ranks)
     gpus = int(lay.gpus[0])

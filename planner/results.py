@@ -3,6 +3,8 @@ functions of these in planner/report.py; `plan estimate`, `plan check` and `plan
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +98,8 @@ class ScoredLayout:
         from dataclasses import asdict
 
         # Offload's terms (host memory, exposed copies) only where the layout offloads (planner/costs/offload.py).
-        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items() if k != "host" or v}
+        memory = {k: round(v, 4) for k, v in asdict(self.memory_gib).items()
+                  if (k != "host" or v) and k != "offload_layers"}  # the count is in the layout
         memory["total"] = round(self.memory_gib.total, 4)
         times = {k: v for k, v in asdict(self.time_breakdown_s).items() if k != "offload" or v}
         band = self.error_band
@@ -140,6 +143,9 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_
     layers per virtual stage in schedule order (JSON `layout.stage_layers`); `mtp_layers`: the model's."""
     i = int(i)
     layout = scores.layouts.row(i)
+    offloaded = int(np.broadcast_to(scores.memory_gib.offload_layers, (len(scores),))[i])
+    if offloaded:  # layers whose activations go to the host (planner/costs/offload.py), as the exports set them
+        layout["offload_layers"] = offloaded
     if stage_layers is not None:
         layout["stage_layers"] = [int(x) for x in stage_layers]
     cap = None

@@ -56,6 +56,14 @@ class JobContext:
         return dense, experts
 
     @cached_property
+    def offload_layers(self) -> np.ndarray:
+        """Layers each row offloads the activations of (planner/costs/memory.py
+        activation_offload_layers): the memory and the step's copies both read it."""
+        from planner.costs.memory import activation_offload_layers  # memory imports this module
+
+        return activation_offload_layers(self)
+
+    @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(first, inverse) of the rows alike in what a layer costs in time and stored activations."""
         return layer_rows(self.layouts, self.model)

@@ -49,6 +49,9 @@ class MemoryBreakdown:
     # Host memory this GPU's offloaded states and activations take (planner/costs/offload.py): not in
     # `total`, which is the GPU's; 0 without offload.
     host: np.ndarray | float = 0.0
+    # Layers whose activations go to the host (a count, not GiB; planner/costs/offload.py
+    # offload_layer_count): 0 where the layout does not offload activations.
+    offload_layers: np.ndarray | int = 0
 
     @property
     def total(self) -> np.ndarray:
@@ -313,12 +316,13 @@ def _deepspeed_fp16_grad_bytes(shards: tuple, z) -> np.ndarray:
 def memory_per_rank(job: JobContext) -> MemoryBreakdown:
     """The breakdown of each rank of `job.ranks` ((k, n) arrays)."""
     *parts, host = _bytes_per_rank(job)
-    return MemoryBreakdown(*(x / GIB for x in parts), host=host / GIB)
+    return MemoryBreakdown(*(x / GIB for x in parts), host=host / GIB, offload_layers=job.offload_layers)
 
 
-def _bytes_per_rank(job: JobContext) -> tuple:
-    """(weights, gradients, optimizer, activations, other) of each rank of `job.ranks` [bytes]:
-    the parameter split and the layer rows are the ones the step time reads (job context)."""
+def _bytes_per_rank(job: JobContext, offload_activations: bool = True) -> tuple:
+    """(weights, gradients, optimizer, activations, other, host) of each rank of `job.ranks` [bytes]:
+    the parameter split and the layer rows are the ones the step time reads (job context).
+    `offload_activations`: False gives the activations before their offload (what sets its count)."""
     model, gpu, layouts, ranks, prec = job.model, job.gpu, job.layouts, job.ranks, job.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
@@ -365,12 +369,32 @@ def _bytes_per_rank(job: JobContext) -> tuple:
     if off_optim.any():  # the optimizer states on the host; the GPU keeps weights and gradients
         host = host + np.where(off_optim, offload.host_optimizer_bytes(_sharded(shards, 1, z), prec), 0.0)
         optim = np.where(off_optim, 0.0, optim)
-    if off_acts.any():  # all but a double buffer of each rank's stored activations on the host
-        in_flight = sum(_in_flight_by_kind(model, layouts, ranks, layer_kinds(model)))
-        kept = np.where(off_acts, acts * offload.kept_fraction(in_flight), acts)
-        host = host + (acts - kept)
-        acts = kept
+    if off_acts.any() and offload_activations:  # the offloaded layers' share of each rank's activations on the host
+        layers = np.maximum(ranks.layers, 1)
+        moved = np.where(off_acts, acts * offload.offloaded_layers(job.offload_layers, layers) / layers, 0.0)
+        host = host + moved
+        acts = acts - moved
     return weights, grads, optim, acts, other, host
+
+
+def activation_offload_layers(job: JobContext) -> np.ndarray:
+    """Layers each layout offloads the activations of (0 where it does not): the model's
+    training.offload_layers, or the fewest that fit the GPU's memory less offload.FIT_HEADROOM."""
+    off = offload.activations_offloaded(job.layouts)
+    count = np.zeros(len(job.layouts), dtype=np.int64)
+    if not off.any():
+        return count
+    stated = job.model.training.offload_layers
+    if stated is not None:  # at most the layers - 1 of the rank holding the most (Megatron's bound)
+        most = np.broadcast_to(job.ranks.layers, np.broadcast(job.ranks.layers, count).shape)
+        most = np.atleast_2d(most).max(axis=0)
+        count[off] = np.maximum(np.minimum(stated, most - 1), 0)[off]
+        return count
+    weights, grads, optim, acts, other, _ = _bytes_per_rank(job, offload_activations=False)
+    usable = job.gpu.memory_gib * (1.0 - offload.FIT_HEADROOM) * GIB
+    need = offload.offload_layer_count(weights + grads + optim + acts + other, acts, job.ranks.layers, usable)
+    count[off] = need[off]
+    return count
 
 
 def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tuple | None = None) -> np.ndarray:
@@ -434,4 +458,5 @@ def memory_breakdown(job: JobContext) -> MemoryBreakdown:
     index = heaviest(weights + grads + optim + acts + other)
     # Host bytes: the most any rank of the layout offloads (every GPU of a node may hold that rank).
     host = np.broadcast_to(host, weights.shape).max(axis=0) if np.ndim(host) == 2 else host
-    return MemoryBreakdown(*(x / GIB for x in pick_each(parts, index)), host=host / GIB)
+    return MemoryBreakdown(*(x / GIB for x in pick_each(parts, index)), host=host / GIB,
+                           offload_layers=job.offload_layers)

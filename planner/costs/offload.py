@@ -13,8 +13,12 @@ The gradients stay on the GPU, where the data-parallel reduce runs (Megatron's m
 Activation offload (Megatron Core / Transformer Engine --cpu-offloading, DeepSpeed cpu_checkpointing):
 each layer's stored activations go to host memory during its forward and come back for its backward,
 asynchronously: a layer's copy hides behind that layer's compute up to the link's bandwidth, so a
-micro-batch pays max(0, bytes / bandwidth - forward) + max(0, bytes / bandwidth - backward) per layer.
-The GPU keeps ACTIVATION_LAYERS_KEPT layers' worth (the layer computing and the one in transfer).
+micro-batch pays max(0, bytes / bandwidth - forward) + max(0, bytes / bandwidth - backward) per
+offloaded layer. As the frameworks run it, a NUMBER of layers is offloaded (TransformerConfig
+cpu_offloading_num_layers, at most num_layers - 1; Megatron-Bridge's Llama 3 70B FP8 recipes on 64
+GB300/GB200 offload 20/40 of 80): a rank of L layers offloading N keeps (L - N) / L of its stored
+activations. Unless the model states the count (training.offload_layers), it is the fewest layers that
+bring the rank holding the most under the GPU's memory less FIT_HEADROOM (offload_layer_count).
 """
 from __future__ import annotations
 
@@ -35,10 +39,10 @@ HOST_LINK_EFFICIENCY = 0.85
 CPU_ADAM_BYTES_PER_PARAM = 30.0
 # Host memory the job cannot use: the OS, data-loader workers, pinned staging buffers, page cache.
 HOST_MEMORY_RESERVE = 0.1
-# Layers of activations an offloading GPU keeps: Megatron Core offloads at most num_layers - 1 layers
-# (transformer_config.py: cpu_offloading_num_layers < num_layers) and the layer in transfer is
-# double-buffered.
-ACTIVATION_LAYERS_KEPT = 2.0
+# The headroom the offloaded layer count leaves free on the GPU: the memory constraint's default
+# (planner/constraints/hardware.py, --memory-headroom 0.05). The cost models see no limits, so a
+# stricter --memory-headroom can still find an offloading layout over its limit (the constraint says so).
+FIT_HEADROOM = 0.05
 
 
 def optimizer_offloaded(layouts) -> np.ndarray:
@@ -82,6 +86,22 @@ def activation_exposed_s(layer_bytes, fwd_s, bwd_s, node, gpus) -> np.ndarray:
     return np.maximum(copy_s - fwd_s, 0.0) + np.maximum(copy_s - bwd_s, 0.0)
 
 
-def kept_fraction(layers_in_flight) -> np.ndarray:
-    """Fraction of a rank's stored activations an offloading GPU keeps."""
-    return np.minimum(1.0, ACTIVATION_LAYERS_KEPT / np.maximum(layers_in_flight, 1.0))
+def offloaded_layers(count, layers) -> np.ndarray:
+    """Layers a rank of `layers` layers offloads when the layout offloads `count`: at most all but
+    one (Megatron Core asserts cpu_offloading_num_layers < num_layers, transformer_config.py)."""
+    return np.clip(np.minimum(count, layers - 1), 0, None)
+
+
+def offload_layer_count(total_bytes, act_bytes, layers, usable_bytes) -> np.ndarray:
+    """The fewest layers to offload so that every rank fits `usable_bytes` ((k, n) ranks by layouts,
+    before activation offload): a rank sheds act_bytes / layers per layer offloaded, so it needs
+    ceil(excess / that); the layout's count is its ranks' most, between 1 (an offloading layout
+    offloads something; none is another layout) and the most layers a rank holds - 1."""
+    layers = np.maximum(layers, 1)
+    per_layer = act_bytes / layers
+    excess = np.maximum(total_bytes - usable_bytes, 0.0)
+    need = np.ceil(np.divide(excess, per_layer, out=np.zeros(np.broadcast(excess, per_layer).shape),
+                             where=per_layer > 0))
+    need = np.atleast_2d(np.broadcast_to(need, np.broadcast(need, layers).shape))
+    most = np.atleast_2d(np.broadcast_to(layers, need.shape)).max(axis=0)
+    return np.clip(need.max(axis=0), 1, np.maximum(most - 1, 1)).astype(np.int64)

@@ -132,7 +132,7 @@ def step_time(job: JobContext) -> TimeBreakdown:
 
 def _activation_offload_s(job: JobContext, lc: LayerCompute, m, most) -> np.ndarray:
     """Activation copies the layers' compute does not hide, per step: every micro-batch crosses each
-    layer of the rank holding the most (planner/costs/offload.py activation_exposed_s)."""
+    offloaded layer of the rank holding the most (planner/costs/offload.py activation_exposed_s)."""
     out = np.zeros(len(job.layouts))
     rows = np.flatnonzero(offload.activations_offloaded(job.layouts))
     if rows.size:
@@ -140,7 +140,8 @@ def _activation_offload_s(job: JobContext, lc: LayerCompute, m, most) -> np.ndar
         layer_bytes = np.max([activation_bytes_per_layer(job.model, sub, k)[0] for k in layer_kinds(job.model)], axis=0)
         per_layer = offload.activation_exposed_s(layer_bytes, np.broadcast_to(lc.fwd_s, out.shape)[rows],
                                                  np.broadcast_to(lc.bwd_s, out.shape)[rows], job.cluster.node, sub.gpus)
-        out[rows] = (m * np.broadcast_to(most, out.shape))[rows] * per_layer
+        layers = offload.offloaded_layers(job.offload_layers, np.broadcast_to(most, out.shape))
+        out[rows] = (m * layers)[rows] * per_layer
     return out
 
 

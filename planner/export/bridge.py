@@ -109,8 +109,8 @@ def bridge_optimizer(lay: Launch) -> Overrides:
     if lay.offloads_optimizer:  # Megatron Core OptimizerConfig's fields (HybridDeviceOptimizer)
         o += [("optimizer.optimizer_cpu_offload", True), ("optimizer.optimizer_offload_fraction", 1.0),
               ("optimizer.overlap_cpu_optimizer_d2h_h2d", True), ("optimizer.use_precision_aware_optimizer", True)]
-    if lay.offloads_activations:  # TransformerConfig's layer-level offload: all layers but the last
-        o += [("model.cpu_offloading", True), ("model.cpu_offloading_num_layers", lay.stage_layers[0] - 1)]
+    if lay.offloads_activations:  # TransformerConfig's layer-level offload: the layers the planner priced
+        o += [("model.cpu_offloading", True), ("model.cpu_offloading_num_layers", lay.offload_layers)]
     if lay.zero >= 2:
         o += [("ddp.use_megatron_fsdp", True),
               ("ddp.data_parallel_sharding_strategy", "optim_grads" if lay.zero == 2 else "optim_grads_params"),

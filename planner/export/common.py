@@ -44,6 +44,14 @@ class Launch:
     global_batch: int  # [sequences per optimizer step]
     schedule: str = "1f1b"  # pipeline schedule (planner/layout/axes.py SCHEDULES)
     offload: str = "none"  # host-memory offload (planner/layout/axes.py OFFLOADS)
+    # Layers whose activations go to the host (JSON layout.offload_layers; planner/costs/offload.py);
+    # without it, all layers of a stage but the last, as Megatron Core allows at most.
+    offload_layers_given: int | None = None
+
+    @property
+    def offload_layers(self) -> int:
+        """Megatron Core's cpu_offloading_num_layers for an activation-offloading layout."""
+        return self.offload_layers_given or max(self.stage_layers[0] - 1, 0)
 
     @property
     def offloads_optimizer(self) -> bool:
@@ -76,7 +84,8 @@ def launch(layout: Mapping[str, Any], model: ModelSpec) -> Launch:
                   micro_batch=int(layout["micro_batch"]), recompute=str(layout.get("recompute", "none")),
                   sequence_parallel=bool(layout.get("sequence_parallel", False)), zero=int(layout.get("zero", 0)),
                   stage_layers=tuple(int(k) for k in split), global_batch=model.training.global_batch,
-                  schedule=schedule, offload=str(layout.get("offload") or "none"))
+                  schedule=schedule, offload=str(layout.get("offload") or "none"),
+                  offload_layers_given=int(layout["offload_layers"]) if layout.get("offload_layers") else None)
 
 
 def is_even(stage_layers) -> bool:

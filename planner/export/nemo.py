@@ -59,8 +59,8 @@ def nemo_memory(lay: Launch, model: ModelSpec) -> Overrides:
     if lay.offloads_optimizer:  # Megatron Core OptimizerConfig's fields (HybridDeviceOptimizer)
         o += [("optim.config.optimizer_cpu_offload", True), ("optim.config.optimizer_offload_fraction", 1.0),
               ("optim.config.overlap_cpu_optimizer_d2h_h2d", True), ("optim.config.use_precision_aware_optimizer", True)]
-    if lay.offloads_activations:  # TransformerConfig's layer-level offload: all layers but the last
-        o += [(c + "cpu_offloading", True), (c + "cpu_offloading_num_layers", lay.stage_layers[0] - 1)]
+    if lay.offloads_activations:  # TransformerConfig's layer-level offload: the layers the planner priced
+        o += [(c + "cpu_offloading", True), (c + "cpu_offloading_num_layers", lay.offload_layers)]
     if lay.zero >= 2:
         o += [("trainer.strategy.fsdp", "megatron"),
               ("trainer.strategy.ddp.data_parallel_sharding_strategy", "optim_grads" if lay.zero == 2 else "optim_grads_params"),

@@ -132,7 +132,7 @@ def replay(profile: ProfileSpec) -> list[dict]:
             m = with_global_batch(load_model(r.model), r.global_batch)
             m = with_run(m, seq_len=r.seq_len, precision=r.precision, flags={"seq_len": "seq_len", "training.precision": "precision"})
             m, c = apply_profile(m, cluster, profile)
-            given = {k: v for k, v in r.layout.items() if k not in ("num_microbatches", "stage_layers", "dp")}
+            given = {k: v for k, v in r.layout.items() if k not in ("num_microbatches", "stage_layers", "dp", "offload_layers")}
             now = estimate_layout(m, c, gpus=r.gpus, **given).step_time_s
         out.append({"name": r.name, "measured_s": r.measured_step_time_s, "fitted_s": r.fitted_step_time_s,
                     "predicted_now_s": now, "error_pct": r.error_pct, "loo_error_pct": r.loo_error_pct})

@@ -467,7 +467,11 @@ def layout_cell(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str
         return a.hide_default and (value(a) == a.default or (a.estimate_default is not None and a.role != "degree"
                                                              and value(a) == a.estimate_default(layout)))
 
-    return " ".join(f"{a.label}{value(a)}" for a in axes if a.show == "cell" and not hidden(a))
+    def shown(a):  # offload=activations:20, the layers offloaded (planner/costs/offload.py)
+        count = layout.get("offload_layers") if a.name == "offload" else None
+        return f"{a.label}{value(a)}" + (f":{count}" if count else "")
+
+    return " ".join(shown(a) for a in axes if a.show == "cell" and not hidden(a))
 
 
 def layout_summary(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:

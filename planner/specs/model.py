@@ -86,6 +86,10 @@ class TrainingSpec(Spec):
         "host, the Adam step on the CPU), activations (each layer's stored activations to the host in forward, back "
         "in backward), both, or none; fixes the layout axis as --offload does (unset: the search tries offload "
         "where layouts without it do not fit)"))
+    offload_layers: int | None = Field(default=None, ge=1, description=(
+        "layers whose activations an activation-offloading layout moves to the host (Megatron Core / Transformer "
+        "Engine cpu_offloading_num_layers; at most a rank's layers - 1 are; unset: the fewest that fit the GPU's "
+        "memory less 5 % headroom, planner/costs/offload.py)"))
 
     recompute_modules: tuple[Literal[RECOMPUTE_MODULES], ...] | None = Field(  # type: ignore[valid-type]
         default=None, strict=False, min_length=1, max_length=len(RECOMPUTE_MODULES), description=(

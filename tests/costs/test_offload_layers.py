@@ -1,0 +1,85 @@
+"""Activation offload moves a NUMBER of layers (Megatron Core / Transformer Engine cpu_offloading_num_layers):
+the fewest that fit the GPU's memory less 5 % headroom, or the model's training.offload_layers
+(planner/costs/offload.py offload_layer_count, planner/costs/memory.py activation_offload_layers)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from planner import api
+from planner.costs import offload
+from planner.layout.axes import layout_cell
+from planner.units import GIB
+
+ROOT = Path(__file__).resolve().parents[2]
+# Llama 3 8B (32 layers) on one DGX H100 (80 GiB), tp 1 pp 1 mb 1, ZeRO 1: the layout of
+# tests/export/test_offload_exports.py
+LAYOUT = dict(gpus=8, tp=1, pp=1, micro_batch=1, zero=1)
+
+
+def llama3_8b(**training) -> dict:
+    model = yaml.safe_load((ROOT / "configs" / "models" / "llama3-8b.yaml").read_text())
+    model["training"] = {**model["training"], **training}
+    return model
+
+
+def test_count_is_the_ceiling_of_the_excess_over_one_layer():
+    # 100 GiB on a rank of 40 layers holding 40 GiB of activations (1 GiB a layer), 76 usable:
+    # ceil((100 - 76) / 1) = 24; 76.5 over: ceil(24.5) = 25
+    usable = 76 * GIB
+    assert offload.offload_layer_count(np.array([100.0, 100.5]) * GIB, np.array([40.0, 40.0]) * GIB,
+                                       np.array([40, 40]), usable).tolist() == [24, 25]
+    # at most layers - 1 = 39 (Megatron asserts cpu_offloading_num_layers < num_layers), at least 1
+    assert offload.offload_layer_count(np.array([500.0, 10.0]) * GIB, np.array([40.0, 40.0]) * GIB,
+                                       np.array([40, 40]), usable).tolist() == [39, 1]
+    # two ranks (k, n): the one needing the most sets the layout's count: 10 GiB over at 2 GiB a layer = 5
+    # against 3 GiB over at 1 GiB a layer = 3
+    total = np.array([[86.0], [79.0]]) * GIB
+    acts = np.array([[20.0], [20.0]]) * GIB
+    assert offload.offload_layer_count(total, acts, np.array([[10], [20]]), usable).tolist() == [5]
+    # a rank of 20 layers offloading a count of 25 moves 19
+    assert offload.offloaded_layers(25, np.array([20, 40])).tolist() == [19, 25]
+
+
+def test_fit_headroom_is_the_memory_constraints_default():
+    from planner.check import DEFAULT_HEADROOM
+
+    assert offload.FIT_HEADROOM == DEFAULT_HEADROOM == 0.05
+
+
+def test_fewest_layers_memory_host_and_row_cell():
+    base = api.estimate(llama3_8b(), "dgx-h100-1024", offload="optimizer", **LAYOUT)
+    est = api.estimate(llama3_8b(), "dgx-h100-1024", offload="both", **LAYOUT)
+    m0 = base.memory_gib
+    per_layer = m0.activations / 32
+    # 89.2469 GiB without activation offload, 80 x 0.95 = 76 usable, 36 / 32 = 1.125 GiB a layer:
+    # ceil(13.2469 / 1.125) = ceil(11.78) = 12
+    assert m0.total == pytest.approx(89.2469, abs=1e-3) and per_layer == pytest.approx(1.125)
+    n = int(np.ceil((m0.total - 80 * 0.95) / per_layer))
+    assert n == 12 and est.layout["offload_layers"] == 12
+    # the GPU keeps 32 - 12 = 20 layers: 36 - 12 x 1.125 = 22.5 GiB; the host gets the 13.5 beside the optimizer's
+    assert est.memory_gib.activations == pytest.approx(22.5)
+    assert est.memory_gib.host == pytest.approx(m0.host + 13.5)
+    assert est.memory_gib.total <= 76 and est.feasible
+    assert "offload=both:12" in layout_cell(est.layout)
+    assert "offload_layers" not in base.layout and "offload_layers" not in est.to_dict()["memory_gib"]
+
+
+def test_stated_count_prices_those_layers_only():
+    six = api.estimate(llama3_8b(offload_layers=6), "dgx-h100-1024", offload="activations", **LAYOUT)
+    twelve = api.estimate(llama3_8b(offload_layers=12), "dgx-h100-1024", offload="activations", **LAYOUT)
+    assert six.layout["offload_layers"] == 6 and twelve.layout["offload_layers"] == 12
+    # host: 6 x 1.125 = 6.75 GiB (no optimizer offload); GPU activations 36 - 6.75 = 29.25
+    assert six.memory_gib.host == pytest.approx(6.75) and six.memory_gib.activations == pytest.approx(29.25)
+    # exposed copies: micro-batches x offloaded layers x one layer's exposed copy, so half with half the layers
+    assert six.time_breakdown_s.offload > 0
+    assert twelve.time_breakdown_s.offload == pytest.approx(2 * six.time_breakdown_s.offload, rel=1e-12)
+    # one layer's copy: 1.125 GiB over min(64 GB/s x 0.85, 614.4 GB/s / (2 x 8 GPUs)) = 38.4 GB/s = 31.5 ms each
+    # way, hidden behind the layer's forward and backward: at most 2 x 31.5 ms per layer per micro-batch
+    # (128 micro-batches: 1024 / (8 x 1))
+    copy_s = 1.125 * GIB / 38.4e9
+    assert six.time_breakdown_s.offload <= 128 * 6 * 2 * copy_s
+    # a count over the layers moves 31 (32 - 1)
+    many = api.estimate(llama3_8b(offload_layers=40), "dgx-h100-1024", offload="activations", **LAYOUT)
+    assert many.memory_gib.host == pytest.approx(31 * 1.125) and many.layout["offload_layers"] == 31
