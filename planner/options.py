@@ -47,8 +47,11 @@ GLOBAL_BATCH = Option("global_batch", "--global-batch", int, "sequences per step
                       bounds=spec_bounds(TrainingSpec, "global_batch"), where=frozenset())
 SEQ_LEN = Option("seq_len", "--seq-len", int, "tokens per sequence", bounds=spec_bounds(ModelSpec, "seq_len"),
                  where=frozenset())
+OFFLOAD_LAYERS = Option("offload_layers", "--offload-layers", int,
+                        "layers whose activations an activation-offloading layout moves to the host",
+                        bounds=spec_bounds(TrainingSpec, "offload_layers"), where=frozenset())
 TOP = Option("top", "--top", int, "layouts listed", bounds=dict(gt=0, le=1000), where=frozenset())
-COMMAND_OPTIONS: tuple[Option, ...] = (GPUS, GLOBAL_BATCH, SEQ_LEN, TOP)
+COMMAND_OPTIONS: tuple[Option, ...] = (GPUS, GLOBAL_BATCH, SEQ_LEN, OFFLOAD_LAYERS, TOP)
 
 
 def options_for(where: str) -> tuple[Option, ...]:

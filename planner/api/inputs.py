@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from planner.specs import ClusterSpec, GpuSpec, ModelSpec
     from planner.specs.profile import ProfileSpec
 
-RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision"}  # spec path -> flag
+RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision",
+             "training.offload_layers": "--offload-layers"}  # spec path -> flag
 
 
 def _loaded(data: Mapping, what: str):
@@ -108,10 +109,11 @@ def framework_stack(framework: str | None, stack: str | None, export: str | None
     return stack if stack is not None else FRAMEWORK_STACK[framework]
 
 
-def with_run(model: ModelSpec, *, seq_len: int | None = None, precision: str | None = None) -> ModelSpec:
+def with_run(model: ModelSpec, *, seq_len: int | None = None, precision: str | None = None,
+             offload_layers: int | None = None) -> ModelSpec:
     from planner.search import with_run as run_as
 
-    return run_as(model, seq_len=seq_len, precision=precision, flags=RUN_FLAGS)
+    return run_as(model, seq_len=seq_len, precision=precision, offload_layers=offload_layers, flags=RUN_FLAGS)
 
 
 def with_nvlink_segment(cluster: ClusterSpec, gpus: int | None, flag: str = "--nvlink-domain-gpus") -> ClusterSpec:
@@ -140,17 +142,19 @@ def with_profile(model: ModelSpec, cluster: ClusterSpec, profile: Any, stack: st
 
 
 def prepare(model: Any, cluster: Any, *, global_batch: int | None, gpus: int | None, stack: str | None,
-            seq_len: int | None, precision: str | None, nvlink_domain_gpus: int | None, profile: Any):
+            seq_len: int | None, precision: str | None, nvlink_domain_gpus: int | None, profile: Any,
+            offload_layers: int | None = None):
     """(model, cluster) as `plan search`/`plan estimate` load them: options checked, the run stated
     applied, the profile's constants in, the precision checked against the GPU, `gpus` within the cluster."""
-    from planner.options import GLOBAL_BATCH, GPUS, check_option
+    from planner.options import GLOBAL_BATCH, GPUS, OFFLOAD_LAYERS, check_option
     from planner.search import check_precision, with_global_batch, with_stack
     from planner.specs.loading import precision_line
 
     check_option(GPUS, gpus)
     check_option(GLOBAL_BATCH, global_batch)
+    check_option(OFFLOAD_LAYERS, offload_layers)
     check_stack_name(stack)
-    m = with_run(load_model(model), seq_len=seq_len, precision=precision)
+    m = with_run(load_model(model), seq_len=seq_len, precision=precision, offload_layers=offload_layers)
     m = with_stack(with_global_batch(m, global_batch), stack)
     c = with_nvlink_segment(load_cluster(cluster), nvlink_domain_gpus)
     if profile is not None:

@@ -10,8 +10,9 @@ from planner.api.inputs import framework_stack, prepare
 from planner.api.tools import export_kind
 from planner.errors import SpecError
 
-_RUN = dict(global_batch=int, seq_len=int, nvlink_domain_gpus=int)  # keyword -> type (flag: --global-batch, ...)
+_RUN = dict(global_batch=int, seq_len=int, nvlink_domain_gpus=int, offload_layers=int)  # keyword -> type (flag: --global-batch, ...)
 _FLAGS = {"global_batch": "--global-batch", "seq_len": "--seq-len", "nvlink_domain_gpus": "--nvlink-domain-gpus",
+          "offload_layers": "--offload-layers",
           "precision": "--precision", "stack": "--stack", "framework": "--framework", "objective": "--objective"}
 
 
@@ -26,7 +27,8 @@ def _typed_run(gpus, run: dict) -> None:
 def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike | Mapping | Any, *,
            gpus: int | None = None, profile: Any = None, framework: str | None = None, objective: str = "time",
            top: int = 5, global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
-           nvlink_domain_gpus: int | None = None, stack: str | None = None, frontier: bool = False,
+           nvlink_domain_gpus: int | None = None, stack: str | None = None, offload_layers: int | None = None,
+           frontier: bool = False,
            power_caps: bool | None = None, gpus_range: tuple[int, int] | None = None, export: str | None = None,
            **options: Any):
     """The best `top` layouts of `model` on `cluster`, as `plan search` finds them.
@@ -34,19 +36,23 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     `options`: fixed layout axes by name (`tp=8`, `recompute="selective"`), limits and search settings
     by their file keys (`max_step_time_s=20`, `memory_headroom=0.1`, `time_limit_s=5`). Returns a
     `Search`; a `PoolsSearch` on a cluster of several pools (unless `frontier`); a `GpuCounts` with
-    `gpus_range=(lo, hi)`. `export`: the framework whose launch settings will be asked of the result
+    `gpus_range=(lo, hi)`. `offload_layers`: layers an activation-offloading layout offloads, as if the
+    model spec said training.offload_layers (`--offload-layers`). `export`: the framework whose launch settings will be asked of the result
     (`planner.export`), checked before any work (against `framework`, and a cluster of one pool)."""
     from planner.layout.axes import fixable
-    from planner.options import GPUS, MAX_MICRO_BATCH, SPLIT_TOP, TIME_LIMIT, TOP, CRITICAL_BATCH, check_option, options_for
+    from planner.options import (GPUS, MAX_MICRO_BATCH, OFFLOAD_LAYERS, SPLIT_TOP, TIME_LIMIT, TOP, CRITICAL_BATCH,
+                                 check_option, options_for)
 
     args.unknown("search", options, {o.key for o in options_for("search")} | {a.name for a in fixable()})
     run = dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
-               precision=precision, stack=stack, framework=framework, objective=objective)
+               precision=precision, stack=stack, framework=framework, objective=objective,
+               offload_layers=offload_layers)
     _typed_run(gpus, run)
     args.typed(top, int, TOP.flag), args.typed(frontier, bool, "--frontier"), args.typed(power_caps, bool, "--power-caps")
     with args.numbers_checked():
         check_option(TOP, top)
         check_option(GPUS, gpus)
+        check_option(OFFLOAD_LAYERS, offload_layers)
         stack_ = framework_stack(framework, stack, export_kind(export))
         values = {**args.option_values("search", options), **{a.name: options.get(a.name) for a in fixable()}}
         fixed = args.read_axes(values)
@@ -62,7 +68,8 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
                       framework=framework)
         span = None if gpus_range is None else _span(gpus_range)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=gpus, stack=stack_, seq_len=seq_len,
-                       precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+                       precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
+                       offload_layers=offload_layers)
         if export is not None and span is None and len(c.pool_names) > 1:
             raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
                             expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
@@ -109,16 +116,16 @@ def _span(gpus_range) -> tuple[int, int]:
 def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike | Mapping | Any, *,
              gpus: int | None = None, profile: Any = None, framework: str | None = None,
              global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
-             nvlink_domain_gpus: int | None = None, stack: str | None = None,
+             nvlink_domain_gpus: int | None = None, stack: str | None = None, offload_layers: int | None = None,
              stage_layers: list[int] | str | None = None, export: str | None = None, **axes: Any):
     """One layout of `model` on `cluster` scored, as `plan estimate` scores it: `tp`, `pp` and
     `micro_batch` are required, the other axes take `plan estimate`'s defaults (sequence parallelism
     when tp > 1, ZeRO 1 when dp x cp > 1; torchtitan's own ZeRO 3 for `framework` or `export`
     torchtitan); limits by their file keys (`memory_headroom=0.1`). `export`: the framework whose
     launch settings will be asked of the result, checked first. Returns an `Estimate`; an infeasible
-    layout is a result (`feasible` False, `violations` say why)."""
+    layout is a result (`feasible` False, `violations` say why). `offload_layers`: as for `search`."""
     from planner.layout.axes import AXES, fixable
-    from planner.options import GPUS, check_option, options_for
+    from planner.options import GPUS, OFFLOAD_LAYERS, check_option, options_for
 
     args.unknown("estimate", axes, {o.key for o in options_for("estimate")}
                  | {a.name for a in fixable() if a.given is not None})
@@ -127,9 +134,10 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         raise TypeError(f"estimate() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
                         + ", ".join(repr(n) for n in missing))
     _typed_run(gpus, dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
-                          precision=precision, stack=stack, framework=framework))
+                          precision=precision, stack=stack, framework=framework, offload_layers=offload_layers))
     with args.numbers_checked():
         check_option(GPUS, gpus)
+        check_option(OFFLOAD_LAYERS, offload_layers)
         stack_ = framework_stack(framework, stack, export_kind(export))
         given = {a.name: axes.get(a.name, None if a.estimate_default is not None else a.default)
                  for a in AXES if a.given is not None}
@@ -137,7 +145,8 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)
         split = parse_split(stage_layers)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=stack_, seq_len=seq_len,
-                       precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+                       precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
+                       offload_layers=offload_layers)
         result = _estimated(m, c, gpus, limits, split, given, framework, export)
         args.require_finite(result.to_dict())
     return result

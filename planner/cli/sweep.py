@@ -129,6 +129,9 @@ def register(app: typer.Typer) -> None:
         precision: Annotated[Optional[str], typer.Option("--precision", help=f"{' | '.join(PRECISIONS)} (overrides every model's training.precision)")] = None,
         nvlink_domain_gpus: Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
             "GPUs of an NVLink domain (an NVL72 rack) a job's consecutive ranks fill (overrides node.nvlink_segment_gpus)"))] = None,
+        offload_layers: Annotated[Optional[int], typer.Option("--offload-layers", help=(
+            "layers whose activations an activation-offloading layout moves to the host (overrides every model's "
+            "training.offload_layers)"))] = None,
         executor: Annotated[str, typer.Option("--executor", help=(
             "local (this machine: --workers processes) or ray (Ray tasks: a local instance of --workers CPUs, "
             "or the cluster at --ray-address; pip install 'llm-layout-planner[ray]')"))] = "local",
@@ -142,7 +145,8 @@ def register(app: typer.Typer) -> None:
         flags = dict(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
                      framework=framework)
-        stated = dict(seq_len=seq_len, precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile)
+        stated = dict(seq_len=seq_len, precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
+                      offload_layers=offload_layers)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
                                                 workers=workers, force=force, quiet=quiet, stated=stated,
                                                 executor=executor_of(executor, ray_address))))
@@ -159,12 +163,13 @@ def run_command(sweep_file: Optional[Path], flags: dict, options: dict, *, out_f
                 workers: Optional[int], force: bool, quiet: bool, stated: Optional[dict] = None, executor=None) -> None:
     """`plan sweep`: the spec from the file and flags, the points run (planner.api.sweep), the table,
     file and plots."""
-    from planner.api.sweep import check_out, make_folder, sweep_points, sweep_spec, worker_count
+    from planner.api.sweep import check_offload_layers, check_out, make_folder, sweep_points, sweep_spec, worker_count
     from planner.cli.common import err, out
     from planner.errors import SpecError
     from planner.sweep.points import check_size
 
     n = worker_count(workers)
+    check_offload_layers((stated or {}).get("offload_layers"))
     if workers is not None and workers > n:
         err.print(f"note: --workers {workers} capped to the {n} core{'s' if n > 1 else ''} available", highlight=False)
     spec, base_dir = sweep_spec(sweep_file, overrides_of(flags, options))

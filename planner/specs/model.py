@@ -86,7 +86,7 @@ class TrainingSpec(Spec):
         "host, the Adam step on the CPU), activations (each layer's stored activations to the host in forward, back "
         "in backward), both, or none; fixes the layout axis as --offload does (unset: the search tries offload "
         "where layouts without it do not fit)"))
-    offload_layers: int | None = Field(default=None, ge=1, description=(
+    offload_layers: int | None = Field(default=None, ge=1, le=10_000, description=(  # le: the bound on `layers`
         "layers whose activations an activation-offloading layout moves to the host (Megatron Core / Transformer "
         "Engine cpu_offloading_num_layers; at most a rank's layers - 1 are; unset: the fewest that fit the GPU's "
         "memory less 5 % headroom, planner/costs/offload.py)"))
