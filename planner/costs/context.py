@@ -32,6 +32,8 @@ class JobContext:
     stack: StackConstants  # the stack's constants on this GPU (fitted ones where it was calibrated)
     numerics: Precision  # bytes per value of the training precision
     given_kinds: list[KindTimes] | None = field(default=None, repr=False)  # per-layer times already known
+    # what one cost model derives for the others, once (planner/costs/memory.py offload_layers_of)
+    derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # a replace() starts anew
 
     @property
     def gpu(self) -> GpuSpec:
@@ -54,14 +56,6 @@ class JobContext:
         bounds a step's data-parallel traffic, its optimizer step and a checkpoint's write."""
         dense, experts = (x.max(axis=0) for x in np.broadcast_arrays(*self.params))
         return dense, experts
-
-    @cached_property
-    def offload_layers(self) -> np.ndarray:
-        """Layers each row offloads the activations of (planner/costs/memory.py
-        activation_offload_layers): the memory and the step's copies both read it."""
-        from planner.costs.memory import activation_offload_layers  # memory imports this module
-
-        return activation_offload_layers(self)
 
     @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:

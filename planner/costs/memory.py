@@ -316,7 +316,7 @@ def _deepspeed_fp16_grad_bytes(shards: tuple, z) -> np.ndarray:
 def memory_per_rank(job: JobContext) -> MemoryBreakdown:
     """The breakdown of each rank of `job.ranks` ((k, n) arrays)."""
     *parts, host = _bytes_per_rank(job)
-    return MemoryBreakdown(*(x / GIB for x in parts), host=host / GIB, offload_layers=job.offload_layers)
+    return MemoryBreakdown(*(x / GIB for x in parts), host=host / GIB, offload_layers=offload_layers_of(job))
 
 
 def _bytes_per_rank(job: JobContext, offload_activations: bool = True) -> tuple:
@@ -371,10 +371,17 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True) -> tuple:
         optim = np.where(off_optim, 0.0, optim)
     if off_acts.any() and offload_activations:  # the offloaded layers' share of each rank's activations on the host
         layers = np.maximum(ranks.layers, 1)
-        moved = np.where(off_acts, acts * offload.offloaded_layers(job.offload_layers, layers) / layers, 0.0)
+        moved = np.where(off_acts, acts * offload.offloaded_layers(offload_layers_of(job), layers) / layers, 0.0)
         host = host + moved
         acts = acts - moved
     return weights, grads, optim, acts, other, host
+
+
+def offload_layers_of(job: JobContext) -> np.ndarray:
+    """activation_offload_layers(job), computed once per job: the memory and the step's copies both read it."""
+    if "offload_layers" not in job.derived:
+        job.derived["offload_layers"] = activation_offload_layers(job)
+    return job.derived["offload_layers"]
 
 
 def activation_offload_layers(job: JobContext) -> np.ndarray:
@@ -459,4 +466,4 @@ def memory_breakdown(job: JobContext) -> MemoryBreakdown:
     # Host bytes: the most any rank of the layout offloads (every GPU of a node may hold that rank).
     host = np.broadcast_to(host, weights.shape).max(axis=0) if np.ndim(host) == 2 else host
     return MemoryBreakdown(*(x / GIB for x in pick_each(parts, index)), host=host / GIB,
-                           offload_layers=job.offload_layers)
+                           offload_layers=offload_layers_of(job))

@@ -16,7 +16,7 @@ from planner.costs import comm, offload
 from planner.costs.compute import LayerCompute
 from planner.costs.context import JobContext
 from planner.costs.layer_times import KindTimes, kind_sums
-from planner.costs.memory import activation_bytes_per_layer
+from planner.costs.memory import activation_bytes_per_layer, offload_layers_of
 from planner.costs.pipeline_ranks import PipelineRanks, held_layers
 from planner.costs.schedules import bubble_factor
 from planner.layout.arrays import unique_rows
@@ -124,7 +124,8 @@ def step_time(job: JobContext) -> TimeBreakdown:
         cpu = offload.optimizer_step_s(dense / sharded + experts / expert_sharded, cluster.node, layouts.gpus, prec)
         optimizer = np.where(off_optim, cpu, optimizer)
     overhead = st.step_overhead_s + m * micro
-    bubble = np.maximum(bubble - m * micro, 0.0)
+    # no pipeline, no bubble: at pp 1 what is left is the float residue of summing the terms two ways
+    bubble = np.where(layouts.pp > 1, np.maximum(bubble - m * micro, 0.0), 0.0)
     copies = _activation_offload_s(job, sums.mean, m, ranks.layers.max(axis=0))
     return TimeBreakdown(compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer, overhead, cp_comm, ep_comm,
                          offload=copies, moe_imbalance=per_gpu(sums.imbalance))
@@ -140,7 +141,7 @@ def _activation_offload_s(job: JobContext, lc: LayerCompute, m, most) -> np.ndar
         layer_bytes = np.max([activation_bytes_per_layer(job.model, sub, k)[0] for k in layer_kinds(job.model)], axis=0)
         per_layer = offload.activation_exposed_s(layer_bytes, np.broadcast_to(lc.fwd_s, out.shape)[rows],
                                                  np.broadcast_to(lc.bwd_s, out.shape)[rows], job.cluster.node, sub.gpus)
-        layers = offload.offloaded_layers(job.offload_layers, np.broadcast_to(most, out.shape))
+        layers = offload.offloaded_layers(offload_layers_of(job), np.broadcast_to(most, out.shape))
         out[rows] = (m * layers)[rows] * per_layer
     return out
 
