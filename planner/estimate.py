@@ -50,8 +50,8 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     (default: the default split, planner/costs/pipeline_ranks.py)."""
     from planner.offload_search import check_offload
 
-    if given.get("offload") is None and model.training.offload is not None:  # the model's own offload
-        given = {**given, "offload": model.training.offload}
+    if given.get("offload") is None:  # not given: the model's own offload, else none
+        given = {**given, "offload": model.training.offload or "none"}
         check_offload(cluster, given["offload"], "training.offload")
     check_offload(cluster, given.get("offload"), "layout.offload" if in_file else "--offload")
     implied = given_gpus({a.name: given.get(a.name, a.default) for a in AXES if a.role == "degree"})

@@ -24,6 +24,7 @@ from planner.constraints import evaluate
 from planner.costs.offload import ACTIVATIONS, BOTH, OPTIMIZER
 from planner.errors import SpecError
 from planner.layout.arrays import scatter
+from planner.layout.space import RECOMPUTE_SELECTIVE
 
 __all__ = ["check_offload", "offload_space", "with_offload"]
 
@@ -66,9 +67,14 @@ def offload_rows(model, cluster, scores, limits, reference=None) -> tuple[np.nda
     mem = scores.memory_gib
     usable = cluster.gpu.memory_gib * (1.0 - limits.memory_headroom)
     rows = np.flatnonzero(others & ~memory.ok & (mem.total - mem.optimizer - mem.activations <= usable))
+    # Activation offload only where a framework runs it: Megatron Core's cpu_offloading refuses pp > 1 and any
+    # recompute granularity (transformer_config.py), DeepSpeed's cpu_checkpointing needs full recomputation:
+    # pp 1 without selective recomputation (a --framework search applies its own restrictions after this).
+    lay = scores.layouts
+    runs = (lay.pp[rows] == 1) & (lay.recompute[rows] != RECOMPUTE_SELECTIVE)
     fits = {OPTIMIZER: mem.total[rows] - mem.optimizer[rows] <= usable,
-            ACTIVATIONS: mem.total[rows] - mem.activations[rows] <= usable,
-            BOTH: np.ones(rows.size, dtype=bool)}
+            ACTIVATIONS: (mem.total[rows] - mem.activations[rows] <= usable) & runs,
+            BOTH: runs}
     pairs = [(rows[ok], np.full(int(ok.sum()), value)) for value, ok in fits.items()]
     return np.concatenate([r for r, _ in pairs]), np.concatenate([v for _, v in pairs])
 

@@ -212,6 +212,8 @@ def render_gpus_range(r: GpuCountResult, console: Console) -> None:
 _OF_WHICH = {"moe_imbalance": "of which moe imbalance"}
 # Offload's terms (planner/costs/offload.py): shown only where the layout offloads.
 _OFFLOAD_ONLY = ("offload", "host")
+# MemoryBreakdown fields that are no GiB of the GPU (the layer count is in the layout cell: offload=activations:N).
+_NOT_GIB = ("offload_layers",)
 
 
 def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title: str = "best layout") -> None:
@@ -230,7 +232,8 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title
         value = getattr(r.time_breakdown_s, name, 0.0)
         if value:
             times.append((label, value))
-    mems = [(f.name, getattr(r.memory_gib, f.name)) for f in fields(r.memory_gib) if f.name not in _OFFLOAD_ONLY]
+    mems = [(f.name, getattr(r.memory_gib, f.name)) for f in fields(r.memory_gib)
+            if f.name not in _OFFLOAD_ONLY + _NOT_GIB]
     mems.append(("total", r.memory_gib.total))
     if r.memory_gib.host:  # not on the GPU: after its total
         mems.append(("host (offloaded)", r.memory_gib.host))

@@ -61,3 +61,27 @@ def test_cli_refuses_offload_on_a_cluster_without_host_figures():
     assert "cluster mi300x-1024 does not state them" in r.output and "node.host_memory_gib" in r.output
     r = runner.invoke(app, ["search", "llama3-8b", "dgx-h100-1024", "--offload", "disk"])
     assert r.exit_code == 2 and "unknown offload 'disk'" in r.output
+
+
+def test_a_search_offers_activation_offload_only_where_a_framework_runs_it():
+    # Megatron Core's cpu_offloading refuses pp > 1 and any recompute granularity; DeepSpeed's cpu_checkpointing
+    # needs full recomputation: llama3-70b on 16 A100 40GB fits only offloaded, and every activation-offloading
+    # row the search returns has pp 1 and no selective recomputation
+    from planner import api
+
+    found = api.search("llama3-70b", "dgx-a100-40gb-64", gpus=16, global_batch=64, top=20)
+    rows = [r.layout for r in found.results if r.layout["offload"] in ("activations", "both")]
+    assert rows and all(r["pp"] == 1 and r["recompute"] != "selective" for r in rows)
+
+
+def test_estimate_takes_the_models_training_offload():
+    # training.offload holds in plan estimate as in plan search (it was overridden by the axis default, none)
+    from planner import api
+    from planner.specs.loading import load_model
+
+    model = load_model("llama3-8b").model_dump(mode="json")
+    model["training"]["offload"] = "optimizer"
+    est = api.estimate(model, "dgx-h100-1024", gpus=8, tp=8, pp=1, micro_batch=2, global_batch=64)
+    assert est.layout["offload"] == "optimizer" and est.memory_gib.optimizer == 0.0
+    assert api.estimate(model, "dgx-h100-1024", gpus=8, tp=8, pp=1, micro_batch=2, global_batch=64,
+                        offload="none").layout["offload"] == "none"

@@ -319,10 +319,11 @@ def memory_per_rank(job: JobContext) -> MemoryBreakdown:
     return MemoryBreakdown(*(x / GIB for x in parts), host=host / GIB, offload_layers=offload_layers_of(job))
 
 
-def _bytes_per_rank(job: JobContext, offload_activations: bool = True) -> tuple:
+def _bytes_per_rank(job: JobContext, offload_activations: bool = True, movable: bool = False) -> tuple:
     """(weights, gradients, optimizer, activations, other, host) of each rank of `job.ranks` [bytes]:
     the parameter split and the layer rows are the ones the step time reads (job context).
-    `offload_activations`: False gives the activations before their offload (what sets its count)."""
+    `offload_activations`: False gives the activations before their offload (what sets its count); `movable`:
+    a 7th item, the stored layers' activations (what offload moves: a rebuilt layer stays on the GPU)."""
     model, gpu, layouts, ranks, prec = job.model, job.gpu, job.layouts, job.ranks, job.numerics
     t = layouts.tp.astype(float)
     z = layouts.zero
@@ -351,7 +352,10 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True) -> tuple:
         # the 16-bit autograd gradients; under pp the input beside the accumulated fp32 gradients
         staged = job.profile.zero3_pp_unsharded & (layouts.pp > 1)
         grads = grads + np.where(z >= 3, unit * np.where(staged, prec.grad_bytes, BF16_BYTES), 0.0)
-    acts = _activation_bytes(model, layouts, ranks, job.rows) * activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
+    stored, rebuilt = _activation_bytes(model, layouts, ranks, job.rows, split=True)
+    factor = activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
+    acts = (stored + rebuilt) * factor
+    stored = stored * factor
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster),
     # or what the stack's loss holds at its peak (loss_logit_bytes).
@@ -371,10 +375,10 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True) -> tuple:
         optim = np.where(off_optim, 0.0, optim)
     if off_acts.any() and offload_activations:  # the offloaded layers' share of each rank's activations on the host
         layers = np.maximum(ranks.layers, 1)
-        moved = np.where(off_acts, acts * offload.offloaded_layers(offload_layers_of(job), layers) / layers, 0.0)
+        moved = np.where(off_acts, stored * offload.offloaded_layers(offload_layers_of(job), layers) / layers, 0.0)
         host = host + moved
         acts = acts - moved
-    return weights, grads, optim, acts, other, host
+    return (weights, grads, optim, acts, other, host) + ((stored,) if movable else ())
 
 
 def offload_layers_of(job: JobContext) -> np.ndarray:
@@ -397,14 +401,15 @@ def activation_offload_layers(job: JobContext) -> np.ndarray:
         most = np.atleast_2d(most).max(axis=0)
         count[off] = np.maximum(np.minimum(stated, most - 1), 0)[off]
         return count
-    weights, grads, optim, acts, other, _ = _bytes_per_rank(job, offload_activations=False)
+    weights, grads, optim, acts, other, _, stored = _bytes_per_rank(job, offload_activations=False, movable=True)
     usable = job.gpu.memory_gib * (1.0 - offload.FIT_HEADROOM) * GIB
-    need = offload.offload_layer_count(weights + grads + optim + acts + other, acts, job.ranks.layers, usable)
+    need = offload.offload_layer_count(weights + grads + optim + acts + other, stored, job.ranks.layers, usable)
     count[off] = need[off]
     return count
 
 
-def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tuple | None = None) -> np.ndarray:
+def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tuple | None = None,
+                      split: bool = False) -> np.ndarray | tuple:
     """Stored activations of each rank [bytes]: each kind's layers in flight, and the layer rebuilt
     by full recomputation. `rows`: (first, inverse) of rows alike in tp, cp, micro-batch, sequence
     parallelism, recomputation, ep and etp (all a layer's activations read): computed on the first."""
@@ -429,7 +434,8 @@ def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tup
     rebuilds = layouts.recompute == RECOMPUTE_FULL
     if any(_op_sac(model, k) for k in kinds):
         rebuilds = rebuilds | (layouts.recompute == RECOMPUTE_SELECTIVE)
-    return acts + np.where(rebuilds, rebuilt_max, 0.0)
+    rebuilt = np.where(rebuilds, rebuilt_max, 0.0)
+    return (acts, rebuilt) if split else acts + rebuilt
 
 
 def _in_flight_by_kind(model: ModelSpec, layouts, ranks: PipelineRanks, kinds) -> list[np.ndarray]:

@@ -389,6 +389,20 @@ def _tp_divides_mixer_heads(v, ctx):
     return np.logical_and.reduce([n % v["tp"] == 0 for _, n in ctx.mixer_heads] + [v["tp"] > 0])
 
 
+def _mamba_cp_ok(v, ctx):
+    """Megatron-Core's MambaContextParallel (mamba_context_parallel.py): 'nheads must be evenly divisible by
+    tp_size * cp_size', and a rank's groups (groups / tp) and cp divide one another."""
+    import numpy as np
+
+    found = dict(ctx.mixer_heads)
+    tp, cp = np.asarray(v["tp"]), np.asarray(v["cp"])
+    if "mamba.heads" not in found:
+        return np.ones(np.broadcast(tp, cp).shape, dtype=bool)
+    heads, groups = found["mamba.heads"], found["mamba.groups"]
+    local = np.maximum(groups // np.maximum(tp, 1), 1)
+    return (cp == 1) | ((heads % (tp * cp) == 0) & ((local % cp == 0) | (cp % local == 0)))
+
+
 def _ep_divides_experts(v, ctx):
     import numpy as np
 
@@ -404,6 +418,10 @@ RULES: tuple[Rule, ...] = (
     Rule("tp_divides_mixer_heads", ("tp",),
          _tp_divides_mixer_heads,
          lambda r, ctx: f"tp={r['tp']} must divide " + ", ".join(f"{name} ({n})" for name, n in ctx.mixer_heads)),
+    Rule("mamba_cp_divides_heads", ("tp", "cp"), _mamba_cp_ok,
+         lambda r, ctx: f"cp={r['cp']} with tp={r['tp']}: Megatron's Mamba context parallelism needs mamba.heads "
+         f"({dict(ctx.mixer_heads).get('mamba.heads')}) divisible by tp*cp = {r['tp'] * r['cp']} and mamba.groups / tp "
+         f"and cp dividing one another"),
     # Megatron-Core context parallelism splits each sequence into 2*cp chunks (causal load balancing).
     Rule("cp_divides_sequence", ("cp",),
          lambda v, ctx: (v["cp"] == 1) | ((ctx.seq_len > 0) & (ctx.seq_len % (2 * v["cp"]) == 0)

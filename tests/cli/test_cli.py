@@ -245,3 +245,10 @@ def test_search_says_the_placement_on_rack_scale_nvlink():
     assert "placement: consecutive ranks" in out.output and "72-GPU NVLink domain" in out.output
     data = json.loads(invoke("search", "llama3-8b", "dgx-gb200-nvl72-1152", "--gpus", "128", "--json").stdout)
     assert data["placement"]["nvlink_domain_gpus"] == 72 and data["placement"]["stated"] is True
+
+
+def test_the_memory_table_lists_gib_only():
+    # the offloaded layer count is in the layout cell (offload=activations:N), not a GiB row of the breakdown
+    out = invoke("estimate", "llama3-8b", "dgx-h100-1024", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1")
+    assert out.exit_code in (0, 1), out.output  # infeasible or not, the breakdown is printed
+    assert "weights" in out.output and "offload_layers" not in out.output

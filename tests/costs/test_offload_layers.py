@@ -83,3 +83,24 @@ def test_stated_count_prices_those_layers_only():
     # a count over the layers moves 31 (32 - 1)
     many = api.estimate(llama3_8b(offload_layers=40), "dgx-h100-1024", offload="activations", **LAYOUT)
     assert many.memory_gib.host == pytest.approx(31 * 1.125) and many.layout["offload_layers"] == 31
+
+
+def test_the_layer_full_recomputation_rebuilds_stays_on_the_gpu():
+    # Full recomputation stores each layer's input (the checkpoints) and rebuilds one layer at a time in the
+    # backward: offload moves N of the L layers' checkpoints, never the rebuild buffer. With every layer but
+    # one offloaded, the GPU keeps 1/L of the checkpoints plus the whole rebuilt layer.
+    from planner.costs.context import job_context
+    from planner.costs.memory import _activation_bytes, memory_breakdown
+    from planner.layout.space import single_layout
+    from planner.specs.loading import load_cluster, load_model
+
+    model = load_model("llama3-8b")
+    model = model.model_copy(update={"training": model.training.model_copy(update={"offload_layers": 31})})
+    cluster = load_cluster("dgx-h100-1024")
+    lay = dict(dp=8, tp=1, pp=1, micro_batch=1, num_microbatches=8, recompute="full", zero=1)
+    job = job_context(model, cluster, single_layout(**lay, offload="activations"))
+    stored, rebuilt = _activation_bytes(model, job.layouts, job.ranks, split=True)
+    kept = memory_breakdown(job).activations[0] * 2**30
+    # 32 layers, 31 offloaded: 1/32 of the checkpoints stay, and the rebuild buffer
+    assert kept == pytest.approx(float(np.ravel(stored)[0]) / 32 + float(np.ravel(rebuilt)[0]), rel=1e-9)
+    assert float(np.ravel(rebuilt)[0]) > float(np.ravel(stored)[0]) / 32  # the buffer is most of what stays

@@ -177,3 +177,24 @@ def test_a_row_names_its_schedule_only_when_vpp_does_not_say_it():
     assert layout_cell({**base, "vpp": 2, "schedule": "interleaved"}) == "dp16 tp4 pp4 mb1 vpp2"
     assert layout_cell({**base, "schedule": "zb-h1"}) == "dp16 tp4 pp4 mb1 sched=zb-h1"
     assert layout_cell({**base, "vpp": 2, "schedule": "zb-v"}) == "dp16 tp4 pp4 mb1 vpp2 sched=zb-v"
+
+
+@pytest.mark.parametrize("tp, cp, ok", [
+    # Nemotron-H: 256 Mamba heads, 8 groups. MambaContextParallel: heads % (tp cp) == 0, and groups / tp and cp
+    # dividing one another
+    (8, 64, False),  # 256 % 512
+    (8, 4, True),    # 256 % 32 = 0; groups 8 / 8 = 1 divides 4
+    (2, 8, True),    # 256 % 16 = 0; 8 / 2 = 4 divides 8
+    (2, 2, True),    # 4 % 2 = 0
+    (1, 3, False),   # 256 % 3
+    (4, 1, True),    # no cp: the rule does not apply
+])
+def test_mamba_context_parallel_rule(tp, cp, ok):
+    from planner.layout.axes import RULES, SpaceContext
+
+    rule = next(r for r in RULES if r.name == "mamba_cp_divides_heads")
+    ctx = SpaceContext(gpus=64, layers=8, heads=64, kv_heads=8, global_batch=64,
+                       mixer_heads=(("mamba.heads", 256), ("mamba.groups", 8)))
+    assert bool(rule.ok({"tp": np.array([tp]), "cp": np.array([cp])}, ctx)[0]) is ok
+    dense = SpaceContext(gpus=64, layers=8, heads=64, kv_heads=8, global_batch=64)
+    assert bool(rule.ok({"tp": np.array([tp]), "cp": np.array([cp])}, dense)[0])
