@@ -33,7 +33,11 @@ def plan_layout_model(axes: tuple | None = None) -> type[BaseModel]:
     axes = AXES if axes is None else axes
 
     return create_model("PlanLayout", __config__=_STRICT, __doc__="The checked-in layout; dp defaults to gpus / (tp * pp).",
-                        __module__=__name__, **{a.name: axis_field(a, optional=False) for a in axes if a.given is not None})
+                        __module__=__name__, **{a.name: axis_field(a, optional=False) for a in axes if a.given is not None},
+                        # as `plan search --json` writes a layout that offloads activations (training.offload_layers)
+                        offload_layers=(int | None, Field(default=None, ge=1, le=10_000, description=(
+                            "layers whose activations an offloading layout moves to the host (default: the fewest "
+                            "that fit)"))))
 
 
 PLAN_MODELS = ("PlanLayout", "PlanConstraints", "PlanFile")
@@ -322,6 +326,8 @@ def feasibility(plan: BaseModel, model: ModelSpec, cluster: ClusterSpec, loaded:
 
     model = with_global_batch(model, plan.global_batch)
     lay, c = plan.layout, plan.constraints
+    if lay.offload_layers is not None:
+        model = model.model_copy(update={"training": model.training.model_copy(update={"offload_layers": lay.offload_layers})})
     # the axes the file leaves out default as `plan estimate` fills them (sequence parallelism at tp > 1,
     # ZeRO 1 at dp*cp > 1), so one spelled layout is one layout in both
     spelled = {a.name: getattr(lay, a.name) for a in AXES if a.given is not None and a.name in lay.model_fields_set}

@@ -260,3 +260,15 @@ def test_findings_of_huge_values_are_bounded(tmp_path):
     found = check_file(write(tmp_path, "m.yaml", model + f"? {key}\n: 1\n"))
     assert len(found) == 1 and len(found[0].message) < 1000 and len(found[0].path) < 200
     assert "(200000 characters)" in found[0].message
+
+
+def test_a_plan_pins_its_offloaded_layers(tmp_path):
+    # plan search --json writes layout.offload_layers for an activation-offloading layout; a plan file takes it
+    # as the model's training.offload_layers: llama3-70b on 16 A100 40GB fits offloading 66 of 80 layers, not 2
+    text = ("model: llama3-70b\ncluster: dgx-a100-40gb-64\ngpus: 16\nglobal_batch: 64\nlayout:\n  tp: 4\n  pp: 1\n"
+            "  dp: 4\n  micro_batch: 1\n  recompute: none\n  sequence_parallel: true\n  zero: 3\n  offload: both\n"
+            "  offload_layers: {n}\n")
+    assert check_file(write(tmp_path, "p.yaml", text.format(n=66))) == []
+    assert [f.code for f in check_file(write(tmp_path, "q.yaml", text.format(n=2)))] == ["memory"]
+    assert [(f.code, f.path) for f in check_file(write(tmp_path, "r.yaml", text.format(n=0)))] == [
+        ("invalid", "layout.offload_layers")]
