@@ -136,7 +136,7 @@ def bridge_model(model: ModelSpec) -> tuple[Overrides, list[str]]:
     yarn = model.yarn is not None or model.rope_mscale != 1.0
     o.append((m + "normalization", "RMSNorm" if model.normalization == "rmsnorm" else "LayerNorm"))
     if not yarn:  # YaRN: the recipe's provider (its yarn_* fields), a note below
-        o.append((m + "position_embedding_type", {"rope": "rope", "learned": "learned_absolute"}[model.position_embedding]))
+        o.append((m + "position_embedding_type", {"rope": "rope", "learned": "learned_absolute", "none": "none"}[model.position_embedding]))
     if model.position_embedding == "rope" and not yarn:
         o.append((m + "rotary_base", int(model.rope_theta or 10000)))
     if model.rope_scaling_factor is not None:

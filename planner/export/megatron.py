@@ -95,6 +95,8 @@ def position_and_norm_args(model: ModelSpec) -> Flags:
     """RoPE (its base and Llama 3.1's scaling) and the norms, where the spec states them: Megatron's
     defaults are learned positions, a RoPE base of 10,000 and LayerNorm."""
     f: Flags = []
+    if model.position_embedding == "none":  # a choice of arguments.py (Nemotron-H's Mamba stacks use it)
+        f.append(("--position-embedding-type", "none"))
     if model.position_embedding == "rope":
         f.append(("--position-embedding-type", "rope"))
         if model.rope_theta is not None:

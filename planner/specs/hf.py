@@ -105,10 +105,10 @@ class Family:
 _NEMOTRON_H_KEYS = _LLAMA_KEYS | {"head_dim": ("head_dim", "attention_head_dim")}
 
 FAMILIES = (
-    Family("nemotron_h", ("nemotron_h",), ("NemotronHForCausalLM",), _NEMOTRON_H_KEYS, "relu2", "rope", False,
+    Family("nemotron_h", ("nemotron_h",), ("NemotronHForCausalLM",), _NEMOTRON_H_KEYS, "relu2", "none", False,
            hybrid="nemotron_h",
            notes=("each character of hybrid_override_pattern is a layer (planner/specs/hybrid.py)",
-                  "no position embedding on its attention layers: priced as rope (no parameters either way)", _NORMS)),
+                  "no position embedding on its attention layers (position_embedding: none)", _NORMS)),
     Family("qwen3_next", ("qwen3_next",), ("Qwen3NextForCausalLM",), _LLAMA_KEYS, "swiglu", "rope", False,
            moe="qwen3_next", hybrid="qwen3_next",
            notes=("each HF layer (a token mixer and an MoE FFN) is two pattern layers: D- or *- "

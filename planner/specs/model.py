@@ -253,7 +253,7 @@ class ModelSpec(Spec):
     vocab: int = Field(gt=0, le=100_000_000)
     seq_len: int = Field(gt=0, le=100_000_000)
     tied_embeddings: bool = False
-    position_embedding: Literal["learned", "rope"] = "learned"
+    position_embedding: Literal["learned", "rope", "none"] = "learned"  # none: no positions (Nemotron-H), no parameters
     sliding_window: int | None = Field(default=None, gt=0, le=100_000_000, description=(
         "sliding-window (local) attention: keys each query attends to, itself included (HF sliding_window; "
         "Megatron --window-size w-1,0); null: full causal attention on every layer"))

@@ -21,9 +21,10 @@ def test_nemotron_h_megatron_flags():
     out = _export("nemotron-h-56b", "megatron", "--pp", "2").output
     for flag in ("--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec", "--is-hybrid-model",
                  "--mamba-num-heads 256", "--mamba-head-dim 64", "--mamba-state-dim 256", "--mamba-num-groups 8",
-                 "--squared-relu", "--hybrid-override-pattern 'M-M-M-M*-M"):
+                 "--squared-relu", "--hybrid-override-pattern 'M-M-M-M*-M",
+                 "--position-embedding-type none"):  # Nemotron-H has no position embedding (Bridge's providers: none)
         assert flag in out, (flag, out)
-    assert "pretrain_mamba.py" in out
+    assert "pretrain_mamba.py" in out and "rope" not in out
 
 
 @pytest.mark.parametrize("model, kind, message", [

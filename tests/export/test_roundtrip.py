@@ -94,7 +94,7 @@ def megatron_model(m) -> dict:
                normalization={"rmsnorm": "RMSNorm", None: "LayerNorm", "layernorm": "LayerNorm"}[m.normalization],
                swiglu=m.ffn_act == "swiglu", squared_relu=m.ffn_act == "relu2",
                hybrid_override_pattern=m.layer_pattern, is_hybrid_model=m.layer_pattern is not None,
-               position_embedding_type={"rope": "rope", "learned": "learned_absolute"}[m.position_embedding],
+               position_embedding_type={"rope": "rope", "learned": "learned_absolute", "none": "none"}[m.position_embedding],
                rotary_base=int(m.rope_theta or 10000), use_rope_scaling=m.rope_scaling_factor is not None,
                rope_scaling_factor=m.rope_scaling_factor or 8.0, qk_layernorm=m.qk_norm or mla is not None,
                untie_embeddings_and_output_weights=not m.tied_embeddings, add_bias_linear=bias, add_qkv_bias=False,

@@ -135,6 +135,7 @@ def test_hf_import_gives_the_shipped_model(config, shipped):
     assert imported.layer_pattern == ours.layer_pattern and imported.layers == ours.layers
     assert (imported.mamba, imported.deltanet, imported.moe) == (ours.mamba, ours.deltanet, ours.moe)
     assert imported.total_params() == ours.total_params()
+    assert imported.position_embedding == ours.position_embedding  # Nemotron-H: none; Qwen3-Next: rope
 
 
 def test_hf_import_refuses_a_moe_nemotron_h():
