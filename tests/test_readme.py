@@ -103,16 +103,10 @@ def test_version_comment_is_the_version():
     assert shown == f"plan {version()} ({DISTRIBUTION})"
 
 
-def test_the_speed_tables_counts_are_what_a_search_finds():
+def test_the_speed_tables_counts_are_what_a_search_finds(bench_module):
     """docs/speed.md's candidates and feasible columns, row by row as benchmarks/speed.py runs them
     (its timings vary run to run and are not compared)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import speed
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    speed = bench_module("speed")
     rows = re.findall(r"^\| ([^|]+) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \|", (ROOT / "docs" / "speed.md").read_text(), flags=re.M)
     assert len(rows) == len(speed.CASES)
     for (label, gpus, candidates, feasible), case in zip(rows, speed.CASES):

@@ -3,7 +3,6 @@ gather, all-reduced 16-bit gradients, a third gather in the recompute, no overla
 on the toy GPU (conftest), and the order against PTD-P that Narayanan et al. 2021 Table 2 measured."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -124,13 +123,13 @@ def test_reduce_bucket_passes_through_hbm_six_more_times(make_model, make_cluste
 
 
 @pytest.fixture(scope="module")
-def table2():
-    sys.path.insert(0, str(ROOT))
-    try:
-        from benchmarks.zero3_order import compare, load_runs
-    finally:
-        sys.path.remove(str(ROOT))
-    return compare(load_runs(ROOT / "data" / "zero3" / "narayanan2021-table2.yaml"))
+def zero3_order(bench_module):
+    return bench_module("zero3_order")
+
+
+@pytest.fixture(scope="module")
+def table2(zero3_order):
+    return zero3_order.compare(zero3_order.load_runs(ROOT / "data" / "zero3" / "narayanan2021-table2.yaml"))
 
 
 def test_zero3_against_ptdp_ordered_as_table2_measured(table2):
@@ -150,15 +149,11 @@ def test_zero3_against_ptdp_ordered_as_table2_measured(table2):
         assert ratios == sorted(ratios) and ratios[-1] > 1.8 * ratios[0]
 
 
-def test_the_2022_deepspeed_profile_does_not_order_them(table2):
+def test_the_2022_deepspeed_profile_does_not_order_them(zero3_order):
     # The same runs priced with deepspeed-zero3 (overlapped, coalesced gathers: DeepSpeed >= 0.5.6) put
     # ZeRO-3 ahead of PTD-P at every point: the ordering comes from the 2021 stack, not the data.
-    sys.path.insert(0, str(ROOT))
-    try:
-        from benchmarks.zero3_order import compare, load_runs
-    finally:
-        sys.path.remove(str(ROOT))
-    modern = compare(load_runs(ROOT / "data" / "zero3" / "narayanan2021-table2.yaml"), "deepspeed-zero3")
+    runs = zero3_order.load_runs(ROOT / "data" / "zero3" / "narayanan2021-table2.yaml")
+    modern = zero3_order.compare(runs, "deepspeed-zero3")
     assert all(r["predicted_ratio"] < 1 for r in modern)
 
 

@@ -3,7 +3,6 @@ GB300/GB200) loads as printed and every row replays with its own layout and prec
 themselves are reported by the benchmark and docs/cost-models.md, not asserted."""
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(ROOT))
-    try:
-        from benchmarks import nvfp4
-    finally:
-        sys.path.remove(str(ROOT))
-    return nvfp4
+def bench(bench_module):
+    return bench_module("nvfp4")
 
 
 @pytest.fixture(scope="module")
