@@ -50,11 +50,10 @@ def offload_space(model, cluster, space, limits):
     return space
 
 
-def offload_rows(model, cluster, scores, limits, reference=None) -> tuple[np.ndarray, np.ndarray]:
+def offload_rows(cluster, scores, masks, limits) -> tuple[np.ndarray, np.ndarray]:
     """(rows, offload values) worth scoring with offload when no row of `scores` (all offload none)
-    is feasible: each row that only the GPU memory keeps out, once per offload value that could make
-    it fit."""
-    masks = evaluate(model, cluster, scores, limits, reference)
+    is feasible under `masks` (its constraints): each row that only the GPU memory keeps out, once per
+    offload value that could make it fit."""
     memory = next(m for m in masks if m.name == "memory")
     if memory.ok.all():
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
@@ -82,12 +81,14 @@ def offload_rows(model, cluster, scores, limits, reference=None) -> tuple[np.nda
 def with_offload(model, cluster, layouts, scores, limits, space, score_fn, reference=None, framework: str | None = None):
     """(layouts, scores) with the offloading variants of offload_rows appended (the same when none
     is worth it, or when --offload or a constraint fixes the axis); `score_fn(layouts)` scores the
-    variants as the search scores its space."""
+    variants as the search scores its space. Third: the constraints' masks of the rows returned when they
+    are the rows given (the search evaluates them once), else None."""
     if not cluster.node.offload_ready or space.offload is not None or "offload" in limits.fixed:
-        return layouts, scores
-    rows, values = offload_rows(model, cluster, scores, limits, reference)
+        return layouts, scores, None
+    masks = evaluate(model, cluster, scores, limits, reference)
+    rows, values = offload_rows(cluster, scores, masks, limits)
     if not rows.size:
-        return layouts, scores
+        return layouts, scores, masks
     cols = {k: v[rows] for k, v in layouts.columns().items()}
     cols["offload"] = values
     variants = type(layouts)(**cols)
@@ -96,11 +97,11 @@ def with_offload(model, cluster, layouts, scores, limits, space, score_fn, refer
 
         ok, _ = framework_mask(framework, variants, model)
         if not ok.any():
-            return layouts, scores
+            return layouts, scores, masks
         variants = variants.take(np.flatnonzero(ok))
     n, k = len(layouts), len(variants)
     merged = type(layouts).concat([layouts, variants])
     extra = score_fn(variants)
     both = scatter(n + k, [(np.arange(n), scores), (np.arange(n, n + k), extra)])
-    return merged, type(scores)(**{**both.__dict__, "layouts": merged})
+    return merged, type(scores)(**{**both.__dict__, "layouts": merged}), None
 

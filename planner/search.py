@@ -281,10 +281,10 @@ def search(
     scaled = limits.min_scaling_efficiency is not None and gpus >= 2
     reference = _reference_rate(model, cluster, gpus // 2, limits, space) if scaled else None
     scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
-    layouts, scores = with_offload(model, cluster, layouts, scores, limits, space, lambda lay: score(
+    layouts, scores, masks = with_offload(model, cluster, layouts, scores, limits, space, lambda lay: score(
         model, cluster, lay, caps=levels, critical_batch_tokens=critical_batch_tokens), reference, framework)
     refined, masks = _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens,
-                              split_top, time_limit_s)
+                              split_top, time_limit_s, masks)
     scores = refined.scores
     feasible = np.ones(len(scores), dtype=bool)
     for m in masks:
@@ -342,9 +342,11 @@ def _choose(cluster, scores, objective, feasible, top_k) -> tuple[SolveResult, n
 
 
 def _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens, split_top,
-             time_limit_s):
-    """The vectorised pass's constraints, then uneven stage splits for its best rows (planner/refine.py)."""
-    masks = evaluate(model, cluster, scores, limits, reference)
+             time_limit_s, masks=None):
+    """The vectorised pass's constraints (`masks`, when already evaluated on `scores`), then uneven stage
+    splits for its best rows (planner/refine.py)."""
+    if masks is None:
+        masks = evaluate(model, cluster, scores, limits, reference)
     refined = refine(model, cluster, scores, masks, lambda s: objective_cost(cluster, s, objective), limits,
                      top=split_top, reference=reference, levels=levels, critical_batch_tokens=critical_batch_tokens,
                      time_limit_s=min(time_limit_s, SPLIT_TIME_LIMIT), in_place=True)  # search drops `scores`
