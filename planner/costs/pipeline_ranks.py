@@ -78,11 +78,12 @@ def _undominated_ranks(model: ModelSpec, layouts) -> np.ndarray:
         else:
             moe = rank_moe_layers(model, one, ranks)[:, 0]
             counts = np.stack([rank_layers(model, one, ranks)[:, 0] - moe, moe], axis=1)
-        keep: list[int] = []
-        for r in range(p):
-            if r == p - 1 or not any(np.all(counts[q] >= counts[r]) for q in keep):
-                keep.append(r)
-        kept.append(keep)
+        # dominates[q, r]: rank q holds at least rank r's layers of every kind; keep r unless an earlier q does
+        # (dominance is transitive, so the earlier ranks kept dominate whatever an earlier rank does)
+        dominates = np.all(counts[:, None, :] >= counts[None, :, :], axis=2)
+        keep = ~np.triu(dominates, k=1).any(axis=0)
+        keep[-1] = True
+        kept.append(np.flatnonzero(keep).tolist())
     width = max(len(k) for k in kept)
     table = np.array([k + [k[-1]] * (width - len(k)) for k in kept], dtype=np.int64).T
     return table[:, inverse]
