@@ -22,7 +22,9 @@ def layout_of(model: ModelSpec, gpus: int, given: dict[str, Any], *, gpus_said: 
     """A one-row Layouts from the axis values a user gave (JSON values; dp may be None: derived
     from the GPU count). Values out of an axis's domain are bad input (exit 2); a valid value
     that breaks a rule of the space is a violation, reported by `estimate_layout`."""
-    values = {a.name: given.get(a.name, a.default) for a in AXES if a.given is not None}
+    # a value left unset (None) takes the axis default, but dp, which the GPU count fills
+    values = {a.name: a.default if given.get(a.name) is None and not a.fills else given.get(a.name)
+              for a in AXES if a.given is not None}
     for a in AXES:
         if a.default_from is not None and given.get(a.name) is None:
             values[a.name] = a.to_json(a.default_from(values))

@@ -139,8 +139,7 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         check_option(GPUS, gpus)
         check_option(OFFLOAD_LAYERS, offload_layers)
         stack_ = framework_stack(framework, stack, export_kind(export))
-        # an axis left out takes its default, but offload stays unset so that the model's training.offload holds
-        given = {a.name: axes.get(a.name, None if a.estimate_default is not None or a.name == "offload" else a.default)
+        given = {a.name: axes.get(a.name, None if a.estimate_default is not None else a.default)
                  for a in AXES if a.given is not None}
         args.check_degree_product(args.read_axes(given))
         limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)

@@ -150,8 +150,8 @@ def axis_params(mode: str, axes: tuple | None = None) -> list[inspect.Parameter]
             kind, default, help_ = Optional[a.kind], None, a.help
         elif a.given is None:
             continue
-        elif a.estimate_default is not None or a.name == "offload":  # None: not given, its default follows
-            kind, default, help_ = Optional[a.kind], None, a.give_help  # the degrees (offload: the model's)
+        elif a.estimate_default is not None:  # None: not given, its default follows the degrees
+            kind, default, help_ = Optional[a.kind], None, a.give_help
         else:
             kind = a.kind if a.given != "optional" else Optional[a.kind]
             default = inspect.Parameter.empty if a.given == "required" else a.default

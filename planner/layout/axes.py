@@ -267,6 +267,8 @@ AXES: tuple[Axis, ...] = (
          default="none", given="default", flag="--offload", help="fix the host-memory offload: " + " | ".join(OFFLOADS),
          give_help="host-memory offload: " + " | ".join(OFFLOADS) + " (default: none, or the model's training.offload)",
          invalid="unknown offload '{value}'", expected=" | ".join(OFFLOADS),
+         # not given: left unset, so that the model's training.offload holds (planner/estimate.py), else none
+         estimate_default=lambda v: None,
          candidates=lambda ctx, chosen: [0], tiebreak=6.5, short="offload=", show="cell", hide_default=True),
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=_num_microbatches,
