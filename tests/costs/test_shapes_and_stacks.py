@@ -74,6 +74,15 @@ def test_megatron_deepspeed_launch_prior_counts_every_host_call(make_model, toy_
     assert lc.bwd_s[0] == approx(688e-6 + 166e-6, rel=1e-6)
 
 
+def test_megatron_deepspeed_microbatch_and_step_priors_are_counted():
+    # configs/stacks/megatron-deepspeed.yaml counts a micro-batch's host work outside the layers:
+    # 110 eager calls x 8 us + 5 c10d collectives x 30 us + 3 host syncs x 25 us = 880 + 150 + 75 us;
+    # a step's fixed optimizer work ~0.5 ms (not the uncounted 60 ms it had).
+    prior = load_stack("megatron-deepspeed").for_gpu("h100-sxm-80gb")  # no run of it fitted on the H100
+    assert prior.microbatch_overhead_us == approx(110 * 8 + 5 * 30 + 3 * 25)
+    assert prior.step_overhead_s == approx(0.5e-3)
+
+
 def test_microbatch_overhead_per_chunk(make_model, make_cluster):
     cluster = make_cluster()
     base = make_model()
