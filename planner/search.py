@@ -280,9 +280,12 @@ def search(
         layouts = framework_layouts(framework, layouts, model)
     scaled = limits.min_scaling_efficiency is not None and gpus >= 2
     reference = _reference_rate(model, cluster, gpus // 2, limits, space) if scaled else None
-    scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
+    headroom = limits.memory_headroom  # what an activation-offloading layout's layer count fits under
+    scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens,
+                   memory_headroom=headroom)
     layouts, scores, masks = with_offload(model, cluster, layouts, scores, limits, space, lambda lay: score(
-        model, cluster, lay, caps=levels, critical_batch_tokens=critical_batch_tokens), reference, framework)
+        model, cluster, lay, caps=levels, critical_batch_tokens=critical_batch_tokens, memory_headroom=headroom),
+        reference, framework)
     refined, masks = _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens,
                               split_top, time_limit_s, masks)
     scores = refined.scores
