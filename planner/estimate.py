@@ -66,7 +66,7 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     if stage_layers is not None:
         check_split(model, p, v, stage_layers)
         ranks = split_ranks(model, lay, stage_layers)
-    scores = score(model, cluster, lay, ranks=ranks)
+    scores = score(model, cluster, lay, ranks=ranks, memory_headroom=limits.memory_headroom)
     # an estimate's tp is the user's choice, as a search's fixed tp is (search equals estimate)
     masks = evaluate(model, cluster, scores, replace(limits, fixed={**limits.fixed, "tp": int(lay.tp[0])}))
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]

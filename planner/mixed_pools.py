@@ -91,7 +91,7 @@ def _across_pools(model, cluster, gpus, limits, space, top, time_limit_s):
     layouts = layouts.take(np.flatnonzero(layouts.pp >= 2))
     if not len(layouts):
         return None, ()
-    scores = score(model, slow, layouts)
+    scores = score(model, slow, layouts, memory_headroom=limits.memory_headroom)
     ok = np.ones(len(scores), dtype=bool)
     for m in evaluate(model, slow, scores, limits):
         if m.name != "gpu_count":  # the slowest pool alone cannot hold them; the placement checks capacity

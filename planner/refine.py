@@ -81,7 +81,8 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     rows = candidates(scores, masks, cost, top, hybrid=model.layer_pattern is not None)
     if rows.size == 0:
         return Refined(scores, splits, solves)
-    batch = job_context(model, cluster, scores.layouts.take(rows))  # per-layer times in one call, not one a row
+    # per-layer times in one call, not one a row
+    batch = job_context(model, cluster, scores.layouts.take(rows), memory_headroom=limits.memory_headroom)
     jobs = [batch.row(j) for j in range(rows.size)]
     insts = [instance(job, usable_gib) for job in jobs]
     defaults = [layout_default_split(model, job.layouts) for job in jobs]
@@ -92,7 +93,8 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
         if result.stage_layers is None or list(result.stage_layers) == default:
             continue
         ranks = split_ranks(model, row, result.stage_layers, inst.act_bytes)
-        new = score(model, cluster, row, caps=levels, ranks=ranks, critical_batch_tokens=critical_batch_tokens)
+        new = score(model, cluster, row, caps=levels, ranks=ranks, critical_batch_tokens=critical_batch_tokens,
+                    memory_headroom=limits.memory_headroom)
         fits = all(bool(m.ok[0]) for m in evaluate(model, cluster, new, limits, reference))
         was_ok = all(bool(m.ok[i]) for m in masks)
         # An equally fast split that only lowers memory stays Megatron's default (no flags to set).

@@ -15,6 +15,7 @@ from planner.costs.energy import Energy, step_energy
 from planner.costs.flops import model_flops_per_step
 from planner.costs.context import job_context
 from planner.costs.memory import MemoryBreakdown, memory_breakdown
+from planner.costs.offload import FIT_HEADROOM
 from planner.costs.pipeline import TimeBreakdown, step_time
 from planner.costs.price import step_co2e_g, step_cost_usd
 from planner.costs.power_caps import cap_levels, capped_cluster, uncapped
@@ -66,20 +67,23 @@ class Scores:
 
 def score(model: ModelSpec, cluster: ClusterSpec, layouts, *, cap: PowerCap | None = None,
           caps: list[PowerCap] | None = None, critical_batch_tokens: float | None = None,
-          ranks: PipelineRanks | None = None) -> Scores:
+          ranks: PipelineRanks | None = None, memory_headroom: float = FIT_HEADROOM) -> Scores:
     """`caps`: the power-cap levels the rows' `power_cap` axis indexes (planner/costs/power_caps.py;
     None: every row uncapped); `cap`: score every row under that one cap instead.
     `critical_batch_tokens`: McCandlish et al. 2018 B_crit for the statistical-efficiency factor.
     `ranks`: the pipeline ranks to evaluate (default: the bounding ranks of the default split; an
-    explicit split gives every rank, planner/costs/pipeline_ranks.py split_ranks)."""
+    explicit split gives every rank, planner/costs/pipeline_ranks.py split_ranks).
+    `memory_headroom`: the fraction of GPU memory kept free (Limits.memory_headroom), which the
+    offloaded layer count of an activation-offloading layout fits under (planner/costs/offload.py)."""
     if caps is None:
-        return _score_under(model, cluster, layouts, cap, critical_batch_tokens, ranks)
+        return _score_under(model, cluster, layouts, cap, critical_batch_tokens, ranks, memory_headroom)
     levels = np.unique(layouts.power_cap)
     parts = []
     for level in levels:
         rows = np.flatnonzero(layouts.power_cap == level) if levels.size > 1 else np.arange(len(layouts))
         sub = layouts if levels.size == 1 else layouts.take(rows)
-        parts.append((rows, _score_under(model, cluster, sub, caps[int(level)], critical_batch_tokens, ranks)))
+        parts.append((rows, _score_under(model, cluster, sub, caps[int(level)], critical_batch_tokens, ranks,
+                                         memory_headroom)))
     scores = parts[0][1] if len(parts) == 1 else scatter(len(layouts), parts)
     return Scores(**{**scores.__dict__, "layouts": layouts, "power_caps": tuple(caps)})
 
@@ -95,9 +99,10 @@ def score_with_caps(model: ModelSpec, cluster: ClusterSpec, layouts, caps: list[
 
 
 def _score_under(model: ModelSpec, cluster: ClusterSpec, layouts, cap: PowerCap | None,
-                 critical_batch_tokens: float | None, ranks: PipelineRanks | None = None) -> Scores:
+                 critical_batch_tokens: float | None, ranks: PipelineRanks | None = None,
+                 memory_headroom: float = FIT_HEADROOM) -> Scores:
     run = cluster if cap is None or cap == uncapped(cluster.gpu) else capped_cluster(cluster, cap)
-    job = job_context(model, run, layouts, ranks)  # one for time and memory
+    job = job_context(model, run, layouts, ranks, memory_headroom=memory_headroom)  # one for time and memory
     prec = job.numerics
     times = step_time(job)
     step = times.total

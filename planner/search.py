@@ -3,6 +3,7 @@ uneven stage split (CP-SAT, planner/refine.py), sort the feasible rows (planner/
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
@@ -276,13 +277,13 @@ def search(
     layouts = space_for(model, gpus, space, len(levels) if caps else 1, limits.fixed)
     if not len(layouts):
         raise InfeasibleError(empty_space_reason(model, gpus))
-    if framework is not None:
-        layouts = framework_layouts(framework, layouts, model)
+    layouts = framework_layouts(framework, layouts, model) if framework is not None else layouts
     scaled = limits.min_scaling_efficiency is not None and gpus >= 2
     reference = _reference_rate(model, cluster, gpus // 2, limits, space) if scaled else None
-    scores = score(model, cluster, layouts, caps=levels, critical_batch_tokens=critical_batch_tokens)
-    layouts, scores, masks = with_offload(model, cluster, layouts, scores, limits, space, lambda lay: score(
-        model, cluster, lay, caps=levels, critical_batch_tokens=critical_batch_tokens), reference, framework)
+    scored = partial(score, model, cluster, caps=levels, critical_batch_tokens=critical_batch_tokens,
+                     memory_headroom=limits.memory_headroom)  # the offloaded layer count fits the user's headroom
+    layouts, scores, masks = with_offload(model, cluster, layouts, scored(layouts), limits, space, scored,
+                                          reference, framework)
     refined, masks = _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens,
                               split_top, time_limit_s, masks)
     scores = refined.scores

@@ -298,6 +298,9 @@ def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
         raise SpecError(f"no {schedule} schedule to draw: {problem}", path="--timeline",
                         expected="a global batch giving micro-batches the schedule runs, or another --schedule")
     split = tuple(int(x) for x in scored.layout.get("stage_layers") or layout_default_split(model, lay))
+    count = scored.layout.get("offload_layers")
+    if count:  # the layers offloaded as scored (fit under the headroom of its limits), not fit again here
+        model = model.model_copy(update={"training": model.training.model_copy(update={"offload_layers": int(count)})})
     job = job_context(model, _run_cluster(cluster, scored), lay)
     t = stage_times(job, path_layers(schedule, split, p))
     events, makespan = simulate(t, p, v, m, schedule if p > 1 else "1f1b")

@@ -15,6 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from planner.costs.layer_times import KindTimes, kind_times, layer_rows
+from planner.costs.offload import FIT_HEADROOM
 from planner.costs.pipeline_ranks import PipelineRanks, pipeline_ranks, rank_param_split
 from planner.layout.arrays import take
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackConstants, StackSpec
@@ -32,6 +33,9 @@ class JobContext:
     stack: StackConstants  # the stack's constants on this GPU (fitted ones where it was calibrated)
     numerics: Precision  # bytes per value of the training precision
     given_kinds: list[KindTimes] | None = field(default=None, repr=False)  # per-layer times already known
+    # GPU memory the job keeps free (the memory constraint's --memory-headroom): what the offloaded layer
+    # count fits under (planner/costs/memory.py activation_offload_layers)
+    memory_headroom: float = FIT_HEADROOM
     # what one cost model derives for the others, once (planner/costs/memory.py offload_layers_of)
     derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # a replace() starts anew
 
@@ -74,13 +78,14 @@ class JobContext:
         computes them for all candidate rows at once)."""
         index = np.array([i])
         return job_context(self.model, self.cluster, self.layouts.take(index),
-                           kinds=[take(k, index) for k in self.kinds])
+                           kinds=[take(k, index) for k in self.kinds], memory_headroom=self.memory_headroom)
 
 
 def job_context(model: ModelSpec, cluster: ClusterSpec, layouts, ranks: PipelineRanks | None = None,
-                kinds: list[KindTimes] | None = None) -> JobContext:
+                kinds: list[KindTimes] | None = None, memory_headroom: float = FIT_HEADROOM) -> JobContext:
     """The context of `layouts`; `ranks`: the pipeline ranks to evaluate (None: the bounding
-    ranks of the default split, which bound the others; planner/costs/pipeline_ranks.py)."""
+    ranks of the default split, which bound the others; planner/costs/pipeline_ranks.py);
+    `memory_headroom`: the fraction of GPU memory the job keeps free (Limits.memory_headroom)."""
     ranks = pipeline_ranks(model, layouts) if ranks is None else ranks
     return JobContext(model, cluster, layouts, ranks, model.training.stack.for_gpu(cluster.gpu.name),
-                      model.training.numerics, kinds)
+                      model.training.numerics, kinds, memory_headroom)

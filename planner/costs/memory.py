@@ -390,7 +390,7 @@ def offload_layers_of(job: JobContext) -> np.ndarray:
 
 def activation_offload_layers(job: JobContext) -> np.ndarray:
     """Layers each layout offloads the activations of (0 where it does not): the model's
-    training.offload_layers, or the fewest that fit the GPU's memory less offload.FIT_HEADROOM."""
+    training.offload_layers, or the fewest that fit the GPU's memory less the job's memory headroom."""
     off = offload.activations_offloaded(job.layouts)
     count = np.zeros(len(job.layouts), dtype=np.int64)
     if not off.any():
@@ -402,7 +402,7 @@ def activation_offload_layers(job: JobContext) -> np.ndarray:
         count[off] = np.maximum(np.minimum(stated, most - 1), 0)[off]
         return count
     weights, grads, optim, acts, other, _, stored = _bytes_per_rank(job, offload_activations=False, movable=True)
-    usable = job.gpu.memory_gib * (1.0 - offload.FIT_HEADROOM) * GIB
+    usable = job.gpu.memory_gib * (1.0 - job.memory_headroom) * GIB
     need = offload.offload_layer_count(weights + grads + optim + acts + other, stored, job.ranks.layers, usable)
     count[off] = need[off]
     return count

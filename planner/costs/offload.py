@@ -18,7 +18,8 @@ offloaded layer. As the frameworks run it, a NUMBER of layers is offloaded (Tran
 cpu_offloading_num_layers, at most num_layers - 1; Megatron-Bridge's Llama 3 70B FP8 recipes on 64
 GB300/GB200 offload 20/40 of 80): a rank of L layers offloading N keeps (L - N) / L of its stored
 activations. Unless the model states the count (training.offload_layers), it is the fewest layers that
-bring the rank holding the most under the GPU's memory less FIT_HEADROOM (offload_layer_count).
+bring the rank holding the most under the GPU's memory less the job's memory headroom (offload_layer_count;
+the user's --memory-headroom, FIT_HEADROOM where the caller states none).
 """
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ HOST_LINK_EFFICIENCY = 0.85
 CPU_ADAM_BYTES_PER_PARAM = 30.0
 # Host memory the job cannot use: the OS, data-loader workers, pinned staging buffers, page cache.
 HOST_MEMORY_RESERVE = 0.1
-# The headroom the offloaded layer count leaves free on the GPU: the memory constraint's default
-# (planner/constraints/hardware.py, --memory-headroom 0.05). The cost models see no limits, so a
-# stricter --memory-headroom can still find an offloading layout over its limit (the constraint says so).
+# The headroom the offloaded layer count leaves free on the GPU when the caller states none (a job
+# context's memory_headroom; calibration and benchmark replays): the memory constraint's default
+# (planner/constraints/hardware.py, --memory-headroom 0.05). Search, estimate, plan files, sweeps and
+# replan pass the user's --memory-headroom, so the count fits the limit the constraint checks.
 FIT_HEADROOM = 0.05
 
 

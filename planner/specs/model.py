@@ -89,7 +89,7 @@ class TrainingSpec(Spec):
     offload_layers: int | None = Field(default=None, ge=1, le=10_000, description=(  # le: the bound on `layers`
         "layers whose activations an activation-offloading layout moves to the host (Megatron Core / Transformer "
         "Engine cpu_offloading_num_layers; at most a rank's layers - 1 are; unset: the fewest that fit the GPU's "
-        "memory less 5 % headroom, planner/costs/offload.py)"))
+        "memory less the --memory-headroom, 5 % by default, planner/costs/offload.py)"))
 
     recompute_modules: tuple[Literal[RECOMPUTE_MODULES], ...] | None = Field(  # type: ignore[valid-type]
         default=None, strict=False, min_length=1, max_length=len(RECOMPUTE_MODULES), description=(

@@ -1,6 +1,7 @@
 """Activation offload moves a NUMBER of layers (Megatron Core / Transformer Engine cpu_offloading_num_layers):
-the fewest that fit the GPU's memory less 5 % headroom, or the model's training.offload_layers
-(planner/costs/offload.py offload_layer_count, planner/costs/memory.py activation_offload_layers)."""
+the fewest that fit the GPU's memory less the user's --memory-headroom (5 % by default), or the model's
+training.offload_layers (planner/costs/offload.py offload_layer_count, planner/costs/memory.py
+activation_offload_layers)."""
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,70 @@ def test_the_layer_full_recomputation_rebuilds_stays_on_the_gpu():
     # 32 layers, 31 offloaded: 1/32 of the checkpoints stay, and the rebuild buffer
     assert kept == pytest.approx(float(np.ravel(stored)[0]) / 32 + float(np.ravel(rebuilt)[0]), rel=1e-9)
     assert float(np.ravel(rebuilt)[0]) > float(np.ravel(stored)[0]) / 32  # the buffer is most of what stays
+
+
+def test_a_stricter_headroom_offloads_more_layers():
+    # The case above with --memory-headroom 0.15: 80 x 0.85 = 68 GiB usable, ceil((89.2469 - 68) / 1.125)
+    # = ceil(18.886) = 19 layers (12 at 0.05); the GPU keeps 36 - 19 x 1.125 = 14.625 GiB of activations,
+    # 89.2469 - 21.375 = 67.8719 in all (18 layers would leave 89.2469 - 20.25 = 68.9969 > 68)
+    base = api.estimate(llama3_8b(), "dgx-h100-1024", offload="both", **LAYOUT)
+    est = api.estimate(llama3_8b(), "dgx-h100-1024", offload="both", memory_headroom=0.15, **LAYOUT)
+    assert est.layout["offload_layers"] == 19 > base.layout["offload_layers"] == 12
+    assert est.memory_gib.activations == pytest.approx(14.625)
+    assert est.memory_gib.total == pytest.approx(67.8719, abs=1e-3) and est.feasible
+    # each offloaded layer adds the same exposed copies: 19 / 12 of the default's
+    assert est.time_breakdown_s.offload == pytest.approx(base.time_breakdown_s.offload * 19 / 12, rel=1e-12)
+    # 30 %: 56 GiB usable, ceil((89.2469 - 56) / 1.125) = ceil(29.55) = 30 layers, 89.2469 - 33.75 = 55.4969
+    strict = api.estimate(llama3_8b(), "dgx-h100-1024", offload="both", memory_headroom=0.3, **LAYOUT)
+    assert strict.layout["offload_layers"] == 30 and strict.memory_gib.total == pytest.approx(55.4969, abs=1e-3)
+
+
+@pytest.mark.parametrize("headroom", [0.0, 0.05, 0.1, 0.15, 0.25, 0.4])
+def test_every_offloading_row_of_a_search_fits_its_headroom_with_the_fewest_layers(headroom):
+    # Every layout of Llama 3 8B on 8 H100s at pp 1 offloading activations: with N of its 32 layers offloaded
+    # (each the same share, host / N: activations only, one rank), the GPU holds at most 80 x (1 - headroom)
+    # unless N is the most a rank may offload (31), and N - 1 layers would not fit unless N is 1
+    from planner.constraints import Limits
+    from planner.layout.space import SpaceLimits
+    from planner.search import search
+    from planner.specs.loading import load_cluster, load_model
+
+    r = search(load_model("llama3-8b"), load_cluster("dgx-h100-1024"), gpus=8, top_k=3,
+               limits=Limits(memory_headroom=headroom), space=SpaceLimits(pp=1, offload="activations"))
+    mem = r.scores.memory_gib
+    n = np.asarray(mem.offload_layers)
+    assert n.size > 1000 and (n >= 1).all() and (r.scores.layouts.offload == offload.ACTIVATIONS).all()
+    usable = 80 * (1 - headroom)
+    per_layer = mem.host / n
+    slack = 1e-9 * usable
+    assert ((mem.total <= usable + slack) | (n == 31)).all()
+    assert ((n == 1) | (mem.total + per_layer > usable - slack)).all()
+    assert ((n > 1) & (n < 31)).any()  # the property is not met by the bounds alone
+    assert r.best is not None and r.best.memory_gib.total <= usable
+
+
+def test_plan_files_sweeps_and_timelines_count_under_the_headroom(tmp_path):
+    # The 19 layers of test_a_stricter_headroom_offloads_more_layers, from a plan file's constraints, a sweep's
+    # limits and the timeline of the estimate
+    from planner.check import check_file
+    from planner.estimate import estimate_layout
+    from planner.specs.loading import load_cluster, load_model
+    from planner.timeline import timeline_events
+    from planner.constraints import Limits
+
+    plan = ("model: llama3-8b\ncluster: dgx-h100-1024\ngpus: 8\nlayout:\n  dp: 8\n  tp: 1\n  pp: 1\n"
+            "  micro_batch: 1\n  zero: 1\n  offload: both\n{pin}constraints:\n  memory_headroom: 0.15\n")
+    (tmp_path / "p.yaml").write_text(plan.format(pin=""))
+    assert check_file(str(tmp_path / "p.yaml")) == []
+    # 18 pinned: 68.9969 GiB > 68
+    (tmp_path / "q.yaml").write_text(plan.format(pin="  offload_layers: 18\n"))
+    assert [f.code for f in check_file(str(tmp_path / "q.yaml"))] == ["memory"]
+    rows = list(api.sweep(models=["llama3-8b"], cluster="dgx-h100-1024", gpus=[8], tp=1, pp=1, cp=1, micro_batch=1,
+                          zero=1, recompute="none", offload="both", memory_headroom=0.15))
+    assert [r["status"] for r in rows] == ["ok"] and rows[0]["memory_gib"] == pytest.approx(67.8719, abs=1e-3)
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100-1024")
+    scored = estimate_layout(model, cluster, limits=Limits(memory_headroom=0.15), **LAYOUT, offload="both")
+    assert scored.layout["offload_layers"] == 19
+    drawn = timeline_events(model, cluster, scored).memory_gib
+    assert float(drawn.activations[0]) == pytest.approx(14.625) and float(drawn.total[0]) == pytest.approx(
+        scored.memory_gib.total, rel=1e-12)
