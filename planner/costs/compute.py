@@ -326,8 +326,11 @@ def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_
     if "shared_experts" in modules and kind.is_moe:
         out = out + gemms("shared")
     if "moe_act" in modules and kind.is_moe:
+        # the activation function again, an eager clamp's passes with it (it runs inside the checkpoint)
         rows, local = routed_rows(model, layouts)
-        out = out + _mlp_traffic(model, rows * local, kind.expert[-1].k / layouts.etp.astype(float)) / hbm
+        width = kind.expert[-1].k / layouts.etp.astype(float)
+        clamp = 16.0 * rows * local * width if eager_clamp(model) else 0.0
+        out = out + (_mlp_traffic(model, rows * local, width) + clamp) / hbm
     if "mla_up_proj" in modules and model.mla is not None:
         ups = tuple(m for m in kind.tp_matrices if m.name in ("q_up", "kv_up"))
         out = out + _gemm_set(ups, tokens, t, gpu, prec)[0]

@@ -201,8 +201,13 @@ def _recomputed_bytes(model: ModelSpec, layouts, kind: LayerKind, g: float, sb, 
     if "moe" in modules and kind.is_moe:  # the whole MoE layer: only its input (the norm's output) stays
         out = out + _mlp_bytes(model, g) * mlp_width * sb / t + _expert_activations(model, layouts, kind, g)
     if "moe_act" in modules and kind.is_moe:
+        # The activation runs under CheckpointWithoutOutput (Megatron-Core moe/experts.py
+        # TEGroupedMLP.forward, activation_recompute): its input, the fc1 output, is kept; its output
+        # (the fc2 input) is discarded after fc2, and nothing the function saves inside is stored,
+        # an eager clamp's copies included (_expert_activations).
         rows, local = routed_rows(model, layouts)
-        out = out + g * rows * local * kind.expert[-1].k / layouts.etp.astype(float)
+        width = kind.expert[-1].k / layouts.etp.astype(float)
+        out = out + rows * local * width * (g + (4.0 if eager_clamp(model) else 0.0))
     if "mla_up_proj" in modules and model.mla is not None:
         d = attention_dims(model)
         out = out + 2.0 * (d.q_width + d.k_width + d.v_width) * sb / t

@@ -147,6 +147,26 @@ RECIPES = (
 )
 
 
+# Recomputation the GPT-OSS-120B perf recipes state (the tables print none): the model recipe sets
+# recompute_granularity None (src/megatron/bridge/recipes/gpt_oss/gpt_oss.py@v0.5.0 lines 110-112) and
+# each GPU's workload config overrides it, recompute_modules making it selective (scripts/performance/
+# utils/overrides.py@v0.5.0 _set_recompute_overrides lines 154-156): ["layernorm", "moe_act"] on GB200,
+# B200 and H100 BF16 (configs/gpt_oss/workload_base_configs.py@v0.2.0 lines 42-61, gpt_oss_workload_
+# base_configs.py@v0.4.2 lines 54-82; their V2 rows inherit it), none on GB300 BF16 and the 26.06 MXFP8
+# rows (GB200 FP8_MX_V2 recompute_modules=[], v0.5.0 line 220). Other rows: the fastest that fits.
+_RECIPE_RECOMPUTE = (
+    (("megatron_bridge_25_11_dgx_gb200_gpt_oss", "megatron_bridge_26_04_01_dgx_gb200_gpt_oss",
+      "megatron_bridge_26_04_01_dgx_b200_gpt_oss", "megatron_bridge_26_04_01_dgx_h100_gpt_oss"), ("layernorm", "moe_act")),
+    (("megatron_bridge_26_04_01_dgx_gb300_gpt_oss", "megatron_bridge_26_06_dgx_gb300_gpt_oss",
+      "megatron_bridge_26_06_dgx_gb200_gpt_oss", "megatron_bridge_26_06_dgx_b300_gpt_oss"), ()),
+)
+
+
+def recipe_recompute(case_id: str) -> tuple[str, ...] | None:
+    """The modules a benchmark recipe recomputes (() for none), None where it is not stated."""
+    return next((mods for prefixes, mods in _RECIPE_RECOMPUTE if case_id.startswith(prefixes)), None)
+
+
 def _recipe_settings(case_id: str, precision: str) -> tuple[dict, dict]:
     """(training, moe) settings of a benchmark recipe for the case (RECIPES); FP8 recipes gather FP8
     parameters (fp8_param_gather=True in bf16_with_fp8_*_mixed() and bf16_with_mxfp8_mixed())."""
@@ -157,6 +177,8 @@ def _recipe_settings(case_id: str, precision: str) -> tuple[dict, dict]:
             moe.update(mo)
     if case_id.startswith(_MB + _NEMO) and precision in ("fp8", "mxfp8"):
         training["fp8_param_gather"] = True
+    if recipe_recompute(case_id):
+        training["recompute_modules"] = recipe_recompute(case_id)
     return training, moe
 
 
@@ -278,10 +300,14 @@ def _layouts(raw: dict, model: ModelSpec, src: Source) -> tuple[Layouts, bool]:
     zero = src.zero if dp * cp > 1 else 0
     gb = tr["global_batch"]
     if src.key in ("megatronbridge", "nemo2025"):
-        # Recomputation is not printed: one row per mode, the planner takes the fastest that fits.
+        # Recomputation is not printed: the recipe's where it states one, else one row per mode and
+        # the planner takes the fastest that fits.
         mb = tr["micro_batch"]
         one = dict(dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, micro_batch=mb, vpp=tr.get("vpp") or 1,
                    sequence_parallel=tp > 1, zero=zero, num_microbatches=gb // (dp * mb))
+        stated = recipe_recompute(raw["id"])
+        if stated is not None:
+            return single_layout(**one, recompute="selective" if stated else "none"), False
         cols = {k: np.full(3, int(v), dtype=np.int64) for k, v in one.items()}
         return Layouts(**cols, recompute=np.arange(3, dtype=np.int64)), True
     if not src.free_knobs:

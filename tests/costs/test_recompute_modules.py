@@ -61,6 +61,23 @@ def test_moe_act_recomputes_only_the_activation(make_model, toy_gpu):
     assert default.recompute_s[0] == approx(default.attention_fwd_s[0], rel=1e-12)
 
 
+def test_moe_act_drops_and_reruns_an_eager_clamp(make_model, toy_gpu):
+    # GPT-OSS's clamped SwiGLU (swiglu_limit, no op fuser) runs eagerly and keeps 4 B per row and unit
+    # of width more (the clamped copy beside the fc1 output). Under moe_act it runs inside Megatron's
+    # CheckpointWithoutOutput, which stores only its input: the experts drop 2 + 4 = 6 B per row and
+    # width: 6 x 32 rows x 4 experts x 32 = 24,576 B; and rerun its chunk, clamps and cat (16 B per row
+    # and width) with the SwiGLU's 6: 22 x 4,096 = 90,112 B at 500 GB/s = 180.224 ns.
+    clamped = dict(TINY_MOE, swiglu_limit=7.0)
+    default = make_model(**clamped)
+    custom = make_model(**clamped, training=dict(recompute_modules=["moe_act"]))
+    k = {x.name: x for x in layer_kinds(default)}["moe"]
+    before = activation_bytes_per_layer(default, SELECTIVE, k)[0][0]
+    after = activation_bytes_per_layer(custom, SELECTIVE, k)[0][0]
+    assert before - after == approx((G + 4) * ROWS * LOCAL * 32, rel=1e-12)
+    lc = layer_compute_on(custom, toy_gpu, SELECTIVE, k)
+    assert lc.recompute_s[0] == approx(22 * ROWS * LOCAL * 32 / (1000e9 * 0.5), rel=1e-12)
+
+
 def test_the_modules_reach_megatron_and_nemo(tmp_path):
     spec = (tmp_path / "m.yaml")
     text = (ROOT / "configs" / "models" / "qwen3-235b-a22b.yaml").read_text()

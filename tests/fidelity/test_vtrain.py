@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.fidelity.calibration import RECIPES, _recipe_settings
+from planner.fidelity.calibration import RECIPES, _recipe_settings, load_cases
 from planner.layout.space import RECOMPUTE_FULL
 
 
@@ -41,9 +41,15 @@ def test_recipe_settings_of_the_benchmark_runs():
     # The H100 run of 26.06 had no graphs: its dropless dispatch syncs once per MoE layer forward.
     tr, _ = _recipe_settings("megatron_bridge_26_06_dgx_h100_qwen3_30b_a3b_16gpu_fp8", "fp8")
     assert "cuda_graph_impl" not in tr
-    # 26.04.01 GPT-OSS BF16 on B200: alltoall, no overlap; only the BF16 gradient reduction.
+    # 26.04.01 GPT-OSS BF16 on B200: alltoall, no overlap; the BF16 gradient reduction and the
+    # recipe's recompute_modules ["layernorm", "moe_act"] (gpt_oss_workload_base_configs.py@v0.4.2 line 75).
     tr, _ = _recipe_settings("megatron_bridge_26_04_01_dgx_b200_gpt_oss_120b_64gpu_bf16", "bf16")
-    assert tr == dict(grad_reduce_dtype="bf16")
+    assert tr == dict(grad_reduce_dtype="bf16", recompute_modules=("layernorm", "moe_act"))
+    case = next(c for c in load_cases() if c.id == "megatron_bridge_26_04_01_dgx_b200_gpt_oss_120b_64gpu_bf16")
+    assert case.alternatives == 1 and case.layouts.recompute.tolist() == [1] and case.fits.all()  # it trained
+    # GB300 BF16 states none (the model recipe's recompute_granularity None): no recomputation
+    gb300 = next(c for c in load_cases() if c.id == "megatron_bridge_26_04_01_dgx_gb300_gpt_oss_120b_64gpu_bf16")
+    assert gb300.alternatives == 1 and gb300.layouts.recompute.tolist() == [0]
     # NeMo Mixtral: token drop at capacity factor 1.0.
     tr, moe = _recipe_settings("nemo_25p02_dgx_b200_mixtral_8x7b_64gpu_fp8", "fp8")
     assert moe == dict(capacity_factor=1.0) and tr["fp8_param_gather"]
