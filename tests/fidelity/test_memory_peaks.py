@@ -46,6 +46,10 @@ def test_vocabpar_allocated_peaks(case_id, measured_gib):
     # FSDP2 + TP + PP (Table 6, CP 1): the stage kept gathered with fp32 gradients, the fp32 reduce-scatter
     # input beside them, DTensor TP's gathered GEMM inputs
     ("tt1212_t6_405b_512gpu_fsdp8_cp1", 75.3),
+    # + torch's ring attention backward (cp_ring_buffers): the all-gathered K/V, fp32 dQ and the fp32 dK/dV
+    # round the ring, on the first rank beside its 8 micro-batches' checkpoints
+    ("tt1212_t6_405b_512gpu_fsdp4_cp2", 75.9),
+    ("tt1212_t6_405b_512gpu_fsdp2_cp4", 77.1),
     # Not yet: eager's intermediates (Table 1 without torch.compile, 5.4 GiB above the compiled run, which
     # the planner matches; inside 5 % before only through a bf16 shard FSDP does not keep); 1F1B measures
     # 10 GiB above interleaved 1F1B (Table 5) where the model prices both alike; CP 8 (Table 6) 8 GiB above
