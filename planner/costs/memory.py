@@ -239,8 +239,10 @@ def cp_ring_backward_bytes(model: ModelSpec, layouts, stack, act_bytes: float) -
     - the K/V gradients in fp32 passed round the ring (dkv_rotater, ALL_TO_ALL permute_tensor): the
       received buffer they are accumulated into, its torch.cat sent on and the next one arriving,
       3 x 4 n (k + v)."""
-    d = attention_dims(model)
     t, c = layouts.tp.astype(float), layouts.cp.astype(float)
+    if not any(k.mixer == "attention" for k in layer_kinds(model)):  # a hybrid without attention layers
+        return np.zeros_like(t)
+    d = attention_dims(model)
     n = model.seq_len * layouts.micro_batch.astype(float) / c
     kv = (d.k_width + d.v_width) / t * (d.heads / d.kv_heads if stack.cp_kv_expanded else 1.0)
     ring = act_bytes * (c + 1) * n * kv + FP32_BYTES * n * d.q_width / t + 3 * FP32_BYTES * n * kv

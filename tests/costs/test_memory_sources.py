@@ -264,3 +264,20 @@ def test_cp_ring_backward_buffers(make_model):
     flat = single_layout(tp=1, cp=1, pp=2, dp=2, micro_batch=1, num_microbatches=2)
     assert memory_per_rank(job_on(titan, _gpu(), flat)).other[0, 0] == memory_per_rank(
         job_on(make_model(**LLAMA, training=dict(stack=_stack(cp_kv_expanded=True))), _gpu(), flat)).other[0, 0]
+
+
+def test_cp_ring_backward_buffers_need_attention_layers():
+    from planner.costs.memory import cp_ring_backward_bytes
+    from planner.specs.loading import load_model, load_stack
+    # Nemotron-H-56B (10 attention layers: 64 query heads, 8 K/V heads of 128), tp 1, cp 2, one sequence
+    # of 8192 tokens: n = 4096; k + v = 2 x 1024 = 2048 (grouped), q = 8192:
+    # 2 B x 3 x 4096 x 2048 + 4 B x 4096 x 8192 + 12 B x 4096 x 2048 = 50,331,648 + 134,217,728 + 100,663,296
+    hybrid = load_model("nemotron-h-56b")
+    stack = load_stack("megatron-core")  # exchanges grouped K/V (cp_kv_expanded false)
+    layout = single_layout(tp=1, cp=2, pp=1, dp=1, micro_batch=1, num_microbatches=1)
+    assert cp_ring_backward_bytes(hybrid, layout, stack, 2)[0] == approx(285_212_672, rel=1e-12)
+    # its attention layers made Mamba layers: no attention, nothing held
+    data = hybrid.model_dump(exclude_unset=True)
+    data["layer_pattern"] = hybrid.layer_pattern.replace("*", "M")
+    no_attention = type(hybrid).model_validate(data)
+    assert cp_ring_backward_bytes(no_attention, layout, stack, 2)[0] == 0
