@@ -32,7 +32,7 @@ from planner.costs.schedules import activation_factor, parameter_copies
 from planner.costs.pipeline_ranks import (PipelineRanks, default_in_flight, held_layers, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
                                           rank_param_split)
 
-__all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "layers_in_flight", "rank_params",
+__all__ = ["MemoryBreakdown", "activation_bytes_per_layer", "cp_ring_backward_bytes", "layers_in_flight", "rank_params",
            "parameters_per_gpu", "expert_data_parallel",
            "memory_per_rank", "memory_breakdown"]
 
@@ -231,6 +231,29 @@ def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) ->
     return rows * local * ((g + 2.0) * model.hidden + (_mlp_bytes(model, g) * width + clamp))
 
 
+def cp_ring_backward_bytes(model: ModelSpec, layouts, stack, act_bytes: float) -> np.ndarray:
+    """What context parallelism's attention backward holds on one GPU beyond the attention kernel's own
+    buffers [bytes] (0 without cp), as torch's ring attention allocates them
+    (torch/distributed/tensor/experimental/_attention.py, torch 2.6 / Dec 2024,
+    _templated_ring_attention_backward, the rotate method torchtitan's context_parallel_rotate_method
+    default "allgather" selects): with n = s b / cp tokens of this rank and the K/V widths over tp
+    (repeated to every query head where the stack exchanges them so, cp_kv_expanded):
+    - kv_rotater (_AllGatherRotater): torch.cat of the local K and V, all-gathered once from the cp ranks:
+      (cp + 1) n (k + v) in the activations' dtype;
+    - grad_query = zeros_like(query, float32) (_cp_options.convert_to_f32): 4 n q;
+    - the K/V gradients in fp32 passed round the ring (dkv_rotater, ALL_TO_ALL permute_tensor): the
+      received buffer they are accumulated into, its torch.cat sent on and the next one arriving,
+      3 x 4 n (k + v)."""
+    t, c = layouts.tp.astype(float), layouts.cp.astype(float)
+    if not any(k.mixer == "attention" for k in layer_kinds(model)):  # a hybrid without attention layers
+        return np.zeros_like(t)
+    d = attention_dims(model)
+    n = model.seq_len * layouts.micro_batch.astype(float) / c
+    kv = (d.k_width + d.v_width) / t * (d.heads / d.kv_heads if stack.cp_kv_expanded else 1.0)
+    ring = act_bytes * (c + 1) * n * kv + FP32_BYTES * n * d.q_width / t + 3 * FP32_BYTES * n * kv
+    return np.where(c > 1, ring, 0.0)
+
+
 def rank_params(model: ModelSpec, layouts, ranks: PipelineRanks) -> np.ndarray:
     """Unsharded parameters per GPU of each rank of `ranks` (rank_param_split, both parts)."""
     dense, experts = rank_param_split(model, layouts, ranks)
@@ -372,7 +395,13 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True, movable: 
         # the output layer's ColwiseParallel(input_layouts=Shard(1)) gathers the final norm's output and saves it
         gathered = (layouts.sequence_parallel == 1) & (layouts.tp > 1)
         logits = logits + np.where(gathered, prec.activation_bytes * model.seq_len * layouts.micro_batch * model.hidden / layouts.cp, 0.0)
-    other = gpu.memory_reserve_gib * GIB + logits * ranks.last
+    held = logits * ranks.last
+    if job.profile.cp_ring_buffers:
+        # The ring's buffers live in a layer's backward; the loss's logits in the loss's backward before
+        # it: the last rank holds the larger of the two, the others the ring's
+        ring = cp_ring_backward_bytes(model, layouts, job.profile, prec.activation_bytes)
+        held = np.where(ranks.last, np.maximum(logits, ring), ring)
+    other = gpu.memory_reserve_gib * GIB + held
     host = np.zeros(len(layouts))
     off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)
     if off_optim.any():  # the optimizer states on the host; the GPU keeps weights and gradients

@@ -157,6 +157,11 @@ class StackSpec(StackConstants):
         "a unit's gradients are copied into a reduce-scatter buffer in reduce_dtype allocated on the "
         "reduce-scatter stream, and freed only after the copy-in (FSDP2 foreach_reduce): the 16-bit "
         "gradients (or, accumulated unsharded under pp, the fp32 ones) and the fp32 copy at once"))
+    cp_ring_buffers: bool = Field(default=False, description=(
+        "context parallelism's attention backward holds, beside the kernel's own, the K/V all-gathered from "
+        "every cp rank with the local copy sent into it, fp32 accumulators of the query gradient and the "
+        "K/V gradients passed round the ring (torch.distributed.tensor.experimental._attention "
+        "_templated_ring_attention_backward, convert_to_f32); live in a layer's backward, not beside the loss"))
     tp_saves_gathered_inputs: bool = Field(default=False, description=(
         "with sequence parallelism the column-parallel linears save the all-gathered, full-sequence input "
         "for their backward (DTensor TP: PrepareModuleInput to Replicate, then the matmul saves it), not "

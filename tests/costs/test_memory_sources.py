@@ -229,3 +229,55 @@ def test_fsdp2_reduce_scatter_copy_in(make_model):
                                   _gpu(), staged))
     for k in range(2):
         assert (both.gradients[k, 0] - held.gradients[k, 0]) * GIB == approx(4 * layer, rel=1e-12)
+
+
+# --- torch's ring attention (torchtitan context parallelism): the backward's buffers ----------------
+
+
+def test_cp_ring_backward_buffers(make_model):
+    # torch _attention.py _templated_ring_attention_backward (torch 2.6), cp 2, tp 1, micro-batch 1:
+    # n = 512 x 1 / 2 = 256 tokens on a cp rank; q 8 heads x 128 = 1024; K and V 2 x 128 each,
+    # repeated to the 8 query heads (cp_kv_expanded) before SDPA: k + v = 2 x 1024 = 2048.
+    # - local K/V cat and its all-gather from 2 ranks, bf16: 2 B x (2 + 1) x 256 x 2048 = 3,145,728
+    # - grad_query in fp32: 4 B x 256 x 1024 = 1,048,576
+    # - the fp32 K/V gradients round the ring, received + cat sent + next received: 3 x 4 B x 256 x 2048 = 6,291,456
+    ring = 3_145_728 + 1_048_576 + 6_291_456  # 10,485,760 B
+    layout = single_layout(tp=1, cp=2, pp=2, dp=1, micro_batch=1, num_microbatches=2)
+    base = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(cp_kv_expanded=True))), _gpu(), layout))
+    titan = make_model(**LLAMA, training=dict(stack=_stack(cp_kv_expanded=True, cp_ring_buffers=True)))
+    ringed = memory_per_rank(job_on(titan, _gpu(), layout))
+    # the first rank holds them in its layers' backward
+    assert (ringed.other[0, 0] - base.other[0, 0]) * GIB == approx(ring, rel=1e-12)
+    # the last rank's loss holds more: bf16 logits + their fp32 copy, 6 B x 512 x 8192 / cp 2 = 12,582,912 B > ring,
+    # and the two are never live at once (the loss's backward ends before the layers' starts): unchanged
+    assert ringed.other[1, 0] == base.other[1, 0]
+    # with a 1-byte loss (1 B x 512 x 8192 / 2 = 2,097,152 B) the ring's buffers are the last rank's larger:
+    small = dict(cp_kv_expanded=True, loss_logit_bytes=1)
+    lean = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(**small))), _gpu(), layout))
+    lean_ring = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(**small, cp_ring_buffers=True))), _gpu(), layout))
+    assert (lean_ring.other[1, 0] - lean.other[1, 0]) * GIB == approx(ring - 2_097_152, rel=1e-12)
+    # K/V exchanged as grouped (2 heads, 256 wide each): 2 x 3 x 256 x 512 + 1,048,576 + 12 x 256 x 512 = 3,407,872 B
+    grouped = memory_per_rank(job_on(make_model(**LLAMA, training=dict(stack=_stack(cp_ring_buffers=True))), _gpu(), layout))
+    plain = memory_per_rank(job_on(make_model(**LLAMA), _gpu(), layout))
+    assert (grouped.other[0, 0] - plain.other[0, 0]) * GIB == approx(3_407_872, rel=1e-12)
+    # no context parallelism, no ring
+    flat = single_layout(tp=1, cp=1, pp=2, dp=2, micro_batch=1, num_microbatches=2)
+    assert memory_per_rank(job_on(titan, _gpu(), flat)).other[0, 0] == memory_per_rank(
+        job_on(make_model(**LLAMA, training=dict(stack=_stack(cp_kv_expanded=True))), _gpu(), flat)).other[0, 0]
+
+
+def test_cp_ring_backward_buffers_need_attention_layers():
+    from planner.costs.memory import cp_ring_backward_bytes
+    from planner.specs.loading import load_model, load_stack
+    # Nemotron-H-56B (10 attention layers: 64 query heads, 8 K/V heads of 128), tp 1, cp 2, one sequence
+    # of 8192 tokens: n = 4096; k + v = 2 x 1024 = 2048 (grouped), q = 8192:
+    # 2 B x 3 x 4096 x 2048 + 4 B x 4096 x 8192 + 12 B x 4096 x 2048 = 50,331,648 + 134,217,728 + 100,663,296
+    hybrid = load_model("nemotron-h-56b")
+    stack = load_stack("megatron-core")  # exchanges grouped K/V (cp_kv_expanded false)
+    layout = single_layout(tp=1, cp=2, pp=1, dp=1, micro_batch=1, num_microbatches=1)
+    assert cp_ring_backward_bytes(hybrid, layout, stack, 2)[0] == approx(285_212_672, rel=1e-12)
+    # its attention layers made Mamba layers: no attention, nothing held
+    data = hybrid.model_dump(exclude_unset=True)
+    data["layer_pattern"] = hybrid.layer_pattern.replace("*", "M")
+    no_attention = type(hybrid).model_validate(data)
+    assert cp_ring_backward_bytes(no_attention, layout, stack, 2)[0] == 0
