@@ -29,3 +29,12 @@ def test_a_calibrated_kind_of_model_keeps_its_band():
     model = load_model("llama3.1-8b")
     gpus = np.array([64.0])
     assert error_band(model, "b200", gpus).pct == approx(_error_band(model, "b200", gpus).pct)
+
+
+def test_a_window_shorter_than_the_sequence_is_unmeasured():
+    model = load_model("gpt-oss-120b")  # a 128-token window on every other layer of 4,096 tokens
+    gpus = np.array([64.0])
+    assert error_band(model, "gb200", gpus).pct == approx(1.5 * _error_band(model, "gb200", gpus).pct)
+    assert "x1.5: sliding-window attention never calibrated" in error_band(model, "gb200", gpus).basis
+    whole = model.model_copy(update={"sliding_window": 4096})  # the window holds the whole sequence
+    assert error_band(whole, "gb200", gpus).pct == approx(_error_band(whole, "gb200", gpus).pct)
