@@ -353,7 +353,6 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True, movable: 
     `offload_activations`: False gives the activations before their offload (what sets its count); `movable`:
     a 7th item, the stored layers' activations (what offload moves: a rebuilt layer stays on the GPU)."""
     model, gpu, layouts, ranks, prec = job.model, job.gpu, job.layouts, job.ranks, job.numerics
-    t = layouts.tp.astype(float)
     z = layouts.zero
     # DualPipe holds both directions' stages: two copies of the parameters (planner/costs/schedules.py).
     shards = tuple(x * parameter_copies(layouts.schedule) for x in _shards(*job.params, layouts))
@@ -384,6 +383,26 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True, movable: 
     factor = activation_factor(layouts.schedule, layouts.pp, layouts.vpp)
     acts = (stored + rebuilt) * factor
     stored = stored * factor
+    held = _loss_and_ring_bytes(job)
+    other = gpu.memory_reserve_gib * GIB + held
+    host = np.zeros(len(layouts))
+    off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)
+    if off_optim.any():  # the optimizer states on the host; the GPU keeps weights and gradients
+        host = host + np.where(off_optim, offload.host_optimizer_bytes(_sharded(shards, 1, z), prec), 0.0)
+        optim = np.where(off_optim, 0.0, optim)
+    if off_acts.any() and offload_activations:  # the offloaded layers' share of each rank's activations on the host
+        layers = np.maximum(ranks.layers, 1)
+        moved = np.where(off_acts, stored * offload.offloaded_layers(offload_layers_of(job), layers) / layers, 0.0)
+        host = host + moved
+        acts = acts - moved
+    return (weights, grads, optim, acts, other, host) + ((stored,) if movable else ())
+
+
+def _loss_and_ring_bytes(job: JobContext) -> np.ndarray:
+    """What each rank of `job.ranks` holds beside its layers' activations [bytes]: the loss's logits on
+    the last rank, torch's ring-attention buffers under context parallelism (cp_ring_buffers)."""
+    model, layouts, ranks, prec = job.model, job.layouts, job.ranks, job.numerics
+    t = layouts.tp.astype(float)
     # The last rank also holds the logits in 16 bits plus their fp32 copy inside the
     # vocab-parallel cross-entropy (positive: times `last` is where(last, logits, 0), faster),
     # or what the stack's loss holds at its peak (loss_logit_bytes).
@@ -401,18 +420,7 @@ def _bytes_per_rank(job: JobContext, offload_activations: bool = True, movable: 
         # it: the last rank holds the larger of the two, the others the ring's
         ring = cp_ring_backward_bytes(model, layouts, job.profile, prec.activation_bytes)
         held = np.where(ranks.last, np.maximum(logits, ring), ring)
-    other = gpu.memory_reserve_gib * GIB + held
-    host = np.zeros(len(layouts))
-    off_optim, off_acts = offload.optimizer_offloaded(layouts), offload.activations_offloaded(layouts)
-    if off_optim.any():  # the optimizer states on the host; the GPU keeps weights and gradients
-        host = host + np.where(off_optim, offload.host_optimizer_bytes(_sharded(shards, 1, z), prec), 0.0)
-        optim = np.where(off_optim, 0.0, optim)
-    if off_acts.any() and offload_activations:  # the offloaded layers' share of each rank's activations on the host
-        layers = np.maximum(ranks.layers, 1)
-        moved = np.where(off_acts, stored * offload.offloaded_layers(offload_layers_of(job), layers) / layers, 0.0)
-        host = host + moved
-        acts = acts - moved
-    return (weights, grads, optim, acts, other, host) + ((stored,) if movable else ())
+    return held
 
 
 def offload_layers_of(job: JobContext) -> np.ndarray:
