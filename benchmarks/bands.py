@@ -26,10 +26,7 @@ from calibrate import PREDICTED_SOURCES  # noqa: E402
 from planner.fidelity.calibration import family_of  # noqa: E402
 from planner.fidelity.calibration import load_cases  # noqa: E402
 from planner.fidelity.error_bands import (COVERAGE_Z, NEAREST, OTHER_GPU_FACTOR, UNMEASURED_FACTOR,  # noqa: E402
-                                          _unmeasured_parts, band_of_cases)
-
-FACTORS: dict = {}
-
+                                          unmeasured_parts, band_of_cases)
 
 def load() -> list[dict]:
     with open(ROOT / "data" / "calibration" / "residuals.csv") as f:
@@ -84,12 +81,13 @@ def source_bias_pct(rows: list[dict], without: str) -> float:
 
 def unmeasured_factors() -> dict:
     """error_band's x1.5 per model part no calibration run had, by case (GPT-OSS's windows)."""
-    return {c.id: UNMEASURED_FACTOR ** len(_unmeasured_parts(c.model)) for c in load_cases()}
+    return {c.id: UNMEASURED_FACTOR ** len(unmeasured_parts(c.model)) for c in load_cases()}
 
 
-def coverage(rows: list[dict], z: float, with_bias: bool = False) -> tuple[float, float, dict]:
+def coverage(rows: list[dict], z: float, with_bias: bool = False, factors: dict | None = None) -> tuple[float, float, dict]:
     """(share of runs inside z x the band, median over sources of each source's share, per source);
-    `with_bias`: the band is z x sqrt(band^2 + source_bias_pct^2)."""
+    `with_bias`: the band is z x sqrt(band^2 + source_bias_pct^2); `factors`: unmeasured_factors()."""
+    factors = factors or {}
     carried = {src: carried_over_pct(rows, src) for src in {r["source"] for r in rows}}
     tau = {src: source_bias_pct(rows, src) if with_bias else 0.0 for src in {r["source"] for r in rows}}
     base = {}  # the band before the factor, once per (source, stack, gpu, GPUs, parameters)
@@ -99,21 +97,20 @@ def coverage(rows: list[dict], z: float, with_bias: bool = False) -> tuple[float
         if key not in base:
             band, carried_over = out_of_sample_band(r, rows, rms_rule, carried)
             base[key] = band if carried_over else np.hypot(band, tau[r["source"]])  # as error_band does
-        inside[r["source"]].append(r["pct"] <= z * base[key] * FACTORS.get(r["case"], 1.0))
+        inside[r["source"]].append(r["pct"] <= z * base[key] * factors.get(r["case"], 1.0))
     per = {s: float(np.mean(v)) for s, v in inside.items()}
     everything = [x for v in inside.values() for x in v]
     return float(np.mean(everything)), float(np.median(list(per.values()))), per
 
 
 def main() -> None:
-    global FACTORS
-    FACTORS = unmeasured_factors()
+    factors = unmeasured_factors()
     rows = load()
     results = {
         f"{COVERAGE_Z:g} x sqrt(RMS of the {NEAREST} nearest^2 + source spread^2) (planner/fidelity/error_bands.py)":
-            coverage(rows, COVERAGE_Z, True),
-        f"{COVERAGE_Z:g} x RMS of the {NEAREST} nearest (no source spread)": coverage(rows, COVERAGE_Z),
-        f"RMS of the {NEAREST} nearest (the rule before)": coverage(rows, 1.0)}
+            coverage(rows, COVERAGE_Z, True, factors),
+        f"{COVERAGE_Z:g} x RMS of the {NEAREST} nearest (no source spread)": coverage(rows, COVERAGE_Z, factors=factors),
+        f"RMS of the {NEAREST} nearest (the rule before)": coverage(rows, 1.0, factors=factors)}
     sources = sorted({r["source"] for r in rows})
     if "--markdown" in sys.argv:
         print("| band rule | runs inside | median over sources |")

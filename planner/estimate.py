@@ -9,6 +9,7 @@ import numpy as np
 
 from planner.layout.axes import AXES, SpaceContext, filling, given_gpus
 from planner.constraints import Limits, evaluate
+from planner.costs.offload import count_headroom
 from planner.options import check_axis
 from planner.results import ScoredLayout, Violation, scored_layout
 from planner.score import score
@@ -66,7 +67,7 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     if stage_layers is not None:
         check_split(model, p, v, stage_layers)
         ranks = split_ranks(model, lay, stage_layers)
-    scores = score(model, cluster, lay, ranks=ranks, memory_headroom=limits.memory_headroom)
+    scores = score(model, cluster, lay, ranks=ranks, memory_headroom=count_headroom(limits.memory_headroom))
     # an estimate's tp is the user's choice, as a search's fixed tp is (search equals estimate)
     masks = evaluate(model, cluster, scores, replace(limits, fixed={**limits.fixed, "tp": int(lay.tp[0])}))
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.constraints import Limits, evaluate
+from planner.costs.offload import count_headroom
 from planner.errors import InfeasibleError
 from planner.cpsat.pool_placement import PoolResult, plan_mixed
 from planner.score import score
@@ -91,7 +92,7 @@ def _across_pools(model, cluster, gpus, limits, space, top, time_limit_s):
     layouts = layouts.take(np.flatnonzero(layouts.pp >= 2))
     if not len(layouts):
         return None, ()
-    scores = score(model, slow, layouts, memory_headroom=limits.memory_headroom)
+    scores = score(model, slow, layouts, memory_headroom=count_headroom(limits.memory_headroom))
     ok = np.ones(len(scores), dtype=bool)
     for m in evaluate(model, slow, scores, limits):
         if m.name != "gpu_count":  # the slowest pool alone cannot hold them; the placement checks capacity

@@ -9,6 +9,7 @@ import numpy as np
 
 from planner.layout.axes import AXES, RULES, SpaceContext
 from planner.constraints import Limits, Mask, evaluate
+from planner.costs.offload import count_headroom
 from planner.costs.power_caps import cap_levels
 from planner.costs.pipeline_ranks import layout_default_split
 from planner.refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
@@ -281,7 +282,7 @@ def search(
     scaled = limits.min_scaling_efficiency is not None and gpus >= 2
     reference = _reference_rate(model, cluster, gpus // 2, limits, space) if scaled else None
     scored = partial(score, model, cluster, caps=levels, critical_batch_tokens=critical_batch_tokens,
-                     memory_headroom=limits.memory_headroom)  # the offloaded layer count fits the user's headroom
+                     memory_headroom=count_headroom(limits.memory_headroom))  # the offloaded layer count fits the user's headroom
     layouts, scores, masks = with_offload(model, cluster, layouts, scored(layouts), limits, space, scored,
                                           reference, framework)
     refined, masks = _refined(model, cluster, scores, objective, limits, reference, levels, critical_batch_tokens,

@@ -47,6 +47,12 @@ HOST_MEMORY_RESERVE = 0.1
 FIT_HEADROOM = 0.05
 
 
+def count_headroom(memory_headroom: float) -> float:
+    """The headroom the offloaded-layer count leaves: the user's --memory-headroom, or FIT_HEADROOM
+    where it is off (0: a library call with a bare Limits()), the default a bare score() uses too."""
+    return memory_headroom if memory_headroom else FIT_HEADROOM
+
+
 def optimizer_offloaded(layouts) -> np.ndarray:
     return (layouts.offload == OPTIMIZER) | (layouts.offload == BOTH)
 

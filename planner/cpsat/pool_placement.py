@@ -43,6 +43,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from planner.costs import comm
+from planner.costs.offload import count_headroom
 from planner.costs.context import job_context
 from planner.cpsat.solve import solve_model
 from planner.specs import ClusterSpec, ModelSpec
@@ -344,7 +345,7 @@ def pool_instance(model: ModelSpec, cluster: ClusterSpec, layout, memory_headroo
     for name in cluster.pool_names:
         view = cluster.pool_cluster(name)
         usable_gib = view.gpu.memory_gib * (1.0 - memory_headroom)
-        s = split_instance(job_context(model, view, layout, memory_headroom=memory_headroom), usable_gib)
+        s = split_instance(job_context(model, view, layout, memory_headroom=count_headroom(memory_headroom)), usable_gib)
         share = model.moe_layers / model.layers  # MoE: count-weighted mean layer (module docstring)
 
         def mean(dense, moe):

@@ -155,10 +155,11 @@ RECIPES = (
 # base_configs.py@v0.4.2 lines 54-82; their V2 rows inherit it), none on GB300 BF16 and the 26.06 MXFP8
 # rows (GB200 FP8_MX_V2 recompute_modules=[], v0.5.0 line 220). Other rows: the fastest that fits.
 _RECIPE_RECOMPUTE = (
-    (("megatron_bridge_25_11_dgx_gb200_gpt_oss", "megatron_bridge_26_04_01_dgx_gb200_gpt_oss",
-      "megatron_bridge_26_04_01_dgx_b200_gpt_oss", "megatron_bridge_26_04_01_dgx_h100_gpt_oss"), ("layernorm", "moe_act")),
-    (("megatron_bridge_26_04_01_dgx_gb300_gpt_oss", "megatron_bridge_26_06_dgx_gb300_gpt_oss",
-      "megatron_bridge_26_06_dgx_gb200_gpt_oss", "megatron_bridge_26_06_dgx_b300_gpt_oss"), ()),
+    (("megatron_bridge_25_11_dgx_gb200_gpt_oss_120b_64gpu_bf16", "megatron_bridge_26_04_01_dgx_gb200_gpt_oss_120b_64gpu_bf16",
+      "megatron_bridge_26_04_01_dgx_b200_gpt_oss_120b_64gpu_bf16", "megatron_bridge_26_04_01_dgx_h100_gpt_oss_120b_64gpu_bf16"),
+     ("layernorm", "moe_act")),
+    (("megatron_bridge_26_04_01_dgx_gb300_gpt_oss_120b_64gpu_bf16", "megatron_bridge_26_06_dgx_gb300_gpt_oss_120b_64gpu_mxfp8",
+      "megatron_bridge_26_06_dgx_gb200_gpt_oss_120b_64gpu_mxfp8", "megatron_bridge_26_06_dgx_b300_gpt_oss_120b_64gpu_mxfp8"), ()),
 )
 
 

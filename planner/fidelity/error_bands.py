@@ -59,7 +59,7 @@ def _widen_beyond(pct: np.ndarray, cases: np.ndarray, gpus: np.ndarray) -> tuple
     return pct * factor, f"; wider beyond the largest calibrated scale ({largest:.0f} GPUs)"
 
 
-def _unmeasured_parts(model: ModelSpec) -> list[str]:
+def unmeasured_parts(model: ModelSpec) -> list[str]:
     """What in `model` no calibration run had (each widens its band by UNMEASURED_FACTOR)."""
     parts = []
     if model.mamba is not None:
@@ -79,7 +79,7 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     """The band of a prediction of `model` on `gpus` GPUs of `gpu_name` (gpus: an array); with a
     profile (--profile), planner/fidelity/own_bands.py band()."""
     band = _error_band(model, gpu_name, gpus)
-    parts = _unmeasured_parts(model)
+    parts = unmeasured_parts(model)
     if not parts:
         return band
     factor = UNMEASURED_FACTOR ** len(parts)

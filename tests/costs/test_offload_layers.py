@@ -138,7 +138,7 @@ def test_every_offloading_row_of_a_search_fits_its_headroom_with_the_fewest_laye
     mem = r.scores.memory_gib
     n = np.asarray(mem.offload_layers)
     assert n.size > 1000 and (n >= 1).all() and (r.scores.layouts.offload == offload.ACTIVATIONS).all()
-    usable = 80 * (1 - headroom)
+    usable = 80 * (1 - (headroom or 0.05))  # off (0): the count keeps the default 5 % (offload.count_headroom)
     per_layer = mem.host / n
     slack = 1e-9 * usable
     assert ((mem.total <= usable + slack) | (n == 31)).all()
@@ -172,3 +172,21 @@ def test_plan_files_sweeps_and_timelines_count_under_the_headroom(tmp_path):
     drawn = timeline_events(model, cluster, scored).memory_gib
     assert float(drawn.activations[0]) == pytest.approx(14.625) and float(drawn.total[0]) == pytest.approx(
         scored.memory_gib.total, rel=1e-12)
+
+
+def test_a_library_call_without_limits_counts_as_score_does():
+    # estimate_layout with a bare Limits() (the memory constraint off) and score() with no headroom count
+    # the same 12 layers the CLI's default 5 % gives (test_a_stricter_headroom_offloads_more_layers)
+    from planner.estimate import estimate_layout
+    from planner.layout.space import single_layout
+    from planner.score import score
+    from planner.specs import ModelSpec
+    from planner.specs.loading import load_cluster
+
+    model, cluster = ModelSpec.model_validate(llama3_8b()), load_cluster("dgx-h100-1024")
+    est = estimate_layout(model, cluster, **LAYOUT, offload="both", recompute="none")
+    lay = single_layout(dp=8, tp=1, pp=1, micro_batch=1, zero=1, offload="both", recompute="none",
+                        num_microbatches=model.training.global_batch // 8)
+    direct = score(model, cluster, lay)
+    assert int(np.asarray(est.memory_gib.offload_layers).ravel()[0]) == 12
+    assert int(np.asarray(direct.memory_gib.offload_layers).ravel()[0]) == 12

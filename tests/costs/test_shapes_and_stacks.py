@@ -77,10 +77,11 @@ def test_megatron_deepspeed_launch_prior_counts_every_host_call(make_model, toy_
 def test_megatron_deepspeed_microbatch_and_step_priors_are_counted():
     # configs/stacks/megatron-deepspeed.yaml counts a micro-batch's host work outside the layers:
     # 110 eager calls x 8 us + 5 c10d collectives x 30 us + 3 host syncs x 25 us = 880 + 150 + 75 us;
-    # a step's fixed optimizer work ~0.5 ms (not the uncounted 60 ms it had).
+    # a step: the fp16 optimizer's 20 calls x 8 us + 4 collectives x 30 us + 4 syncs x 25 us and the
+    # ThroughputTimer's stop (a sync): 160 + 120 + 100 + 25 = 405 us (not the uncounted 60 ms it had).
     prior = load_stack("megatron-deepspeed").for_gpu("h100-sxm-80gb")  # no run of it fitted on the H100
     assert prior.microbatch_overhead_us == approx(110 * 8 + 5 * 30 + 3 * 25)
-    assert prior.step_overhead_s == approx(0.5e-3)
+    assert prior.step_overhead_s == approx((20 * 8 + 4 * 30 + 4 * 25 + 25) * 1e-6)
 
 
 def test_microbatch_overhead_per_chunk(make_model, make_cluster):
