@@ -218,4 +218,6 @@ def _dp_exposed_s(job: JobContext, lc: LayerCompute, raw, gather, reduce, most, 
     # fewest layers (L // p) bounds it, so that a slower GPU never hides more than it adds.
     window = np.select([layouts.zero == 0, layouts.zero == 1], [first * lc.bwd_s, stage_fb], m * fewest * work_layer)
     hidden = np.maximum(raw - window, st.dp_overlap_exposed * raw)
+    if not stack.zero1_dp_overlap:  # ZeRO-1 reduces in one collective after the backward: nothing hides it
+        hidden = np.where(layouts.zero == 1, raw, hidden)
     return np.where(layouts.zero >= 3, np.maximum(zero3, st.dp_overlap_exposed * zero3_raw), hidden)

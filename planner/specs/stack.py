@@ -110,6 +110,10 @@ class StackSpec(StackConstants):
     attention: Literal["flash", "standard"] = "flash"
     tp_comm_overlap: bool = False
     dp_comm_overlap: bool = True
+    zero1_dp_overlap: bool = Field(default=True, description=(
+        "with ZeRO-1 the gradients' reduction overlaps the backward as without it; false: the stack "
+        "reduces them in one collective after the backward (nanotron: no DDP under ZeRO-1, "
+        "trainer.py make_ddp, the fp32 buffer all-reduced before the sharded optimizer step)"))
     zero3_gather: Literal["layer", "module"] = Field(default="layer", description=(
         "ZeRO-3 gathering unit: a whole transformer layer (FSDP wrapping per block) or one weight "
         "matrix at a time (DeepSpeed stage-3 hooks per submodule)"))
