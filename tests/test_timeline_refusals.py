@@ -27,3 +27,17 @@ def test_a_layout_the_schedule_does_not_run_is_not_drawn(tmp_path, pp, vpp, sche
     assert r.exit_code == 2, r.output
     assert "--timeline" in r.output and fragment in r.output
     assert "internal error" not in r.output and not png.exists()
+
+
+def test_a_timeline_of_thousands_of_ranks_is_refused_fast(tmp_path):
+    # pp 600 x 1 micro-batch = 600 units, under MAX_UNITS; 600 ranks > 512 (MAX_RANKS): refused, not drawn.
+    # Before: pp 10,000 with 5 micro-batches (50,000 units) drew for 95 s (a row and a memory bar a rank).
+    model = tmp_path / "long.yaml"
+    model.write_text("name: long\nlayers: 600\nhidden: 1024\nheads: 8\nvocab: 32000\nseq_len: 1024\n"
+                     "training: {global_batch: 1}\n")
+    png = tmp_path / "t.png"
+    r = runner.invoke(app, ["estimate", str(model), "dgx-h100-1024", "--gpus", "600", "--tp", "1", "--pp", "600",
+                            "--micro-batch", "1", "--timeline", str(png)])
+    assert r.exit_code == 2, r.output
+    assert "--timeline" in r.output and "pp 600 pipeline ranks to draw, more than 512" in r.output
+    assert not png.exists()
