@@ -109,6 +109,18 @@ class TrainingSpec(Spec):
 
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
 
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _modules_once(cls, v):
+        # Before the length bound: [core_attn] x 8 is a repeat, not "more than 7 modules"
+        if isinstance(v, (list, tuple)):
+            seen = set()
+            for m in v:
+                if isinstance(m, str) and m in seen:
+                    raise ValueError(f"recompute_modules lists {shown(m)} twice: name each module once")
+                seen.add(m if isinstance(m, str) else None)
+        return v
+
     @property
     def recomputed(self) -> tuple[str, ...]:
         """The modules selective recomputation recomputes; moe_act and shared_experts left out when
