@@ -60,3 +60,22 @@ def test_a_recompute_module_named_twice_is_refused(tmp_path, modules):
     twice = next(m for i, m in enumerate(modules) if m in modules[:i])
     assert f"{path}:{_line_of(path, 'recompute_modules:')}: training.recompute_modules:" in out
     assert f"recompute_modules lists '{twice}' twice" in out
+
+
+@pytest.mark.parametrize("offload", ["none", "optimizer"])
+def test_offload_layers_without_activation_offload_is_refused(tmp_path, offload):
+    # Before: training.offload none (or optimizer) with offload_layers 5 passed and the count was ignored
+    code, out, path = _search(tmp_path, "nemotron-h-56b",
+                              lambda s: s["training"].update(offload=offload, offload_layers=5))
+    assert code == 2
+    assert f"{path}:{_line_of(path, 'offload_layers:')}: training.offload_layers:" in out
+    assert f"offload {offload} moves none" in out
+
+
+def test_a_plan_file_with_offload_layers_and_no_activation_offload_is_refused(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("kind: plan\nmodel: llama3-8b\ncluster: dgx-h100-1024\ngpus: 8\n"
+                    "layout: {tp: 1, pp: 1, micro_batch: 1, offload: none, offload_layers: 5}\n")
+    r = runner.invoke(app, ["check", str(plan)])
+    assert r.exit_code == 2, r.output
+    assert f"{plan}:5: layout.offload_layers:" in r.output and "offload none moves none" in r.output
