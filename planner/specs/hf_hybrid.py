@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from planner.errors import SpecError, clip
+from planner.errors import SpecError, clip, shown
 from planner.specs.hybrid import ATTENTION, DELTANET, MLP
 
 _MAMBA_KEYS = {"heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_dim": "ssm_state_size",
@@ -54,7 +54,7 @@ def _nemotron_h(r, spec: dict, sources: dict, notes: list[str]) -> None:
                         expected="one character a layer")
     act, act_path = r.get(("mlp_hidden_act",), str, required=False)
     if act not in (None, "relu2"):
-        raise SpecError(f"got {clip(act)}", path=".".join(act_path), expected="relu2 (squared ReLU, Nemotron-H's MLP)")
+        raise SpecError(f"got {shown(act)}", path=".".join(act_path), expected="relu2 (squared ReLU, Nemotron-H's MLP)")
     spec["linear_bias"] = False
     _section(r, _MAMBA_KEYS, ("heads", "head_dim", "state_dim", "groups"), spec, sources, "mamba")
 

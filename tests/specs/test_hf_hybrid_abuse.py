@@ -44,3 +44,15 @@ def test_a_null_full_attention_interval_is_refused(tmp_path):
     r, path = _run(tmp_path, "import", full_attention_interval=None)
     assert r.exit_code == 2, r.output
     assert f"{path}:" in r.output and "field 'full_attention_interval' is null" in r.output
+
+
+@pytest.mark.parametrize("act, said", [("", "got ''"), ("silu", "got 'silu'")])
+def test_a_nemotron_h_activation_other_than_relu2_is_quoted(tmp_path, act, said):
+    # Before: "mlp_hidden_act: got  (expected relu2 ...)": an empty string printed as nothing
+    from .test_hybrid import NEMOTRON_H_HF
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**NEMOTRON_H_HF, "mlp_hidden_act": act}, indent=2))
+    r = CliRunner().invoke(app, ["import", str(path)])
+    assert r.exit_code == 2, r.output
+    assert f"{path}:" in r.output and f"mlp_hidden_act: {said} (expected relu2" in r.output
