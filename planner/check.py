@@ -338,6 +338,11 @@ def feasibility(plan: BaseModel, model: ModelSpec, cluster: ClusterSpec, loaded:
     def error(code: str, path: tuple, message: str) -> Finding:
         return Finding(loaded.file, loaded.line_of(path), "error", code, ".".join(path), message)
 
+    if lay.offload_layers is not None and "offload" in lay.model_fields_set and lay.offload in ("none", "optimizer"):
+        return [error(INVALID, ("layout", "offload_layers"), f"offload_layers counts layers whose activations move "
+                      f"to the host, and offload {lay.offload} moves none (expected offload activations or both, or no "
+                      "offload_layers)")]
+
     values = {o.key: getattr(c, o.key) for o in LIMIT_OPTIONS if "plan" in o.where}
     if headroom is not None:
         values["memory_headroom"] = headroom

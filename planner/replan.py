@@ -251,9 +251,9 @@ def _best_on(model: ModelSpec, cluster: ClusterSpec, left: int, limits: Limits):
             if found is not None:
                 return model, g, (f"{g:,} of the {left:,} GPUs left, global batch {batch} kept: no batch <= {batch} "
                                   f"runs on {left:,} GPUs; {tried[0]}"), found
-    raise InfeasibleError(f"no layout runs on the {left:,} GPUs left: {tried[0]}; no smaller batch runs on them, and "
-                          f"none of the {searched} GPU counts with a valid layout from {left - 1:,} down to {max(left // 2, 1):,} runs batch "
-                          f"{batch}")
+    fewer = (f"none of the {searched} GPU counts with a valid layout from {left - 1:,} down to {max(left // 2, 1):,} "
+             f"runs batch {batch}") if left > 1 else "no fewer GPUs are left to try"  # 1 left: nothing below it
+    raise InfeasibleError(f"no layout runs on the {left:,} GPUs left: {tried[0]}; no smaller batch runs on them, and {fewer}")
 
 
 def _search(model: ModelSpec, cluster: ClusterSpec, gpus: int, limits: Limits, tried: list[str]) -> ScoredLayout | None:

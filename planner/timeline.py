@@ -48,6 +48,11 @@ from planner.timeline_orders import unit_order  # noqa: F401  (tests import it f
 # Units (one micro-batch's forward and backward on one virtual stage) a timeline simulates and draws at most:
 # 50,000 take about 2 s to simulate and a few more to draw (60,000 sequences on pp 8 were 480,000: minutes, GBs)
 MAX_UNITS = 50_000
+# Pipeline ranks drawn at most: each is a row of events and a memory bar. 50,000 units on pp 2,000 took 16.5 s
+# and on pp 10,000 95 s (drawing per rank), on pp 512 7 s; a row a rank is unreadable long before 512
+MAX_RANKS = 512
+# Rules of the layout space (planner/layout/axes.py) a layout must pass for its schedule to be simulated
+_SCHEDULE_RULES = ("schedule_fits", "schedule_microbatches")
 
 # Event kinds, in drawing (legend) order; `Timeline.kind` holds indices into this tuple.
 KINDS = ("forward", "backward", "wgrad", "recompute", "comm", "pp_comm", "overhead", "bubble", "dp_comm", "optimizer")
@@ -264,10 +269,13 @@ def rank_memory(job: JobContext, stage_layers) -> MemoryBreakdown:
 
 
 def check_drawable(layout: dict) -> None:
-    """A step of at most MAX_UNITS units (micro-batches x pp x vpp) is drawn; a larger one is bad input
-    (exit 2), said before any event is simulated."""
+    """A step of at most MAX_UNITS units (micro-batches x pp x vpp) on at most MAX_RANKS ranks is drawn; a
+    larger one is bad input (exit 2), said before any event is simulated."""
     lay = layout_row(layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
+    if p > MAX_RANKS:
+        raise SpecError(f"pp {p:,} pipeline ranks to draw, more than {MAX_RANKS:,}", path="--timeline",
+                        expected=f"a layout of at most pp {MAX_RANKS:,} to draw, or no --timeline")
     if m * p * v > MAX_UNITS:
         raise SpecError(f"{m:,} micro-batches x pp {p} x vpp {v} = {m * p * v:,} units to draw, more than "
                         f"{MAX_UNITS:,}", path="--timeline",
@@ -293,10 +301,13 @@ def timeline_events(model: ModelSpec, cluster: ClusterSpec, scored) -> Timeline:
     lay = layout_row(scored.layout)
     p, v, m = int(lay.pp[0]), int(lay.vpp[0]), int(lay.num_microbatches[0])
     schedule = schedule_of(scored.layout)
-    problem = order_problem(schedule, p, v, m) if p > 1 else None
+    # The space's own rules say which (pp, vpp, micro-batches) a schedule runs: a zb-v at vpp 1 or a
+    # dualpipe at odd pp has no order to simulate (it indexed past its stages or deadlocked).
+    unrunnable = [x.message for x in scored.violations if x.constraint in _SCHEDULE_RULES]
+    problem = (order_problem(schedule, p, v, m) if p > 1 else None) or (unrunnable[0] if unrunnable else None)
     if problem:  # Megatron's interleaved 1F1B runs micro-batches in groups of pp; DualPipe needs 2 pp of them
         raise SpecError(f"no {schedule} schedule to draw: {problem}", path="--timeline",
-                        expected="a global batch giving micro-batches the schedule runs, or another --schedule")
+                        expected="a layout the schedule runs (its --pp, --vpp and micro-batches per step), or another --schedule")
     split = tuple(int(x) for x in scored.layout.get("stage_layers") or layout_default_split(model, lay))
     count = scored.layout.get("offload_layers")
     if count:  # the layers offloaded as scored (fit under the headroom of its limits), not fit again here

@@ -2,6 +2,7 @@
 command and file that takes it reads that declaration."""
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -157,4 +158,8 @@ def test_float_options_refuse_nan_and_infinities(flag, value):
     `--critical-batch-tokens nan` printed bare NaN in the JSON with solver OPTIMAL."""
     r = runner.invoke(app, ["search", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--json", flag, value])
     assert r.exit_code == 2, r.output
-    assert r.stdout == "" and f"{flag}: out of range: got {value}" in r.output
+    assert f"{flag}: out of range: got {value}" in r.stderr
+    # --json: the error as JSON on stdout, naming the flag (nothing else: no layout was scored)
+    assert json.loads(r.stdout)["error"]["errors"] == [
+        {"message": f"out of range: got {value}", "file": None, "line": None, "path": flag,
+         "expected": json.loads(r.stdout)["error"]["errors"][0]["expected"]}]

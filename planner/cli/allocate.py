@@ -114,4 +114,4 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
     ) -> None:
         """Share one cluster among several jobs: GPUs and layout per job, chosen with CP-SAT."""
-        run(lambda: run_allocate(jobs_file, cluster, objective, json_out))
+        run(lambda: run_allocate(jobs_file, cluster, objective, json_out), json_out=json_out)

@@ -87,7 +87,7 @@ def calibrate_cmd(
             err.print(f"wrote {escape(clip_file(str(output)))}: plan search MODEL CLUSTER --profile "
                       f"{escape(clip_file(str(output)))}", highlight=False, soft_wrap=True)
 
-    run(go)
+    run(go, json_out=json_out)
 
 
 def runs_import(

@@ -59,18 +59,23 @@ DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_CLUSTER = "dgx-a100-1024"
 
 
-def run(fn: Callable[[], Any]) -> Any:
+def run(fn: Callable[[], Any], json_out: bool = False) -> Any:
     """Turn planner errors, and failures of the environment (planner/cli/edge.py), into one red line
-    on stderr and the documented exit status."""
+    on stderr and the documented exit status; with `json_out` (the command's --json) the error as JSON on
+    stdout too."""
     try:
         return fn()
     except SpecErrors as exc:
         for e in exc.errors:
             consoles()[1].print(f"[red]error:[/red] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+        if json_out:
+            _json_error(exc.errors, 2, "error")
         raise typer.Exit(2)
     except PlannerError as exc:
         label = "infeasible" if isinstance(exc, InfeasibleError) else "error"
         consoles()[1].print(f"[red]{label}:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        if json_out:
+            _json_error([exc], exc.exit_code, label)
         raise typer.Exit(exc.exit_code)
     except KeyboardInterrupt:
         consoles()[1].print("[red]interrupted[/red]")
@@ -91,6 +96,20 @@ def run(fn: Callable[[], Any]) -> Any:
         consoles()[1].print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (set PLANNER_DEBUG=1 for a traceback)",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3)
+
+
+def _json_error(errors: list, exit_code: int, kind: str) -> None:
+    """The error as JSON on stdout (a script's `json.load` gets an object, not an empty stream):
+    {"error": {"kind", "exit_code", "errors": [{"message", "file", "line", "path", "expected"}]}}."""
+    from planner.errors import MAX_MESSAGE_CHARS, SHOWN_CHARS, clip, clip_file
+
+    def bounded(text, limit=MAX_MESSAGE_CHARS):  # as the stderr line bounds them (planner/errors.py)
+        return None if text is None else clip(text, limit)
+
+    edge.json_error(exit_code, kind, [
+        {"message": bounded(e.message), "file": None if e.file is None else clip_file(e.file), "line": e.line,
+         "path": bounded(e.path, 2 * SHOWN_CHARS), "expected": bounded(e.expected)} if isinstance(e, SpecError)
+        else {"message": bounded(str(e))} for e in errors])
 
 
 def numbers_checked(fn: Callable[[], Any]) -> Callable[[], Any]:

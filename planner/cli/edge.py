@@ -47,6 +47,7 @@ class _Stream:
     def __init__(self, stream, fd: int | None, strict: bool, closed: bool = False) -> None:
         self._stream, self._fd, self._strict = stream, fd, strict
         self._closed, self._failed = closed, False
+        self.written = 0  # characters asked to be written: 0 when a command printed nothing
 
     def __getattr__(self, name):  # encoding, buffer, fileno... of the real stream
         return getattr(self._stream, name)
@@ -55,6 +56,7 @@ class _Stream:
         return not self._failed and self._stream.isatty()
 
     def write(self, text) -> int:
+        self.written += len(text)
         if not self._failed:
             try:
                 if self._closed and text:
@@ -152,6 +154,18 @@ def report(exc: BaseException) -> int:
     return ENVIRONMENT_EXIT
 
 
+def json_error(exit_code: int, kind: str, errors: list[dict]) -> None:
+    """The JSON of a failed command on stdout: what `--json` promises a script whatever the outcome."""
+    import json
+
+    sys.stdout.write(json.dumps({"error": {"kind": kind, "exit_code": exit_code, "errors": errors}}, indent=2) + "\n")
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among the options (before a `--` that ends them)."""
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
 class PlanApp(typer.Typer):
     """The `plan` app: its commands run with guarded streams, and stdout is flushed before the exit
     status is final, so `plan --help >/dev/full` is one line and exit 2, not a traceback."""
@@ -165,6 +179,10 @@ class PlanApp(typer.Typer):
                 code = super().__call__(*args, **kwargs)
             except SystemExit as exc:
                 code = exc.code
+            if code == 2 and getattr(sys.stdout, "written", 1) == 0 and _wants_json(list(kwargs.get("args") or sys.argv[1:])):
+                # refused by the option parser (an unknown option, a value of the wrong type), before any command ran
+                json_error(2, "usage", [{"message": "the command line was refused (an unknown option or a value of "
+                                                    "the wrong type): the message is on stderr"}])
             sys.stdout.flush()
         except ENVIRONMENT_ERRORS as exc:
             code = report(exc)

@@ -85,7 +85,7 @@ def search(
         else:
             _show_search(result, figure, export, json_out)
 
-    run(numbers_checked(go))
+    run(numbers_checked(go), json_out=json_out)
 
 
 def _show_search(result, figure, export: str | None, json_out: bool) -> None:
@@ -185,7 +185,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         if not result.feasible:
             raise typer.Exit(1)
 
-    run(numbers_checked(go))
+    run(numbers_checked(go), json_out=json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -130,4 +130,4 @@ def register(app: typer.Typer) -> None:
             else:
                 render(result, m.name, c)
 
-        run(numbers_checked(go))
+        run(numbers_checked(go), json_out=json_out)

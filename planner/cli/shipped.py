@@ -35,7 +35,7 @@ def validate(json_out: AsJson = False, profile: ProfileOpt = None) -> None:
         s = summary(rows)
         out.print(f"{s['n']} figures: mean |error| {s['mean_abs']:.2%}, max {s['max_abs']:.2%}")
 
-    run(go)
+    run(go, json_out=json_out)
 
 
 def _validate_profile(path: str, json_out: bool) -> None:
@@ -124,7 +124,7 @@ def list_shipped(
             t.add_row(escape(r["name"]), escape(r["description"]))
         out.print(t)
 
-    run(go)
+    run(go, json_out=json_out)
 
 
 def register(app: typer.Typer) -> None:

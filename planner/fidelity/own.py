@@ -40,6 +40,11 @@ MIN_SENSITIVITY = 0.005  # a constant whose whole range moves no run's time by 0
 MAX_ITERATIONS = 40
 CONTRADICTION = 1.5  # the same layout measured this many times apart: the runs contradict each other
 OUTLIER = 3.0  # a run this many times the others' RMS error off the fit is named
+# A measured step this many times faster or slower than the shipped constants predict is refused: the
+# constants' cited bounds (planner/fidelity/bounds.py) move a step by a few times at most (the Playbook's
+# worst cluster is ~1.5x, vTrain's host-bound runs ~2.5x), so 100x is a unit slip (ms as s) or another run's
+# figure, and a profile's errors stop at 10^6 % (planner/specs/profile.py)
+MAX_MEASURED_RATIO = 100.0
 LAYOUT_AXES = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "recompute", "sequence_parallel", "zero")
 
 
@@ -120,6 +125,13 @@ def _jobs(runs: list[MeasuredRun]) -> list[_Job]:
         except SpecError as exc:
             raise SpecError(f"{r.name}: {exc.message}", file=r.file, line=r.line, path=exc.path,
                             expected=exc.expected) from None
+        ratio = r.step_time_s / float(scored.step_time_s)
+        if not 1 / MAX_MEASURED_RATIO <= ratio <= MAX_MEASURED_RATIO:
+            raise SpecError(f"{r.name}: measured step {r.step_time_s:.3g} s, {max(ratio, 1 / ratio):.3g} times "
+                            f"{'slower' if ratio > 1 else 'faster'} than the {float(scored.step_time_s):.3g} s the "
+                            "shipped constants predict", file=r.file, line=r.line, path="measured",
+                            expected=f"a step within {MAX_MEASURED_RATIO:g}x of the prediction (no constant within "
+                                     "its bounds moves a step further): check the unit (s, not ms) and the run's layout")
         jobs.append(_Job(r, lay, scored))
     return jobs
 

@@ -156,6 +156,17 @@ class NodeSpec(Spec):
         "host memory bandwidth of the node [GB/s] (all CPU sockets): what bounds the CPU optimizer step of "
         "offloaded optimizer states (None: no optimizer offload)"))
 
+    @model_validator(mode="after")
+    def _host_fields_together(self) -> "NodeSpec":
+        # offload is priced with all three (planner/costs/offload.py); one or two of them is a slip that left
+        # --offload refused with "does not state them"
+        host = {k: getattr(self, k) for k in ("host_memory_gib", "host_link_gbps", "host_memory_gbps")}
+        missing = [k for k, v in host.items() if v is None]
+        if 0 < len(missing) < len(host):
+            raise ValueError(f"{missing[0]} missing: host_memory_gib, host_link_gbps and host_memory_gbps go together "
+                             f"(offload is priced with all three; the node states {', '.join(k for k in host if k not in missing)})")
+        return self
+
     @property
     def offload_ready(self) -> bool:
         """Whether the node states what offload is priced with (host memory, its link and bandwidth)."""

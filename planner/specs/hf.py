@@ -204,10 +204,12 @@ CONFIG_CLASSES = {
     "qwen2": ConfigClass("Qwen2Config", _TF.format("qwen2"), _QWEN_SHAPE | {"max_window_layers": 28}),
     "qwen3": ConfigClass("Qwen3Config", _TF.format("qwen3"), _QWEN_SHAPE | {"head_dim": 128, "max_window_layers": 28}),
     # hybrids: only tie_word_embeddings (False in both __init__s: Qwen3NextConfig, and NemotronHConfig as
-    # NVIDIA's remote code and vLLM's copy, vllm/transformers_utils/configs/nemotron_h.py, state it); the
+    # NVIDIA's remote code and vLLM's copy, vllm/transformers_utils/configs/nemotron_h.py, state it) and
+    # Qwen3NextConfig's full_attention_interval=4 (what builds layer_types when a config has none); the
     # other keys stay required (never guessed)
     "nemotron_h": ConfigClass("NemotronHConfig", _TF.format("nemotron_h"), {"tie_word_embeddings": False}),
-    "qwen3_next": ConfigClass("Qwen3NextConfig", _TF.format("qwen3_next"), {"tie_word_embeddings": False}),
+    "qwen3_next": ConfigClass("Qwen3NextConfig", _TF.format("qwen3_next"),
+                              {"tie_word_embeddings": False, "full_attention_interval": 4}),
     "qwen3_moe": ConfigClass("Qwen3MoeConfig", _TF.format("qwen3_moe"), _QWEN_SHAPE | {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24, "num_key_value_heads": 4,
         "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1}),

@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from planner.errors import SpecError, clip
+from planner.errors import SpecError, clip, shown
 from planner.specs.hybrid import ATTENTION, DELTANET, MLP
 
 _MAMBA_KEYS = {"heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_dim": "ssm_state_size",
@@ -20,6 +20,9 @@ _MAMBA_KEYS = {"heads": "mamba_num_heads", "head_dim": "mamba_head_dim", "state_
 _DELTANET_KEYS = {"key_heads": "linear_num_key_heads", "value_heads": "linear_num_value_heads",
                   "key_head_dim": "linear_key_head_dim", "value_head_dim": "linear_value_head_dim",
                   "conv_kernel": "linear_conv_kernel_dim"}
+# Every key the hybrid readers read (tests: a config class default is only for a key read)
+READ_KEYS = frozenset({*_MAMBA_KEYS.values(), *_DELTANET_KEYS.values(), "hybrid_override_pattern", "mlp_hidden_act",
+                       "layer_types", "full_attention_interval"})
 
 
 def _section(r, keys: dict, required: tuple, spec: dict, sources: dict, name: str) -> None:
@@ -51,7 +54,7 @@ def _nemotron_h(r, spec: dict, sources: dict, notes: list[str]) -> None:
                         expected="one character a layer")
     act, act_path = r.get(("mlp_hidden_act",), str, required=False)
     if act not in (None, "relu2"):
-        raise SpecError(f"got {clip(act)}", path=".".join(act_path), expected="relu2 (squared ReLU, Nemotron-H's MLP)")
+        raise SpecError(f"got {shown(act)}", path=".".join(act_path), expected="relu2 (squared ReLU, Nemotron-H's MLP)")
     spec["linear_bias"] = False
     _section(r, _MAMBA_KEYS, ("heads", "head_dim", "state_dim", "groups"), spec, sources, "mamba")
 
@@ -60,8 +63,10 @@ def _qwen3_next(r, spec: dict, sources: dict, notes: list[str], names: type) -> 
     layers, layers_path = spec["layers"], sources[("layers",)]
     types, path = r.get(("layer_types",), names, required=False)
     if types is None:
-        every, path = r.get(("full_attention_interval",), int, required=False)
-        every = every or 4  # Qwen3NextConfig's default
+        every, path = r.get(("full_attention_interval",), int)  # absent: Qwen3NextConfig's 4, said
+        if every < 1:  # 0 divides by zero in transformers; a negative one would make every layer full attention
+            raise SpecError(f"got {every}", path=".".join(path),
+                            expected="every n-th layer full attention: an integer >= 1 (Qwen3-Next: 4)")
         types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)]
     bad = sorted({str(t) for t in types} - {"full_attention", "linear_attention"})
     if bad or len(types) != layers:

@@ -117,8 +117,10 @@ def _expected(err: dict) -> str | None:
             return f"a value {op} {ctx[key]}"
     if kind == "literal_error":
         return f"one of {ctx.get('expected')}"
-    if kind in ("string_too_short", "string_too_long"):
-        return "a non-empty string of at most 128 characters"
+    if kind == "string_too_short":
+        return "a non-empty string" if ctx.get("min_length") == 1 else f"a string of at least {ctx.get('min_length')} characters"
+    if kind == "string_too_long":
+        return f"a string of at most {ctx.get('max_length'):,} characters"
     return None
 
 
@@ -205,6 +207,10 @@ def _to_spec_errors(exc: ValidationError, loaded: LoadedYaml, model: type[BaseMo
         data = data.get(part) if isinstance(data, dict) else None
     errors = _merge_unions([dict(err, loc=_real_loc(tuple(err["loc"]), data, err["type"]))
                             for err in exc.errors(include_url=False, include_context=True, include_input=True)])
+    # A list whose items failed is counted after validation ("at least 1 item, not 0" for [foo]): its
+    # items' errors say what is wrong, the count would say what is not.
+    failed_items = {err["loc"][:-1] for err in errors if err["loc"] and isinstance(err["loc"][-1], int)}
+    errors = [err for err in errors if not (err["type"] == "too_short" and err["loc"] in failed_items)]
     out = [_spec_error(err, loaded, model, prefix) for err in errors[:MAX_ERRORS]]
     if len(errors) > MAX_ERRORS:
         out.append(SpecError(f"and {len(errors) - MAX_ERRORS} more problems (the first {MAX_ERRORS} are shown)",

@@ -109,6 +109,18 @@ class TrainingSpec(Spec):
 
     _stack_name = field_validator("stack", mode="before")(_stack_profile)
 
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _modules_once(cls, v):
+        # Before the length bound: [core_attn] x 8 is a repeat, not "more than 7 modules"
+        if isinstance(v, (list, tuple)):
+            seen = set()
+            for m in v:
+                if isinstance(m, str) and m in seen:
+                    raise ValueError(f"recompute_modules lists {shown(m)} twice: name each module once")
+                seen.add(m if isinstance(m, str) else None)
+        return v
+
     @property
     def recomputed(self) -> tuple[str, ...]:
         """The modules selective recomputation recomputes; moe_act and shared_experts left out when
@@ -132,6 +144,9 @@ class TrainingSpec(Spec):
             raise ValueError(f"fp8_param_gather needs precision fp8 or mxfp8, not {self.precision}")
         if self.grad_reduce_dtype == "fp16" and self.precision != "fp16":
             raise ValueError(f"grad_reduce_dtype fp16 needs precision fp16, not {self.precision}")
+        if self.offload_layers is not None and self.offload in ("none", "optimizer"):
+            raise ValueError(f"offload_layers counts layers whose activations move to the host, and offload "
+                             f"{self.offload} moves none: give offload activations or both, or leave offload_layers out")
         # Unset overrides take the stack's choice (frozen model: set once, here).
         for key in ("attention", "tp_comm_overlap", "dp_comm_overlap"):
             if getattr(self, key) is None:

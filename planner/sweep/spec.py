@@ -69,7 +69,8 @@ class SweepSpec(BaseModel):
 
 def parse_params(text: str, where: str = "--params") -> list[float]:
     """'LO:HI:N' -> N log-spaced counts from LO to HI; 'A,B,C' -> those counts."""
-    expected = "LO:HI:N (N log-spaced counts, e.g. 1e9:1e12:8) or a comma-separated list"
+    expected = ("LO:HI:N (N log-spaced counts, 1 <= N <= 1,000, 0 < LO <= HI < 1e16, e.g. 1e9:1e12:8) or a "
+                "comma-separated list of counts in (0, 1e16)")
     try:
         if ":" in text:
             lo, hi, n = text.split(":")

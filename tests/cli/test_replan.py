@@ -103,3 +103,12 @@ def test_register_adds_the_command():
 
     cli_replan.register(fresh)
     assert [c.name for c in fresh.registered_commands] == ["replan"]
+
+
+def test_one_gpu_left_says_no_fewer_gpus_are_left_to_try():
+    # Before: "none of the 0 GPU counts with a valid layout from 0 down to 1 runs batch 512"
+    out = plan("replan", "qwen3-next-80b-a3b", "dgx-h100-1024", "--gpus", "128", "--lost-gpus", "127", "--tp", "2",
+               "--pp", "1", "--micro-batch", "1")
+    assert out.exit_code == 1
+    assert out.stderr.startswith("infeasible: no layout runs on the 1 GPUs left")
+    assert out.stderr.rstrip().endswith("no fewer GPUs are left to try") and "from 0 down to" not in out.stderr

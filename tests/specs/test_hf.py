@@ -17,6 +17,7 @@ from planner.cli import hf_import as cli_import
 from planner.errors import SpecError
 from planner.specs.hf import (_MLA_KEYS, _MOE_KEYS, _WINDOW_KEYS, CONFIG_CLASSES, DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN_CAP, FAMILIES,
                         is_hf_config, spec_from_hf, spec_yaml)
+from planner.specs.hf_hybrid import READ_KEYS
 from planner.specs.loading import load_model
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
@@ -297,6 +298,7 @@ def test_config_class_defaults_cover_every_family_and_only_keys_the_mapping_read
              if not isinstance(keys, int) for k in keys} | set(_WINDOW_KEYS)
     read |= {"rope_scaling"} | {f.bias_key for f in FAMILIES if f.bias_key}  # rope_mscale, linear_bias
     read |= {"rope_theta", "rms_norm_eps"}  # rope_theta, normalization (planner/specs/hf.py _norm_and_rope_base)
+    read |= READ_KEYS  # the hybrid readers' (planner/specs/hf_hybrid.py)
     for fam in FAMILIES:
         for model_type in fam.model_types:
             cls = CONFIG_CLASSES[model_type]

@@ -1,0 +1,57 @@
+"""`plan calibrate` of a run whose measured step is absurd against the shipped constants (planner/fidelity/own.py
+MAX_MEASURED_RATIO): exit 2 naming the runs file, the run's line and `measured`. Before, 1e-300 s passed
+the runs file's bounds (> 0) and the profile's own check failed inside the fit: "internal error:
+ValidationError: 2 validation errors for ProfileSpec" (exit 3)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli.main import app
+
+runner = CliRunner()
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+RUN = """kind: runs
+runs:
+  - name: eight
+    model: gpt3-1.3b
+    cluster: dgx-h100-1024
+    gpus: 8
+    global_batch: 64
+    layout: {{tp: 1, pp: 1, micro_batch: 1}}
+    measured: {{step_time_s: {step}}}
+"""
+
+
+@pytest.mark.parametrize("step, said", [("1e-300", "times faster than"), ("1e-3", "times faster than"),
+                                        ("4000", "times slower than")])
+def test_a_step_a_hundred_times_off_the_prediction_is_bad_input(tmp_path, step, said):
+    # gpt3-1.3b on 8 H100s, batch 64: the shipped constants price about 0.5 s a step (a few tenths of a second:
+    # 6 x 1.3e9 x 64 x 2048 FLOP = 1.0e15 FLOP over 8 x 989e12 FLOP/s at ~30-50 % of peak); 1 ms and 4,000 s
+    # (the step in ms written as s) are each more than 100x away from it
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(RUN.format(step=step))
+    r = runner.invoke(app, ["calibrate", str(runs)])
+    assert r.exit_code == 2, r.output
+    assert f"{runs}:3: measured: eight: measured step" in r.output and said in r.output
+    assert "internal error" not in r.output
+
+
+def test_a_plausible_step_still_calibrates(tmp_path):
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(RUN.format(step="0.6"))
+    r = runner.invoke(app, ["calibrate", str(runs)])
+    assert r.exit_code == 0, r.output
+
+
+def test_a_log_of_tiny_step_times_is_bad_input(tmp_path):
+    # Megatron's "elapsed time per iteration (ms): 1e-300" on every step: 1e-303 s
+    log = tmp_path / "train.log"
+    log.write_text(re.sub(r"elapsed time per iteration \(ms\): [0-9.]+", "elapsed time per iteration (ms): 1e-300",
+                          (LOGS / "megatron.log").read_text()))
+    r = runner.invoke(app, ["calibrate", str(log), "--cluster", "dgx-h100-1024"])
+    assert r.exit_code == 2, r.output
+    assert str(log) in r.output and "measured step 1e-303 s" in r.output and "internal error" not in r.output
