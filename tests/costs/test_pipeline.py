@@ -18,7 +18,7 @@ from planner.costs.layer_times import ep_exposed_s
 from planner.costs.pipeline import step_time
 from planner.specs.precision import BF16
 from planner.layout.space import single_layout
-from .conftest import layer_compute_on
+from .conftest import TOY_STACK, layer_compute_on
 from planner.costs.context import job_context
 
 ADAM_BYTES_PER_PARAM = BF16.adam_step_bytes  # 30 B: planner/specs/precision.py
@@ -181,6 +181,26 @@ def test_zero2_overlaps_with_every_micro_batch(make_model, make_cluster):
     assert times.dp_comm[0] == approx(max(raw - 4 * 8 * t_layer, 0.1 * raw), rel=REL)
     # optimizer states sharded over dp = 2: Adam touches half the parameters
     assert times.optimizer[0] == approx(ADAM_BYTES_PER_PARAM * DP_PARAMS / 2 / 500e9, rel=REL)
+
+
+def test_zero1_reduced_after_the_backward_hides_nothing(make_model, make_cluster):
+    # nanotron's ZeRO-1 (zero1_dp_overlap false): no DDP hooks, one reduction after the backward. The
+    # 1 GB/s case above at zero 1: a reduce-scatter of fp32 gradients and an all-gather of bf16 weights,
+    # each a ring Simple over 2 nodes (8.4 + 14 us), all of it exposed; with the overlap (the default)
+    # it hides behind one stage's forward and backward (8 layers, Megatron's distributed optimizer).
+    cluster = make_cluster(gpus_per_node=1, nodes=2, network_gbps=1.0)
+    layout = lay(dp=2, num_microbatches=4, zero=1)
+    rs = 1 / 2 * 4 * DP_PARAMS / 0.8e9 + 22.4e-6
+    ag = 1 / 2 * 2 * DP_PARAMS / 0.8e9 + 22.4e-6
+    after = make_model(training=dict(global_batch=8, dp_comm_overlap=True, stack=dict(TOY_STACK, zero1_dp_overlap=False)))
+    assert step_time(job_context(after, cluster, layout)).dp_comm[0] == approx(rs + ag, rel=REL)
+    t_layer, _ = unit_times(_dp_model(make_model, True), cluster.gpu, layout)
+    hooked = step_time(job_context(_dp_model(make_model, True), cluster, layout)).dp_comm[0]
+    assert hooked == approx(rs + ag - 8 * t_layer, rel=REL)
+    # ZeRO-0 rows of the same stack keep their overlap: the setting is ZeRO-1's
+    zero0 = lay(dp=2, num_microbatches=4)
+    assert step_time(job_context(after, cluster, zero0)).dp_comm[0] == approx(
+        step_time(job_context(_dp_model(make_model, True), cluster, zero0)).dp_comm[0], rel=REL)
 
 
 # --- MoE all-to-all overlap (training.moe_a2a_overlap, combined 1F1B) ------------------------------
