@@ -40,11 +40,11 @@ MIN_SENSITIVITY = 0.005  # a constant whose whole range moves no run's time by 0
 MAX_ITERATIONS = 40
 CONTRADICTION = 1.5  # the same layout measured this many times apart: the runs contradict each other
 OUTLIER = 3.0  # a run this many times the others' RMS error off the fit is named
-# A measured step this many times faster or slower than the shipped constants predict is refused: the
-# constants' cited bounds (planner/fidelity/bounds.py) move a step by a few times at most (the Playbook's
-# worst cluster is ~1.5x, vTrain's host-bound runs ~2.5x), so 100x is a unit slip (ms as s) or another run's
-# figure, and a profile's errors stop at 10^6 % (planner/specs/profile.py)
-MAX_MEASURED_RATIO = 100.0
+# A measured step this many times faster or slower than the shipped constants predict is refused: a step in
+# ms written as s is 1,000x, while published runs that trained reach 300x (the Ultra-Scale Playbook's 64-node
+# runs, on a cluster slow at scale: benchmarks/calibrate_own.py calibrates on them) and vTrain's host-bound
+# runs 2.5x; a profile's errors stop at 10^6 % (planner/specs/profile.py)
+MAX_MEASURED_RATIO = 500.0
 LAYOUT_AXES = ("dp", "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "recompute", "sequence_parallel", "zero")
 
 
