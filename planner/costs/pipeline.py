@@ -203,8 +203,12 @@ def _dp_exposed_s(job: JobContext, lc: LayerCompute, raw, gather, reduce, most, 
     hooks_s = 3 * units * st.zero3_unit_overhead_us * US  # forward gather, backward gather, reduce
     # Forward and backward gather; a stack whose hooks fire in the recomputed forward gathers a third time.
     gathers = 2.0 + ((layouts.recompute == RECOMPUTE_FULL) & stack.zero3_recompute_gathers)
-    per_layer = (np.maximum(gather - lc.fwd_s, 0.0)
-                 + np.maximum((gathers - 1.0) * gather + reduce - lc.bwd_s - lc.recompute_s, 0.0))
+    # A stack that copies each reduced gradient to the host synchronously when the optimizer is offloaded
+    # (zero3_offload_sync_reduce) waits out every reduce-scatter: none of it hides.
+    sync = stack.zero3_offload_sync_reduce & offload.optimizer_offloaded(layouts)
+    hidden_reduce = np.where(sync, 0.0, reduce)
+    per_layer = (np.maximum(gather - lc.fwd_s, 0.0) + (reduce - hidden_reduce)
+                 + np.maximum((gathers - 1.0) * gather + hidden_reduce - lc.bwd_s - lc.recompute_s, 0.0))
     # Not overlapped, every unit's gathers and reduce-scatter wait in turn.
     zero3_raw = m * first * (gathers * gather + reduce + hooks_s)
     # Counted over the rank with the fewest layers (as ZeRO-2's window below): an uneven pipeline's

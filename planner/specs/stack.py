@@ -138,6 +138,10 @@ class StackSpec(StackConstants):
         "ZeRO-3 without contiguous_gradients (its stage-3 default) flattens the bucket (a read, a write), "
         "divides it by the world size in place (a read, a write) and copies it back into the gradients "
         "(a read, a write): 6"))
+    zero3_offload_sync_reduce: bool = Field(default=False, description=(
+        "with the optimizer offloaded, each reduce-scattered gradient partition is copied to the host's fp32 "
+        "buffer with a blocking copy (DeepSpeed 0.6.2 stage3.py __partition_grads, fp32_grad_tensor.copy_ "
+        "non_blocking=False): the host waits out every reduce-scatter, which then hides behind nothing"))
     zero3_gather_rank_us: float = Field(default=0.0, ge=0, le=1e3, description=(
         "host time per gathered unit per rank of the group [us]: DeepSpeed <= 0.5 gathers into a list of one "
         "view per rank, which PyTorch's ProcessGroupNCCL::allgather copies back one copy_ per rank"))

@@ -164,6 +164,36 @@ def test_zero3_without_overlap_by_hand(make_model, make_cluster):
     assert 4 * 8 * (2 * gather + reduce) == approx(2.01755, rel=1e-4)
 
 
+def test_zero3_offloaded_reduce_waits_for_the_host_copy(make_model, make_cluster):
+    # Inside one node (NVLink 200 GB/s x 0.5 = 100 GB/s), dp 2, zero 3, the optimizer offloaded: the layer's
+    # gathers and its reduce-scatter are shorter than its compute, so with overlap they hide (10 % of the
+    # unhidden stays: dp_overlap_exposed). DeepSpeed 0.6.2 copies each reduced partition to the host with a
+    # blocking copy (zero3_offload_sync_reduce): the reduce-scatter, 1/2 x 4 B x 12,596,224 / 100e9 + NCCL's
+    # ring Simple in one node (8.4 + 3.4 us), is exposed for each of 8 layers x 4 micro-batches.
+    layer = 12_596_224
+    reduce = 0.5 * 4 * layer / 100e9 + 11.8e-6
+    host = dict(host_memory_gib=1024, host_link_gbps=50, host_memory_gbps=200)
+    cluster = make_cluster(gpus_per_node=2, nodes=1, node=dict(gpus=2, nvlink_gbps=200.0, network_gbps=10.0, **host))
+    layout = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3, offload="optimizer")
+
+    def dp_comm(sync: bool) -> float:
+        model = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_offload_sync_reduce=sync)))
+        return float(step_time(job_context(model, cluster, layout)).dp_comm[0])
+
+    lc = layer_compute_on(make_model(), cluster.gpu, layout)
+    assert reduce < float(lc.bwd_s[0])  # hidden when asynchronous
+    assert dp_comm(True) == approx(4 * 8 * reduce, rel=1e-9)
+    # asynchronous: everything hides, 10 % of the unhidden gathers and reduce stays (the toy stack's
+    # dp_overlap_exposed), gather = 1/2 x 2 B x layer / 100e9 + 11.8 us
+    gather = 0.5 * 2 * layer / 100e9 + 11.8e-6
+    assert dp_comm(False) == approx(0.1 * 4 * 8 * (2 * gather + reduce), rel=1e-9)
+    # the optimizer on the GPU: the copy is not made, nothing changes
+    on_gpu = lay(dp=2, tp=1, micro_batch=1, num_microbatches=4, zero=3)
+    sync = make_model(training=dict(global_batch=8, stack=dict(TOY_STACK, zero3_offload_sync_reduce=True)))
+    assert step_time(job_context(sync, cluster, on_gpu)).dp_comm[0] == approx(
+        step_time(job_context(make_model(), cluster, on_gpu)).dp_comm[0], rel=1e-12)
+
+
 def test_overlap_never_makes_zero3_slower(make_model, make_cluster):
     for net in (0.01, 1.0, 100.0):
         cluster = make_cluster(gpus_per_node=1, nodes=4, network_gbps=net)
