@@ -56,6 +56,7 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
         stack_ = framework_stack(framework, stack, export_kind(export))
         values = {**args.option_values("search", options), **{a.name: options.get(a.name) for a in fixable()}}
         fixed = args.read_axes(values)
+        _offload_layers_need_activations(offload_layers, fixed.get("offload"))
         args.check_degree_product(fixed)
         args.check_fixed_degrees(gpus, fixed)
         limits, split_top = args.read_limits(values, "search"), args.setting(values, SPLIT_TOP)
@@ -142,6 +143,7 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         given = {a.name: axes.get(a.name, None if a.estimate_default is not None else a.default)
                  for a in AXES if a.given is not None}
         args.check_degree_product(args.read_axes(given))
+        _offload_layers_need_activations(offload_layers, given.get("offload"))
         limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)
         split = parse_split(stage_layers)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=stack_, seq_len=seq_len,
@@ -150,6 +152,15 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         result = _estimated(m, c, gpus, limits, split, given, framework, export)
         args.require_finite(result.to_dict())
     return result
+
+
+def _offload_layers_need_activations(offload_layers: int | None, offload: Any) -> None:
+    """--offload-layers counts layers whose activations move to the host: refused beside an --offload that
+    moves none (as training.offload_layers beside training.offload none or optimizer, planner/specs/model.py)."""
+    if offload_layers is not None and offload in ("none", "optimizer"):
+        raise SpecError(f"--offload-layers {offload_layers} counts layers whose activations move to the host, and "
+                        f"--offload {offload} moves none", path="--offload-layers",
+                        expected="--offload activations or both with it, or no --offload-layers")
 
 
 def _estimated(m, c, gpus, limits, split, given, framework, export=None):

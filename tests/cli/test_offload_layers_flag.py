@@ -102,3 +102,17 @@ def test_api_bad_values_are_refused_before_any_work(value, problem):
         with pytest.raises(SpecError) as exc:
             call()
         assert exc.value.path == "--offload-layers" and problem in exc.value.message
+
+
+@pytest.mark.parametrize("command, offload", [("estimate", "none"), ("estimate", "optimizer"), ("search", "optimizer")])
+def test_a_count_beside_an_offload_that_moves_no_activations_is_refused(command, offload):
+    # the same contradiction a model file's training.offload_layers beside training.offload none is refused for
+    argv = [command, "llama3-8b", "dgx-h100-1024", "--gpus", "8", "--offload", offload, "--offload-layers", "5"]
+    if command == "estimate":
+        argv += ["--tp", "1", "--pp", "1", "--micro-batch", "1", "--zero", "1"]
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 2, r.output
+    assert f"--offload-layers 5 counts layers whose activations move to the host, and --offload {offload} moves none" in r.output
+    with pytest.raises(SpecError, match="--offload-layers"):
+        getattr(api, command)("llama3-8b", "dgx-h100-1024", gpus=8, offload=offload, offload_layers=5,
+                              **(dict(tp=1, pp=1, micro_batch=1, zero=1) if command == "estimate" else {}))
