@@ -286,7 +286,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     # The host launches a layer's kernels no faster than layer_launch_us (PyTorch eager); a
     # full-iteration CUDA graph replays them without the host.
     graphed = model.training.cuda_graph_impl == "full_iteration"
-    launch_s = 0.0 if graphed else st.layer_launch_us * US
+    extra = model.training.stack.tp_layer_launch_us  # the TP linears' host work, where the stack counts it
+    launch_us = st.layer_launch_us + (np.where(layouts.tp > 1, extra, 0.0) if extra else 0.0)
+    launch_s = 0.0 if graphed else launch_us * US
     gpu_fwd = dense + core_fwd + elem_s
     gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + cast_out / hbm
     # Dropless dispatch sizes its buffers and grouped GEMMs from the tokens per expert, read on the

@@ -60,6 +60,20 @@ def test_launch_floor_bounds_small_layers(make_model, toy_gpu):
     assert lc.bwd_s[0] == approx(20e-3 + 200e-6, rel=1e-6)
 
 
+def test_tensor_parallel_linears_add_host_work_where_the_stack_counts_it(make_model, toy_gpu):
+    # nanotron's async TP adds ~42 calls and 4 collectives to a layer's forward at tp > 1: 42 x 8 + 4 x 30 =
+    # 456 us (configs/stacks/nanotron.yaml). A toy layer far below a 10 ms floor: forward = floor (+ 100 us
+    # overhead) at tp 1, floor + 456 us at tp 2; the backward launches twice as much.
+    stack = dict(TOY_STACK, layer_launch_us=10_000.0, tp_layer_launch_us=42 * 8 + 4 * 30)
+    model = make_model(training=dict(global_batch=8, stack=stack))
+    one = layer_compute_on(model, toy_gpu, lay(dp=1, tp=1, micro_batch=1))
+    two = layer_compute_on(model, toy_gpu, lay(dp=1, tp=2, micro_batch=1))
+    assert one.fwd_s[0] == approx(10e-3 + 100e-6, rel=1e-6)
+    assert two.fwd_s[0] == approx(10.456e-3 + 100e-6, rel=1e-6)
+    assert two.bwd_s[0] == approx(2 * 10.456e-3 + 200e-6, rel=1e-6)
+    assert load_stack("nanotron").tp_layer_launch_us == 456 and load_stack("megatron-core").tp_layer_launch_us == 0
+
+
 def test_megatron_deepspeed_launch_prior_counts_every_host_call(make_model, toy_gpu):
     # On a GPU no Megatron-DeepSpeed run was fitted on, the floor is the profile's prior: 43 PyTorch
     # calls in a layer's forward (configs/stacks/megatron-deepspeed.yaml lists them), not only the ~25
