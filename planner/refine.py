@@ -82,8 +82,8 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
     rows = candidates(scores, masks, cost, top, hybrid=model.layer_pattern is not None)
     if rows.size == 0:
         return Refined(scores, splits, solves)
-    # per-layer times in one call, not one a row
-    batch = job_context(model, cluster, scores.layouts.take(rows), memory_headroom=count_headroom(limits.memory_headroom))
+    headroom = count_headroom(limits.memory_headroom)  # what the offloaded layer count fits under
+    batch = job_context(model, cluster, scores.layouts.take(rows), memory_headroom=headroom)  # one call, not one a row
     jobs = [batch.row(j) for j in range(rows.size)]
     insts = [instance(job, usable_gib) for job in jobs]
     defaults = [layout_default_split(model, job.layouts) for job in jobs]
@@ -95,7 +95,7 @@ def refine(model: ModelSpec, cluster: ClusterSpec, scores, masks, cost_of, limit
             continue
         ranks = split_ranks(model, row, result.stage_layers, inst.act_bytes)
         new = score(model, cluster, row, caps=levels, ranks=ranks, critical_batch_tokens=critical_batch_tokens,
-                    memory_headroom=count_headroom(limits.memory_headroom))
+                    memory_headroom=headroom)
         fits = all(bool(m.ok[0]) for m in evaluate(model, cluster, new, limits, reference))
         was_ok = all(bool(m.ok[i]) for m in masks)
         # An equally fast split that only lowers memory stays Megatron's default (no flags to set).

@@ -201,6 +201,12 @@ def _mlp_traffic(model: ModelSpec, rows, width) -> np.ndarray:
     return (6 if model.ffn_act == "swiglu" else 4) * rows * width
 
 
+def eager_clamp_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
+    """HBM bytes of an eager SwiGLU clamp (swiglu_limit, no op fuser): chunk, two clamps and a cat over the
+    fc1 output (rows x 2 width, 16-bit), 4 passes: 16 B per row and width (_eager_expert_bytes)."""
+    return 16.0 * rows * width if eager_clamp(model) else 0.0
+
+
 def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
     """Expert-MLP ops PyTorch runs one by one when Transformer Engine's op fuser is off (Megatron-Core
     0.17, 2edffadb: fusions/fused_bias_geglu.py weighted_bias_quick_geglu_impl, moe/experts.py _apply_bias):
@@ -213,7 +219,7 @@ def _eager_expert_bytes(model: ModelSpec, rows, width) -> np.ndarray | float:
       2 + 4 and writes 4, the cat reads and writes 4 each, and the cast back reads 4 and writes 2."""
     if model.training.te_op_fuser:
         return 0.0
-    clamp = 16.0 * rows * width if eager_clamp(model) else 0.0
+    clamp = eager_clamp_bytes(model, rows, width)
     per_value = 28.0 if model.training.moe_dispatcher == "flex" else 12.0
     bias = per_value * rows * model.hidden if model.linear_bias else 0.0
     return clamp + bias
@@ -331,8 +337,7 @@ def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_
         # the activation function again, an eager clamp's passes with it (it runs inside the checkpoint)
         rows, local = routed_rows(model, layouts)
         width = kind.expert[-1].k / layouts.etp.astype(float)
-        clamp = 16.0 * rows * local * width if eager_clamp(model) else 0.0
-        out = out + (_mlp_traffic(model, rows * local, width) + clamp) / hbm
+        out = out + (_mlp_traffic(model, rows * local, width) + eager_clamp_bytes(model, rows * local, width)) / hbm
     if "mla_up_proj" in modules and model.mla is not None:
         ups = tuple(m for m in kind.tp_matrices if m.name in ("q_up", "kv_up"))
         out = out + _gemm_set(ups, tokens, t, gpu, prec)[0]

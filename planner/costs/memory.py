@@ -207,11 +207,17 @@ def _recomputed_bytes(model: ModelSpec, layouts, kind: LayerKind, g: float, sb, 
         # an eager clamp's copies included (_expert_activations).
         rows, local = routed_rows(model, layouts)
         width = kind.expert[-1].k / layouts.etp.astype(float)
-        out = out + rows * local * width * (g + (4.0 if eager_clamp(model) else 0.0))
+        out = out + rows * local * width * (g + _clamp_kept_bytes(model))
     if "mla_up_proj" in modules and model.mla is not None:
         d = attention_dims(model)
         out = out + 2.0 * (d.q_width + d.k_width + d.v_width) * sb / t
     return out
+
+
+def _clamp_kept_bytes(model: ModelSpec) -> float:
+    """Stored bytes per routed row and unit of expert width an eager SwiGLU clamp adds: the fc1 output kept for
+    the clamps' backward beside the clamped copy the activation saves (2 x width 16-bit values)."""
+    return 4.0 if eager_clamp(model) else 0.0
 
 
 def _mlp_bytes(model: ModelSpec, gemm_input_bytes: float) -> float:
@@ -227,7 +233,7 @@ def _expert_activations(model: ModelSpec, layouts, kind: LayerKind, g: float) ->
     width = kind.expert[-1].k / layouts.etp.astype(float)
     # An eager SwiGLU clamp (planner/costs/compute.py _eager_expert_bytes) keeps the fc1 output for
     # the clamps' backward beside the clamped copy the activation saves: 2 x width more 16-bit values.
-    clamp = 4.0 * width if eager_clamp(model) else 0.0
+    clamp = _clamp_kept_bytes(model) * width
     return rows * local * ((g + 2.0) * model.hidden + (_mlp_bytes(model, g) * width + clamp))
 
 
