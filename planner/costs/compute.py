@@ -241,6 +241,51 @@ def _eager_rope_bytes(model: ModelSpec, tokens, t) -> np.ndarray | float:
     return 20.0 * tokens * (d.q_width + d.k_width) / t
 
 
+# Bytes per element of the eager ops of torchtitan's Llama block (torchtitan@9dec370, the Dec 2024
+# benchmarks; 16-bit activations, fp32 where the code casts), beyond the fused kernels the other
+# costs count (a norm's read and write, a SwiGLU's two reads and a write, RoPE's nothing):
+# - RMSNorm (models/norms.py: self._norm(x.float()).type_as(x) * self.weight, _norm = x *
+#   rsqrt(x.pow(2).mean(-1) + eps)): float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2,
+#   * weight 2+2 = 36 B, 32 over the fused 4. Its autograd backward: * weight 4 and the weight's
+#   gradient 6+2, type_as 2+4, x * rsqrt 8 and the rsqrt's gradient 12+4, mean's expand 4, pow's
+#   grad * (2 * x.pow(1)) 8+8+12, the two gradients of x summed 12, float() 4+2 = 92 B, 86 over a
+#   fused backward's 6 (read x and the gradient, write the input gradient);
+# - SwiGLU (model.py FeedForward: F.silu(w1(x)) * w3(x)): silu 2+2 then the product 4+2 = 10 B a
+#   hidden unit, 4 over 6; backward: the product's two gradients 6 each, silu's 6 = 18, 12 over 6;
+# - RoPE (model.py apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, view_as_real,
+#   type_as): float() 2+4, complex product 4+4, type_as 4+2 = 20 B per element of q and k, and as
+#   many in backward (_eager_rope_bytes counts the same ops for Megatron's unfused path).
+# torch.compile (one Inductor graph a block: parallelize_llama.py apply_compile) fuses them.
+# repeat_kv's copies (K and V to every query head) stay with or without it: small, not counted.
+_EAGER_NORM_BYTES, _EAGER_NORM_BWD_BYTES = 32.0, 86.0
+_EAGER_SWIGLU_BYTES, _EAGER_SWIGLU_BWD_BYTES = 4.0, 12.0
+_EAGER_ROPE_BYTES = 20.0
+
+
+def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
+    """(forward, backward) HBM bytes a layer's eager elementwise ops add on one GPU where the stack's
+    model code runs them op by op (StackSpec.eager_block_ops) and torch.compile does not fuse them."""
+    if not model.training.stack.eager_block_ops or model.training.torch_compile:
+        return 0.0, 0.0
+    t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
+    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    norm_rows = np.where(sp, tokens / t, tokens)  # DTensor sequence parallelism shards the norms
+    norms = (1 if kind.sublayer else 2) * norm_rows * model.hidden
+    fwd, bwd = _EAGER_NORM_BYTES * norms, _EAGER_NORM_BWD_BYTES * norms
+    if model.ffn_act == "swiglu":
+        if kind.is_moe:  # torchtitan's grouped experts: silu(x @ w1) * (x @ w3) over the routed rows
+            rows, local = routed_rows(model, layouts)
+            units = rows * local * kind.expert[-1].k / layouts.etp.astype(float)
+        else:
+            units = tokens / t * next((m.k for m in kind.tp_matrices if m.name == "mlp_down"), 0)
+        fwd, bwd = fwd + _EAGER_SWIGLU_BYTES * units, bwd + _EAGER_SWIGLU_BWD_BYTES * units
+    if kind.mixer == "attention" and model.position_embedding == "rope" and model.mla is None:
+        d = attention_dims(model)
+        rope = _EAGER_ROPE_BYTES * tokens * (d.q_width + d.k_width) / t
+        fwd, bwd = fwd + rope, bwd + rope
+    return fwd, bwd
+
+
 def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:
     """(forward GEMM time [s], forward memory-bound bytes, backward extra bytes) of one layer."""
     prec = model.training.numerics
@@ -295,8 +340,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     extra = model.training.stack.tp_layer_launch_us  # the TP linears' host work, where the stack counts it
     launch_us = st.layer_launch_us + (np.where(layouts.tp > 1, extra, 0.0) if extra else 0.0)
     launch_s = 0.0 if graphed else launch_us * US
-    gpu_fwd = dense + core_fwd + elem_s
-    gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + cast_out / hbm
+    eager_fwd, eager_bwd = eager_block_bytes(model, layouts, kind)
+    gpu_fwd = dense + core_fwd + elem_s + eager_fwd / hbm
+    gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + (cast_out + eager_bwd) / hbm
     # Dropless dispatch sizes its buffers and grouped GEMMs from the tokens per expert, read on the
     # host (Megatron-Core token_dispatcher.py, DeepEP/HybridEP non_blocking=False): the GPU drains
     # once per forward of a MoE layer. Drop-and-pad shapes are static (transformer_config.py: "moe
@@ -307,6 +353,8 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
 
     rc = layouts.recompute
     selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
+    if model.training.stack.selective_ac == "op":  # op-level SAC runs every non-matmul op again
+        selective = selective + eager_fwd / hbm
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
                         logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from planner.export.common import Export, Launch, is_even, shell_export, visible, window_pattern
+from planner.export.common import Export, Launch, is_even, shell_export, torch_compile_note, visible, window_pattern
 from planner.export.megatron import megatron_first_last, moe_layer_pattern
 from planner.specs import ModelSpec
 
@@ -202,6 +202,8 @@ def bridge_settings(lay: Launch, model: ModelSpec) -> Export:
         notes.append("nvfp4: bf16_with_nvfp4_mixed also sets fp4_param_gather (NVFP4 parameters, gathered in NVFP4); "
                      "the plan prices BF16 parameters with Transformer Engine's cached NVFP4 copies and a BF16 "
                      "parameter all-gather, more memory and traffic than that recipe needs")
+    if t.torch_compile:
+        notes.append(torch_compile_note("Megatron-Bridge (Megatron Core)"))
     notes += layout_notes + model_notes
     lines = [("python", "scripts/training/run_recipe.py", "--recipe", recipe, "--mode", "pretrain")]
     return shell_export(notes, lines + [(f"{k}={_value(v)}",) for k, v in o], continued=True, program="python")

@@ -190,3 +190,9 @@ def architecture_extras(model: ModelSpec) -> list[str]:
     if model.rope_mscale != 1.0:
         out.append(f"YaRN RoPE, cos and sin x {model.rope_mscale:g} (rope_mscale)")
     return out
+
+
+def torch_compile_note(framework: str) -> str:
+    """training.torch_compile where the framework's blocks are fused kernels already (Transformer Engine)."""
+    return (f"torch_compile: {framework} compiles no transformer block (Transformer Engine's fused kernels run its "
+            "norms, RoPE and activations); not exported, and priced as those kernels")

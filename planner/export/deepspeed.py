@@ -67,6 +67,9 @@ def deepspeed_notes(lay: Launch, model: ModelSpec) -> list[str]:
                      "the training script's")
     if t.te_op_fuser:
         notes.append("te_op_fuser is not a ds_config key: Transformer Engine layers in the model code")
+    if t.torch_compile:
+        notes.append("torch_compile is not a ds_config switch: the training script calls engine.compile() (DeepSpeed "
+                     "0.14 on); the plan prices it as the stack's kernels")
     if model.training.precision in ("fp8", "mxfp8"):
         notes.append(f"{model.training.precision} GEMMs are not a ds_config key: Transformer Engine layers in the model "
                      "code; the config sets their BF16 mixed precision")

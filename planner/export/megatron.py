@@ -19,7 +19,7 @@ full_iteration, which d98e8a64dd still migrates).
 from __future__ import annotations
 
 from planner.errors import SpecError
-from planner.export.common import Export, Launch, is_even, runs, shell_export
+from planner.export.common import Export, Launch, is_even, runs, shell_export, torch_compile_note
 from planner.specs.layers import windowed_layers
 from planner.specs import ModelSpec
 
@@ -330,6 +330,8 @@ def graph_args(model: ModelSpec) -> tuple[Flags, list[str]]:
                          "--moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend hybridep or ncclep)")
     if t.te_op_fuser:
         f.append(("--use-transformer-engine-op-fuser", None))
+    if t.torch_compile:
+        notes.append(torch_compile_note("Megatron-LM"))
     full = t.cuda_graph_impl == "full_iteration"
     later = [name for name, used in (("--cuda-graph-impl full_iteration", full),
                                      ("--use-transformer-engine-op-fuser", t.te_op_fuser)) if used]

@@ -7,7 +7,7 @@ OptimizerConfig; checked in tests/data/frameworks/nemo.txt. Every layout value i
 default, since recipes set their own (gpt3_175b sets virtual_pipeline_model_parallel_size=6)."""
 from __future__ import annotations
 
-from planner.export.common import Export, Launch, is_even, shell_export, window_pattern
+from planner.export.common import Export, Launch, is_even, shell_export, torch_compile_note, window_pattern
 from planner.export.megatron import megatron_first_last, megatron_layout
 from planner.specs.layers import windowed_layers
 from planner.specs import ClusterSpec, ModelSpec
@@ -194,6 +194,8 @@ def nemo_graphs(model: ModelSpec) -> tuple[Overrides, list[str]]:
             notes.append("full_iteration with dropless MoE needs static expert shapes: model.config."
                          "moe_expert_rank_capacity_factor (Megatron Core core_v0.18.0 on), a per-rank token budget the "
                          "spec does not hold")
+    if t.torch_compile:
+        notes.append(torch_compile_note("NeMo (Megatron Core)"))
     if t.te_op_fuser:
         o.append((c + "use_transformer_engine_op_fuser", True))
         notes.append("model.config.use_transformer_engine_op_fuser needs Megatron Core core_v0.18.0 or later "

@@ -173,6 +173,8 @@ def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool, main: bool = False)
         notes.append("torchtitan's tensor parallelism always shards the norms over the sequence (sequence parallel); "
                      "sp off has no equivalent")
     o.append(("--training.mixed_precision_param", "bfloat16"))  # fp16: refused (planner/export/frameworks.py)
+    if t.torch_compile:  # job_config.py Compile.enable (v0.2.2), configs.py CompileConfig.enable (0.3.0, main)
+        o.append(("--compile.enable", True))
     if not fsdp and (lay.tp > 1 or lay.pp > 1):
         notes.append("without FSDP, torchtitan applies mixed_precision_param only to DDP alone: with tp or pp the "
                      "weights and activations stay float32")

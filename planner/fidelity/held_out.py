@@ -186,18 +186,23 @@ def _model(raw: dict, src: HeldOutSource) -> ModelSpec:
     modules = ("mlp",) if src.key == "torchtitan" and tr["recompute"] == "selective" else None
     return _model_of(src.stack, src.attention_kernel, m["layers"], m["hidden"], m["heads"], m.get("kv_heads"), m["ffn"],
                      "swiglu" if "swiglu" in arch else "gelu", m["vocab"], m["seq_len"], "tied embeddings" in arch,
-                     tr["global_batch"], precision, modules)
+                     tr["global_batch"], precision, modules, "torch.compile" in _stated(raw))
+
+
+def _stated(raw: dict) -> str:
+    """What the row's stack and its table's title state (Table 6's stack omits what its title names)."""
+    return f"{raw['training']['stack']} {raw.get('table_or_figure', '')}".lower().replace(" ", "")
 
 
 @lru_cache(maxsize=4096)
 def _model_of(stack: str, kernel: str | None, layers: int, hidden: int, heads: int, kv_heads: int | None, ffn: int, act: str,
               vocab: int, seq_len: int, tied: bool, global_batch: int, precision: str,
-              recompute_modules: tuple[str, ...] | None = None) -> ModelSpec:
+              recompute_modules: tuple[str, ...] | None = None, torch_compile: bool = False) -> ModelSpec:
     return ModelSpec.model_validate(dict(
         name=f"{stack}-l{layers}-h{hidden}-s{seq_len}", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
         ffn_hidden=ffn, ffn_act=act, vocab=vocab, seq_len=seq_len, position_embedding="rope", tied_embeddings=tied,
         training=dict(global_batch=global_batch, precision=precision, stack=_stack(stack, kernel),
-                      recompute_modules=recompute_modules)))
+                      recompute_modules=recompute_modules, torch_compile=torch_compile)))
 
 
 @lru_cache(maxsize=16)
@@ -216,12 +221,9 @@ def _context(model: ModelSpec, gpus: int) -> SpaceContext:
 def _torchtitan(raw: dict, model: ModelSpec) -> tuple[list[dict], list[str], list[str]]:
     tr, lay = raw["training"], raw["layout"]
     dp, tp, pp, cp = lay["dp"], lay["tp"], lay["pp"], lay["cp"]
-    # What the row's stack and its table's title state (Table 6's stack omits what its title names).
-    stated = f"{tr['stack']} {raw.get('table_or_figure', '')}".lower().replace(" ", "")
+    stated = _stated(raw)
     gb = tr["global_batch"]
     unexpressed, assumed = [], []
-    if "torch.compile" in stated:
-        unexpressed.append("torch.compile (priced as eager)")
     if "fp8" in str(tr["precision"]).lower():
         unexpressed.append("torchao Float8 linears (priced as per-tensor FP8 GEMMs)")
     if "asynctp" in stated:

@@ -66,6 +66,8 @@ class RunEntry(BaseModel):
     seq_len: int | None = Field(default=None, gt=0, le=100_000_000, description="tokens a sequence (default: the model's)")
     precision: Literal[PRECISION_NAMES] | None = None  # type: ignore[valid-type]
     stack: str | None = Field(default=None, min_length=1, max_length=128, description="a shipped stack profile (default: the model's)")
+    torch_compile: bool | None = Field(default=None, description=(
+        "the blocks ran under torch.compile (torchtitan --compile.enable; default: the model's training.torch_compile)"))
     layout: RunLayout  # type: ignore[valid-type]
     measured: Measured
     source: dict[str, str | int | float] | None = Field(default=None, max_length=32, description=(
@@ -131,7 +133,7 @@ def _resolved(entry: RunEntry, model: ModelSpec, cluster: ClusterSpec, loaded: L
     lay = entry.layout.model_dump(exclude_none=True)
     modules = lay.pop("recompute_modules", None)
     model = with_run(model, seq_len=entry.seq_len, precision=entry.precision,
-                     recompute_modules=modules, flags=_run_paths(where), **at)
+                     recompute_modules=modules, torch_compile=entry.torch_compile, flags=_run_paths(where), **at)
     model = with_stack(with_global_batch(model, entry.global_batch), entry.stack)
     if entry.gpus > cluster.total_gpus:
         raise SpecError(f"{entry.gpus} GPUs is more than the {cluster.total_gpus} of {cluster.name}",
@@ -151,7 +153,8 @@ def _run_paths(where: tuple) -> dict[str, str]:
     """Spec paths a run overrides -> the runs file's field path that sets them (for error messages)."""
     base = ".".join(map(str, where))
     return {"seq_len": f"{base}.seq_len", "training.precision": f"{base}.precision",
-            "training.recompute_modules": f"{base}.layout.recompute_modules"}
+            "training.recompute_modules": f"{base}.layout.recompute_modules",
+            "training.torch_compile": f"{base}.torch_compile"}
 
 
 def load_runs(path) -> list[MeasuredRun]:

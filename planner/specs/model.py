@@ -81,6 +81,10 @@ class TrainingSpec(Spec):
         "MoE expert MLP through Transformer Engine's op fuser (Megatron --use-transformer-engine-op-fuser, "
         "Megatron-Bridge cutedsl_fused_grouped_mlp): a clamped GLU and the experts' output biases fused "
         "into the grouped GEMMs; off: they run as separate PyTorch ops"))
+    torch_compile: bool = Field(default=False, description=(
+        "torch.compile of each transformer block (torchtitan --compile.enable): Inductor fuses the block's "
+        "elementwise ops; without it a stack whose model code runs them one PyTorch op at a time "
+        "(StackSpec.eager_block_ops: torchtitan) pays their HBM passes"))
     offload: Literal["none", "optimizer", "activations", "both"] | None = Field(default=None, description=(
         "host-memory offload (planner/costs/offload.py): optimizer (fp32 master weights and Adam moments on the "
         "host, the Adam step on the CPU), activations (each layer's stored activations to the host in forward, back "

@@ -177,6 +177,11 @@ class StackSpec(StackConstants):
         "with sequence parallelism the column-parallel linears save the all-gathered, full-sequence input "
         "for their backward (DTensor TP: PrepareModuleInput to Replicate, then the matmul saves it), not "
         "Megatron's shard re-gathered in the backward: a layer's QKV and MLP inputs and the output layer's"))
+    eager_block_ops: bool = Field(default=False, description=(
+        "the model code runs a block's RMSNorms, RoPE and SwiGLU product as separate PyTorch ops, each a "
+        "pass over HBM, unless training.torch_compile fuses them (torchtitan's Llama: norms.py RMSNorm, "
+        "model.py apply_rotary_emb and FeedForward; planner/costs/compute.py eager_block_bytes); false: "
+        "fused kernels (Transformer Engine, Apex)"))
     selective_ac: Literal["modules", "op"] = Field(default="modules", description=(
         "what recompute: selective keeps: modules (Megatron --recompute-modules, training.recomputed) or "
         "op (torchtitan's op-level policy: the outputs of every other matmul, of SDPA and of the "

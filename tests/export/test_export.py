@@ -200,6 +200,7 @@ CASES = {
     "gpt-oss-graph-fuser": ("gpt-oss-120b", "dgx-h100-1024", {"cuda_graph_impl": "full_iteration", "te_op_fuser": True},
                             dict(tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=1)),
     "llama8-local-graphs": ("llama3.1-8b", "dgx-h100-1024", {"cuda_graph_impl": "local"}, dict(tp=2, pp=1, micro_batch=1)),
+    "llama8-compile-fsdp": ("llama3.1-8b", "dgx-h100-1024", {"torch_compile": True}, dict(tp=1, pp=1, micro_batch=2, zero=3)),
 }
 
 
@@ -853,3 +854,24 @@ def test_torchtitan_runs_etp_tp_or_1_only():
         with pytest.raises(SpecError, match=f"{name} has no expert tensor parallelism"):
             export_settings(kind, ok, m, c)
         assert "--parallelism.expert_parallel_degree=16" in export_settings(kind, one, m, c).text.splitlines()
+
+
+def test_torch_compile_is_torchtitans_compile_enable_and_a_note_elsewhere():
+    # job_config.py Compile.enable (v0.2.2) and configs.py CompileConfig.enable (0.3.0, main): "Whether to apply
+    # torch.compile"; the Megatron-Core frameworks fuse their blocks with Transformer Engine instead
+    for kind in ("torchtitan", "torchtitan@main", "torchtitan@0.2"):
+        export, _ = exported("llama8-compile-fsdp", kind)
+        assert "--compile.enable" in _flag_lines(export.text), kind
+        eager = export_settings(kind, estimate_layout(_model("llama3.1-8b"), load_cluster("dgx-h100-1024"),
+                                                      tp=1, pp=1, micro_batch=2, zero=3),
+                                _model("llama3.1-8b"), load_cluster("dgx-h100-1024"))
+        assert not any("compile" in line for line in _flag_lines(eager.text)), kind  # torchtitan's default: eager
+    for kind, name in (("megatron", "Megatron-LM"), ("nemo", "NeMo (Megatron Core)"),
+                       ("megatron-bridge", "Megatron-Bridge (Megatron Core)")):
+        export, _ = exported("llama8-compile-fsdp", kind) if kind != "megatron-bridge" else (None, None)
+        if export is None:
+            m = _model("llama3.1-8b", torch_compile=True)
+            c = load_cluster("dgx-h100-1024")
+            export = export_settings(kind, estimate_layout(m, c, tp=1, pp=1, micro_batch=2, zero=1), m, c)
+        assert any(n.startswith(f"torch_compile: {name} compiles no transformer block") for n in export.notes), kind
+        assert "compile" not in " ".join(_flag_lines(export.text)).replace("torch_compile", ""), kind

@@ -58,7 +58,7 @@ EXPECTED_BLOCKS = {  # every `### line` block must match at least one line of th
                         "config-summary-other-section", "config-summary-other-entry", "iteration",
                         "memory"],
     "nemo": ["progress", "tensor-groups", "pipeline-groups", "context-groups"],
-    "torchtitan": ["metrics", "mesh", "trainer", "model-args", "checkpointing"],
+    "torchtitan": ["metrics", "mesh", "trainer", "model-args", "checkpointing", "compile"],
     "deepspeed": ["config-header", "config-entry", "config-json", "throughput"],
 }
 
@@ -152,6 +152,7 @@ def test_torchtitan():
     assert run["model"] == {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
                             "vocab": 128256}
     assert "precision" not in run
+    assert run["torch_compile"] is True  # "Compiling each TransformerBlock with torch.compile"
 
 
 def test_torchtitan_main_branch_lines():
@@ -167,6 +168,7 @@ def test_torchtitan_main_branch_lines():
     run = parse_log(text, "main.log")
     # GPUs = pp 2 x dp_shard 4 x tp 2 = 16; 65536 tokens / (1024 tps x 16) = 4.0 s
     assert run["gpus"] == 16 and run["global_batch"] == 65536 // 4096 == 16
+    assert run["torch_compile"] is False  # no "Compiling each TransformerBlock" line: eager blocks
     assert run["measured"]["step_time_s"] == pytest.approx(65536 / (1024 * 16)) == 4.0
 
 

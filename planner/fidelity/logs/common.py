@@ -108,7 +108,7 @@ def positive_int(value: Any, *, path: str, line: int | None, field: str) -> int:
 def run(*, name: str, path: str, framework: str, steps: list[Step], gpus: int | None,
         global_batch: int | None, seq_len: int | None, precision: str | None,
         layout: dict[str, Any], model: dict[str, int] | None,
-        peak_memory_gib: float | None) -> dict[str, Any]:
+        peak_memory_gib: float | None, torch_compile: bool | None = None) -> dict[str, Any]:
     """The run mapping of the `kind: runs` format; keys the log does not state are left out."""
     seconds, used, skipped = step_time(steps, path=path, framework=framework)
     if gpus is None:
@@ -121,6 +121,8 @@ def run(*, name: str, path: str, framework: str, steps: list[Step], gpus: int | 
         out["seq_len"] = seq_len
     if precision is not None:
         out["precision"] = precision
+    if torch_compile is not None:
+        out["torch_compile"] = torch_compile
     out["layout"] = layout
     measured: dict[str, float] = {"step_time_s": seconds}
     if peak_memory_gib is not None and math.isfinite(peak_memory_gib) and peak_memory_gib > 0:

@@ -32,6 +32,9 @@ TRAINER_MAIN = re.compile(r"Trainer is initialized with (\d+) tokens per DP rank
                           r"train step, gradient accumulation steps (\d+), maximum context length "
                           r"(\d+)")
 CHECKPOINTING = re.compile(r"Applied (\w+) activation checkpointing to the model")
+# llama3/infra/parallelize.py apply_compile (v0.2.2), distributed/compile.py (main): printed only when
+# compile.enable; its absence is torchtitan's default, eager blocks
+COMPILE = re.compile(r"Compiling each TransformerBlock with torch\.compile")
 MODEL_ARGS = re.compile(r"Building (\S+) (\S+?)\s*with (\{.*)$")
 MODEL_KEYS = {"n_layers": "layers", "dim": "hidden", "n_heads": "heads", "n_kv_heads": "kv_heads",
               "vocab_size": "vocab"}
@@ -112,6 +115,7 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
             mode = match.group(1).lower()
             layout["recompute"] = "full" if "full" in mode else "selective" if "selective" in mode \
                 else layout.get("recompute", "none")
+    compiled = any(COMPILE.search(line) for line in lines)
     return run(name=name, path=path, framework="torchtitan", steps=steps, gpus=gpus,
                global_batch=batch, seq_len=seq_len, precision=None, layout=layout,
-               model=_model(lines), peak_memory_gib=max(peaks, default=None))
+               model=_model(lines), peak_memory_gib=max(peaks, default=None), torch_compile=compiled)

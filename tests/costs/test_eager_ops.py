@@ -1,0 +1,58 @@
+"""Eager elementwise ops of torchtitan's Llama block (StackSpec.eager_block_ops) and torch.compile,
+which fuses them (TrainingSpec.torch_compile): bytes counted by hand from the op list in
+planner/costs/compute.py's comment (torchtitan@9dec370 norms.py and model.py)."""
+from __future__ import annotations
+
+from pytest import approx
+
+from planner.layout.space import RECOMPUTE_SELECTIVE, single_layout
+from planner.specs.layers import layer_kinds
+
+from .conftest import layer_compute_on
+
+# 2 layers, hidden 64, 4 heads of 16 (2 KV heads), SwiGLU of 32, RoPE; 64 tokens a micro-batch of 1.
+SMALL = dict(layers=2, hidden=64, heads=4, kv_heads=2, ffn_act="swiglu", ffn_hidden=32, vocab=100, seq_len=64,
+             position_embedding="rope")
+HBM = 1000e9 * 0.5  # the toy GPU's achieved HBM bandwidth
+
+
+def _layer(make_model, toy_gpu, eager=True, compiled=False, **layout):
+    stack = {**make_model().training.stack.model_dump(), "eager_block_ops": eager, "selective_ac": "op"}
+    model = make_model(**SMALL, training=dict(stack=stack, torch_compile=compiled))
+    lay = single_layout(**{**dict(dp=1, tp=1, pp=1, micro_batch=1, num_microbatches=1), **layout})
+    return layer_compute_on(model, toy_gpu, lay, layer_kinds(model)[0])
+
+
+def test_eager_norms_swiglu_and_rope_bytes_by_hand(make_model, toy_gpu):
+    fused = _layer(make_model, toy_gpu, eager=False)
+    eager = _layer(make_model, toy_gpu)
+    # norms: 2 x 64 tokens x 64 = 8,192 elements, 32 B more forward and 86 B more backward each;
+    # SwiGLU: 64 x 32 = 2,048 hidden units, 4 B and 12 B more;
+    # RoPE: q 4 x 16 + k 2 x 16 = 96 elements a token, 64 x 96 = 6,144, 20 B each way
+    fwd = 32 * 8192 + 4 * 2048 + 20 * 6144  # 393,216 B
+    bwd = 86 * 8192 + 12 * 2048 + 20 * 6144  # 851,968 B
+    assert eager.gpu_fwd_s[0] - fused.gpu_fwd_s[0] == approx(fwd / HBM, rel=1e-9)  # 786.432 ns
+    assert eager.gpu_bwd_s[0] - fused.gpu_bwd_s[0] == approx(bwd / HBM, rel=1e-9)  # 1,703.936 ns
+
+
+def test_torch_compile_fuses_them(make_model, toy_gpu):
+    fused = _layer(make_model, toy_gpu, eager=False)
+    compiled = _layer(make_model, toy_gpu, compiled=True)
+    assert compiled.gpu_fwd_s[0] == fused.gpu_fwd_s[0] and compiled.gpu_bwd_s[0] == fused.gpu_bwd_s[0]
+    # a stack whose blocks are fused kernels already gains nothing from the flag
+    assert _layer(make_model, toy_gpu, eager=False, compiled=True).gpu_fwd_s[0] == fused.gpu_fwd_s[0]
+
+
+def test_op_level_checkpointing_runs_the_eager_ops_again(make_model, toy_gpu):
+    # torchtitan's op SAC saves matmul outputs only: its recomputation reruns the eager forward bytes
+    fused = _layer(make_model, toy_gpu, eager=False, recompute=RECOMPUTE_SELECTIVE)
+    eager = _layer(make_model, toy_gpu, recompute=RECOMPUTE_SELECTIVE)
+    assert eager.recompute_s[0] - fused.recompute_s[0] == approx(393_216 / HBM, rel=1e-9)
+
+
+def test_sequence_parallel_shards_the_norms_not_the_rest(make_model, toy_gpu):
+    # tp 2 with sequence parallelism: norms over 32 tokens (4,096 elements), SwiGLU over 64 tokens x 16
+    # units (1,024), RoPE over 64 tokens x 48 (3,072): 32 x 4,096 + 4 x 1,024 + 20 x 3,072 = 196,608 B
+    fused = _layer(make_model, toy_gpu, eager=False, tp=2, sequence_parallel=True)
+    eager = _layer(make_model, toy_gpu, tp=2, sequence_parallel=True)
+    assert eager.gpu_fwd_s[0] - fused.gpu_fwd_s[0] == approx(196_608 / HBM, rel=1e-9)
