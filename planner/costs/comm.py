@@ -287,7 +287,10 @@ def cp_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, lc, st)
     passes = 1.0 + (layouts.recompute == RECOMPUTE_FULL)
     if st.cp_comm == "all_gather" or windowed_layers(model):
         gather = all_gather_s(chunk * cp, cp, links)
-        fwd_wait, bwd_wait = gather, 2 * gather
+        # torch's ring attention passes the K/V gradients round in fp32 (_templated_ring_attention_backward
+        # accumulates in fp32 and rotates what it accumulates): twice a 16-bit reduction's bytes
+        grads = 2.0 if model.training.stack.cp_ring_buffers else 1.0
+        fwd_wait, bwd_wait = gather, (1.0 + grads) * gather
     else:
         step = chunk / (links.bus_gbps * GB) + links.p2p_s
         ring = (cp - 1) * step
@@ -347,8 +350,9 @@ def ep_comm_per_layer_s(cluster: ClusterSpec, model: ModelSpec, layouts, kind: L
     inside, per_domain, domains = _placement(cluster, ep, stride, layouts)
     k = np.where(inside, ep, per_domain)
     nvlink_bytes, network_bytes = _ep_bytes(model, kind, nbytes, ep, k)
-    nvlink = nvlink_bytes / (cluster.node.nvlink_gbps * eff.nvlink * GB)
-    network = network_bytes / (cluster.node.network_gbps * eff.network * GB)
+    # at the dispatch kernels' measured rate where the preset states one (HybridEP: ~0.5 of the link)
+    nvlink = nvlink_bytes / (cluster.node.nvlink_gbps * (eff.a2a_nvlink or eff.nvlink) * GB)
+    network = network_bytes / (cluster.node.network_gbps * (eff.a2a_network or eff.network) * GB)
     latency = np.where(domains > 1, eff.network_latency_s, eff.latency_s)
     a2a = np.where(ep > 1, np.maximum(nvlink, network) + latency, 0.0)
     # forward and backward, and the forward again under full recomputation or a recomputed MoE layer

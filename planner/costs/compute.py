@@ -286,6 +286,21 @@ def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
     return fwd, bwd
 
 
+def cp_merge_bytes(model: ModelSpec, layouts) -> tuple:
+    """(forward, backward) HBM bytes torch's ring attention (StackSpec.cp_ring_buffers) adds to a layer
+    under context parallelism, in fp32 (torch.distributed.tensor.experimental._attention, Dec 2024):
+    each of the cp - 1 steps after the first merges its partial output into the running one
+    (_SDPAMerger, convert_to_f32: the block's output cast, the running output read and written: ~12 B
+    an output element, fused under torch.compile); the backward adds every step's query gradient and
+    the (query-head-expanded) K and V gradients into fp32 accumulators (~10 B an element each, 30 B an
+    output element), cp times."""
+    if not model.training.stack.cp_ring_buffers:
+        return 0.0, 0.0
+    cp = layouts.cp.astype(float)
+    out = layouts.micro_batch * model.seq_len / cp * attention_dims(model).out_width / layouts.tp.astype(float)
+    return 12.0 * (cp - 1) * out, np.where(cp > 1, 30.0 * cp * out, 0.0)
+
+
 def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:
     """(forward GEMM time [s], forward memory-bound bytes, backward extra bytes) of one layer."""
     prec = model.training.numerics
@@ -341,6 +356,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     launch_us = st.layer_launch_us + (np.where(layouts.tp > 1, extra, 0.0) if extra else 0.0)
     launch_s = 0.0 if graphed else launch_us * US
     eager_fwd, eager_bwd = eager_block_bytes(model, layouts, kind)
+    if kind.mixer == "attention":
+        merge_fwd, merge_bwd = cp_merge_bytes(model, layouts)
+        eager_fwd, eager_bwd = eager_fwd + merge_fwd, eager_bwd + merge_bwd
     gpu_fwd = dense + core_fwd + elem_s + eager_fwd / hbm
     gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + (cast_out + eager_bwd) / hbm
     # Dropless dispatch sizes its buffers and grouped GEMMs from the tokens per expert, read on the

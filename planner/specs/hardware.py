@@ -49,6 +49,11 @@ class Efficiency(Spec):
         "`flash_attention` describes, forward and backward together (1: the same kernel, as on A100)"))
     nvlink: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
     network: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
+    a2a_nvlink: float | None = Field(default=None, ge=MIN_FRACTION, le=1, description=(
+        "bytes a GPU receives over NVLink in an expert-parallel dispatch or combine / time / link bandwidth, "
+        "as measured for the dispatcher's kernels (None: `nvlink`, the all-reduce's bus efficiency)"))
+    a2a_network: float | None = Field(default=None, ge=MIN_FRACTION, le=1, description=(
+        "the same for the bytes that cross the network (None: `network`)"))
     latency_us: float = Field(ge=0, le=1e4, description="per-step latency of a collective or a p2p send inside a node [us]")
     network_latency_us: float | None = Field(default=None, ge=0, le=1e4, description=(
         "per-step latency of a collective step between nodes [us] (default: latency_us)"))

@@ -172,7 +172,9 @@ class StackSpec(StackConstants):
         "context parallelism's attention backward holds, beside the kernel's own, the K/V all-gathered from "
         "every cp rank with the local copy sent into it, fp32 accumulators of the query gradient and the "
         "K/V gradients passed round the ring (torch.distributed.tensor.experimental._attention "
-        "_templated_ring_attention_backward, convert_to_f32); live in a layer's backward, not beside the loss"))
+        "_templated_ring_attention_backward, convert_to_f32); live in a layer's backward, not beside the loss. "
+        "In time, torch's ring merges each step's partial output into an fp32 one and sends the K/V gradients "
+        "round in fp32 (planner/costs/compute.py cp_merge_bytes, planner/costs/comm.py cp_comm_per_layer_s)"))
     tp_saves_gathered_inputs: bool = Field(default=False, description=(
         "with sequence parallelism the column-parallel linears save the all-gathered, full-sequence input "
         "for their backward (DTensor TP: PrepareModuleInput to Replicate, then the matmul saves it), not "

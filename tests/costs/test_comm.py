@@ -244,8 +244,8 @@ def test_a_large_job_fills_64_gpus_of_an_nvl72_rack_so_ep_32_stays_on_nvlink():
     rack; placed over all 72, every other group straddled two racks and its all-to-all crossed the
     network. DeepSeek-V3 (h 7168, top 8), one 4,096-token micro-batch per GPU, tp 1, 256 GPUs:
     s b top_k = 32,768 routed copies of 7,168 values of 2 B = 469,762,048 B; 31/32 of them go to the
-    31 other GPUs of the group over NVLink at 900 GB/s x the preset's NVLink efficiency (0.7 as
-    fitted); none over the network. Each
+    31 other GPUs of the group over NVLink at 900 GB/s x the preset's all-to-all NVLink efficiency
+    (0.52, HybridEP's measured rate on GB200); none over the network. Each
     all-to-all also pays the NVLink step latency (2 us); dispatch and combine, forward and backward."""
     from planner.costs.comm import ep_comm_per_layer_s
     from planner.specs.layers import layer_kinds
@@ -255,7 +255,8 @@ def test_a_large_job_fills_64_gpus_of_an_nvl72_rack_so_ep_32_stays_on_nvlink():
     moe = layer_kinds(model)[-1]
     lay = single_layout(dp=32, tp=1, pp=8, ep=32, micro_batch=1, num_microbatches=480)
     assert rack.node.nvlink_gbps == 900
-    a2a = 469_762_048 * 31 / 32 / (900e9 * rack.gpu.efficiency.nvlink) + 2e-6
+    assert rack.gpu.efficiency.a2a_nvlink == 0.52
+    a2a = 469_762_048 * 31 / 32 / (900e9 * 0.52) + 2e-6
     assert ep_comm_per_layer_s(rack, model, lay, moe)[0] == approx(2 * 2 * a2a, rel=1e-12)
     # Issue 37 item 4: written without a segment, the rack is filled as that advice would for this
     # layout (16 trays: 64 GPUs hold two ep 32 groups), so the price is the same, not a cliff; told

@@ -445,3 +445,48 @@ def test_eager_rope_when_yarn_scales_cos_and_sin(make_model, toy_gpu):
     assert mla_eager.fwd_s[0] - mla_fused.fwd_s[0] == approx(42_598_400 / 500e9, rel=1e-6)
     # learned positions have no RoPE to run
     assert layer_compute_on(make_model(rope_mscale=1.347), toy_gpu, lay()).fwd_s[0] == layer_compute_on(make_model(), toy_gpu, lay()).fwd_s[0]
+
+
+def test_dispatch_runs_at_the_presets_all_to_all_rate(make_model, make_cluster, toy_gpu_data):
+    model = make_model(**TINY_MOE)
+    (_, moe) = layer_kinds(model)
+    # the toy network: 10 GB/s a GPU; at a2a_network 0.5 the dispatch gets 5 GB/s, not the all-reduce's 8
+    cluster = make_cluster(toy_gpu_data(efficiency=dict(a2a_network=0.5, a2a_nvlink=0.25)))
+    # ep 16 over two nodes, as in test_all_to_all_inside_and_across_nodes: 32,768 B, 8/16 over the network
+    network = 32768 * 8 / 16 / 5e9
+    assert network > 32768 * 7 / 16 / 50e9  # NVLink at 0.25 of 200 GB/s: still the faster
+    assert ep_comm_per_layer_s(cluster, model, lay(dp=16, ep=16, micro_batch=2), moe)[0] == approx(
+        4 * (network + 10e-6), rel=REL)
+    # ep 4 inside a node: 3/4 of 32,768 B at 0.25 x 200 = 50 GB/s
+    assert ep_comm_per_layer_s(cluster, model, lay(dp=4, ep=4, micro_batch=2), moe)[0] == approx(
+        4 * (32768 * 3 / 4 / 50e9 + 10e-6), rel=REL)
+
+
+def test_torch_ring_attention_reduces_kv_gradients_in_fp32(make_model, make_cluster):
+    # all-gather CP as in test_cp_with_kv_repeated_...: forward one gather, backward the gather again and
+    # the gradients' reduction, which torch's ring attention runs in fp32: twice the bytes, 3 gathers in all
+    cluster = make_cluster()
+    layout = lay(cp=4)
+    gqa = make_model(kv_heads=4)
+
+    def with_stack(**fields):
+        stack = gqa.training.stack.model_copy(update={"cp_comm": "all_gather", **fields})
+        return gqa.model_copy(update={"training": gqa.training.model_copy(update={"stack": stack})})
+
+    lc = layer_compute_on(gqa, cluster.gpu, layout)
+    plain, ring = (cp_comm_per_layer_s(cluster, m, layout, lc, _st(m, cluster))[0]
+                   for m in (with_stack(), with_stack(cp_ring_buffers=True)))
+    assert ring == approx(plain / 3 * 4, rel=REL)  # gather x (1 + 2) -> gather x (1 + 1 + 2)
+
+
+def test_torch_ring_attention_merges_partial_outputs_in_fp32(make_model, toy_gpu):
+    # 16 heads of 64: the output 1,024 wide; cp 4 of 512 tokens: 128 a rank, 131,072 output elements.
+    # forward: 3 merges x 12 B = 4,718,592 B; backward: 4 steps x 30 B = 15,728,640 B; at 500e9 B/s
+    model = make_model()
+    stack = model.training.stack.model_copy(update={"cp_ring_buffers": True})
+    ring = model.model_copy(update={"training": model.training.model_copy(update={"stack": stack})})
+    base, merged = (layer_compute_on(m, toy_gpu, lay(cp=4)) for m in (model, ring))
+    assert merged.gpu_fwd_s[0] - base.gpu_fwd_s[0] == approx(12 * 3 * 131072 / 500e9, rel=1e-9)
+    assert merged.gpu_bwd_s[0] - base.gpu_bwd_s[0] == approx(30 * 4 * 131072 / 500e9, rel=1e-9)
+    # without context parallelism there is no ring
+    assert layer_compute_on(ring, toy_gpu, lay()).gpu_bwd_s[0] == layer_compute_on(model, toy_gpu, lay()).gpu_bwd_s[0]
