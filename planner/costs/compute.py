@@ -286,6 +286,13 @@ def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
     return fwd, bwd
 
 
+def moe_syncs_host(model: ModelSpec) -> bool:
+    """Whether a MoE layer's forward waits for the host: dropless dispatch reads the tokens per expert
+    there (Megatron-Core token_dispatcher.py; DeepEP/HybridEP non_blocking=False), unless drop-and-pad
+    or a full-iteration CUDA graph (static per-rank shapes) fixes the shapes beforehand."""
+    return model.moe is not None and model.moe.capacity_factor is None and model.training.cuda_graph_impl != "full_iteration"
+
+
 def cp_merge_bytes(model: ModelSpec, layouts) -> tuple:
     """(forward, backward) HBM bytes torch's ring attention (StackSpec.cp_ring_buffers) adds to a layer
     under context parallelism, in fp32 (torch.distributed.tensor.experimental._attention, Dec 2024):
@@ -365,7 +372,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     # host (Megatron-Core token_dispatcher.py, DeepEP/HybridEP non_blocking=False): the GPU drains
     # once per forward of a MoE layer. Drop-and-pad shapes are static (transformer_config.py: "moe
     # cuda graph is only supported with drop-padding MoE"), and so are a full-iteration graph's.
-    syncs = kind.is_moe and model.moe.capacity_factor is None and not graphed
+    syncs = kind.is_moe and moe_syncs_host(model)
     fwd = _floor(gpu_fwd, launch_s) + overhead + (st.moe_sync_us * US if syncs else 0.0)
     bwd = _floor(gpu_bwd, 2 * launch_s) + 2 * overhead
 

@@ -29,6 +29,10 @@ class StackConstants(Spec):
         "optimizer-step HBM traffic relative to one fused Adam pass (unfused multi-tensor kernels: >1)"))
     zero3_unit_overhead_us: float = Field(default=0.0, ge=0, le=1e6, description=(
         "fixed time per ZeRO-3 gathering unit per pass (hooks, allocation, stream sync) [us]"))
+    moe_a2a_overlap_hidden: float = Field(default=1.0, ge=0, le=1, description=(
+        "share of the MoE all-to-alls that training.moe_a2a_overlap's combined 1F1B could hide behind the "
+        "other micro-batch's compute that it does hide where a dropless MoE layer syncs the host (no "
+        "full-iteration CUDA graph, no capacity factor); sync-free, all of it (1: all of it everywhere)"))
     moe_sync_us: float = Field(default=0.0, ge=0, le=1e6, description=(
         "GPU idle per forward of a dropless MoE layer [us]: the dispatcher reads the tokens per expert "
         "on the host (a blocking sync) before it can size and launch the rest of the layer"))

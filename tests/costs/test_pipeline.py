@@ -228,6 +228,20 @@ def test_a2a_overlap_hides_behind_the_other_micro_batchs_compute():
         4e-3 / 4 + 3 / 4 * (0 + 1e-3), rel=REL)
 
 
+def test_a2a_overlap_hides_only_its_stated_share():
+    # hidden 0.37 (megatron-core's moe_a2a_overlap_hidden): a2a 1 ms, halves of 0.5 ms behind a 2 ms backward
+    # and a 1 ms forward, each could hide whole; 0.37 of them does: paired 1 - 0.37 x (0.5 + 0.5) = 0.63 ms;
+    # m = 4: 1 ms / 4 + 3/4 x 0.63 ms = 0.7225 ms
+    lc, raw = _lc(1e-3, 2e-3), np.array([1e-3])
+    assert ep_exposed_s(lay(num_microbatches=4), lc, raw, hidden=0.37)[0] == approx(0.25e-3 + 0.75 * 0.63e-3, rel=REL)
+    # a2a 4 ms: the forward's 2 ms could hide behind 2 ms, the backward's 2 ms behind 1 ms of forward:
+    # paired 4 - 0.37 x (2 + 1) = 2.89 ms; m = 4: 1 ms + 3/4 x 2.89 ms = 3.1675 ms
+    assert ep_exposed_s(lay(num_microbatches=4), lc, np.array([4e-3]), hidden=0.37)[0] == approx(
+        1e-3 + 0.75 * 2.89e-3, rel=REL)
+    # nothing hidden: all of it shows, as without the overlap
+    assert ep_exposed_s(lay(num_microbatches=4), lc, raw, hidden=0.0)[0] == approx(1e-3, rel=REL)
+
+
 def test_a2a_overlap_with_a_pipeline_and_where_megatron_refuses_it():
     lc, raw = _lc(1e-3, 2e-3), np.array([4e-3])
     paired = 1e-3  # as above
@@ -256,3 +270,28 @@ def test_a2a_overlap_in_the_step(make_model, make_cluster):
     assert kinds[True].ep[0] == approx(expected[0], rel=REL) and kinds[True].ep[0] < raw[True].ep[0]
     assert step_time(job_context(hidden, cluster, ep8)).ep_comm[0] == approx(8 * 2 * expected[0], rel=REL)
     assert step_time(job_context(hidden, cluster, many)).ep_comm[0] == 0.0  # ep 1: no all-to-all to hide
+
+
+def test_a2a_overlap_hides_its_share_only_where_the_moe_layer_syncs_the_host(make_model, make_cluster):
+    from planner.costs.compute import moe_syncs_host
+    from planner.costs.layer_times import kind_times
+
+    moe = dict(layers=3, hidden=64, heads=4, ffn_act="swiglu", vocab=100, seq_len=64,
+               moe=dict(experts=8, top_k=2, expert_ffn_hidden=32, dense_layers=1))
+    stack = {**TOY_STACK, "moe_a2a_overlap_hidden": 0.37}
+    cluster = make_cluster()
+    layout = lay(dp=16, ep=16, num_microbatches=4)
+    exposed = {}
+    for graphs in ("none", "full_iteration"):
+        model = make_model(**moe, training=dict(stack=stack, moe_a2a_overlap=True, cuda_graph_impl=graphs))
+        # dropless without a full-iteration graph reads the tokens per expert on the host; with one, shapes are static
+        assert moe_syncs_host(model) == (graphs == "none")
+        plain = make_model(**moe, training=dict(stack=stack, cuda_graph_impl=graphs))
+        raw = [k for k in kind_times(plain, cluster, plain.training.stack.for_gpu(cluster.gpu.name), layout) if k.moe][0]
+        got = [k for k in kind_times(model, cluster, model.training.stack.for_gpu(cluster.gpu.name), layout) if k.moe][0]
+        exposed[graphs] = (got.ep[0], ep_exposed_s(layout, raw.lc, raw.ep, hidden=0.37 if graphs == "none" else 1.0)[0])
+    for got, expected in exposed.values():
+        assert got == approx(expected, rel=REL)
+    assert exposed["none"][0] > exposed["full_iteration"][0]
+    # drop-and-pad is sync-free too
+    assert not moe_syncs_host(make_model(**{**moe, "moe": {**moe["moe"], "capacity_factor": 1.0}}, training=dict(stack=stack)))
