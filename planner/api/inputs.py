@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from planner.specs.profile import ProfileSpec
 
 RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision",
-             "training.offload_layers": "--offload-layers"}  # spec path -> flag
+             "training.offload_layers": "--offload-layers", "training.torch_compile": "--torch-compile"}  # spec path -> flag
 
 
 def _loaded(data: Mapping, what: str):
@@ -110,10 +110,11 @@ def framework_stack(framework: str | None, stack: str | None, export: str | None
 
 
 def with_run(model: ModelSpec, *, seq_len: int | None = None, precision: str | None = None,
-             offload_layers: int | None = None) -> ModelSpec:
+             offload_layers: int | None = None, torch_compile: bool | None = None) -> ModelSpec:
     from planner.search import with_run as run_as
 
-    return run_as(model, seq_len=seq_len, precision=precision, offload_layers=offload_layers, flags=RUN_FLAGS)
+    return run_as(model, seq_len=seq_len, precision=precision, offload_layers=offload_layers,
+                  torch_compile=torch_compile, flags=RUN_FLAGS)
 
 
 def with_nvlink_segment(cluster: ClusterSpec, gpus: int | None, flag: str = "--nvlink-domain-gpus") -> ClusterSpec:
@@ -143,7 +144,7 @@ def with_profile(model: ModelSpec, cluster: ClusterSpec, profile: Any, stack: st
 
 def prepare(model: Any, cluster: Any, *, global_batch: int | None, gpus: int | None, stack: str | None,
             seq_len: int | None, precision: str | None, nvlink_domain_gpus: int | None, profile: Any,
-            offload_layers: int | None = None):
+            offload_layers: int | None = None, torch_compile: bool | None = None):
     """(model, cluster) as `plan search`/`plan estimate` load them: options checked, the run stated
     applied, the profile's constants in, the precision checked against the GPU, `gpus` within the cluster."""
     from planner.options import GLOBAL_BATCH, GPUS, OFFLOAD_LAYERS, check_option
@@ -154,7 +155,8 @@ def prepare(model: Any, cluster: Any, *, global_batch: int | None, gpus: int | N
     check_option(GLOBAL_BATCH, global_batch)
     check_option(OFFLOAD_LAYERS, offload_layers)
     check_stack_name(stack)
-    m = with_run(load_model(model), seq_len=seq_len, precision=precision, offload_layers=offload_layers)
+    m = with_run(load_model(model), seq_len=seq_len, precision=precision, offload_layers=offload_layers,
+                 torch_compile=torch_compile)
     m = with_stack(with_global_batch(m, global_batch), stack)
     c = with_nvlink_segment(load_cluster(cluster), nvlink_domain_gpus)
     if profile is not None:

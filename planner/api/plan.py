@@ -10,9 +10,10 @@ from planner.api.inputs import framework_stack, prepare
 from planner.api.tools import export_kind
 from planner.errors import SpecError
 
-_RUN = dict(global_batch=int, seq_len=int, nvlink_domain_gpus=int, offload_layers=int)  # keyword -> type (flag: --global-batch, ...)
+_RUN = dict(global_batch=int, seq_len=int, nvlink_domain_gpus=int, offload_layers=int,
+            torch_compile=bool)  # keyword -> type (flag: --global-batch, ...)
 _FLAGS = {"global_batch": "--global-batch", "seq_len": "--seq-len", "nvlink_domain_gpus": "--nvlink-domain-gpus",
-          "offload_layers": "--offload-layers",
+          "offload_layers": "--offload-layers", "torch_compile": "--torch-compile",
           "precision": "--precision", "stack": "--stack", "framework": "--framework", "objective": "--objective"}
 
 
@@ -28,7 +29,7 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
            gpus: int | None = None, profile: Any = None, framework: str | None = None, objective: str = "time",
            top: int = 5, global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
            nvlink_domain_gpus: int | None = None, stack: str | None = None, offload_layers: int | None = None,
-           frontier: bool = False,
+           torch_compile: bool | None = None, frontier: bool = False,
            power_caps: bool | None = None, gpus_range: tuple[int, int] | None = None, export: str | None = None,
            **options: Any):
     """The best `top` layouts of `model` on `cluster`, as `plan search` finds them.
@@ -37,7 +38,8 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     by their file keys (`max_step_time_s=20`, `memory_headroom=0.1`, `time_limit_s=5`). Returns a
     `Search`; a `PoolsSearch` on a cluster of several pools (unless `frontier`); a `GpuCounts` with
     `gpus_range=(lo, hi)`. `offload_layers`: layers an activation-offloading layout offloads, as if the
-    model spec said training.offload_layers (`--offload-layers`). `export`: the framework whose launch settings will be asked of the result
+    model spec said training.offload_layers (`--offload-layers`); `torch_compile`: training.torch_compile
+    (`--torch-compile`). `export`: the framework whose launch settings will be asked of the result
     (`planner.export`), checked before any work (against `framework`, and a cluster of one pool)."""
     from planner.layout.axes import fixable
     from planner.options import (GPUS, MAX_MICRO_BATCH, OFFLOAD_LAYERS, SPLIT_TOP, TIME_LIMIT, TOP, CRITICAL_BATCH,
@@ -46,7 +48,7 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     args.unknown("search", options, {o.key for o in options_for("search")} | {a.name for a in fixable()})
     run = dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
                precision=precision, stack=stack, framework=framework, objective=objective,
-               offload_layers=offload_layers)
+               offload_layers=offload_layers, torch_compile=torch_compile)
     _typed_run(gpus, run)
     args.typed(top, int, TOP.flag), args.typed(frontier, bool, "--frontier"), args.typed(power_caps, bool, "--power-caps")
     with args.numbers_checked():
@@ -70,7 +72,7 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
         span = None if gpus_range is None else _span(gpus_range)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=gpus, stack=stack_, seq_len=seq_len,
                        precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
-                       offload_layers=offload_layers)
+                       offload_layers=offload_layers, torch_compile=torch_compile)
         if export is not None and span is None and len(c.pool_names) > 1:
             raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
                             expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
@@ -118,13 +120,14 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
              gpus: int | None = None, profile: Any = None, framework: str | None = None,
              global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
              nvlink_domain_gpus: int | None = None, stack: str | None = None, offload_layers: int | None = None,
-             stage_layers: list[int] | str | None = None, export: str | None = None, **axes: Any):
+             torch_compile: bool | None = None, stage_layers: list[int] | str | None = None, export: str | None = None,
+             **axes: Any):
     """One layout of `model` on `cluster` scored, as `plan estimate` scores it: `tp`, `pp` and
     `micro_batch` are required, the other axes take `plan estimate`'s defaults (sequence parallelism
     when tp > 1, ZeRO 1 when dp x cp > 1; torchtitan's own ZeRO 3 for `framework` or `export`
     torchtitan); limits by their file keys (`memory_headroom=0.1`). `export`: the framework whose
     launch settings will be asked of the result, checked first. Returns an `Estimate`; an infeasible
-    layout is a result (`feasible` False, `violations` say why). `offload_layers`: as for `search`."""
+    layout is a result (`feasible` False, `violations` say why). `offload_layers`, `torch_compile`: as for `search`."""
     from planner.layout.axes import AXES, fixable
     from planner.options import GPUS, OFFLOAD_LAYERS, check_option, options_for
 
@@ -135,7 +138,8 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         raise TypeError(f"estimate() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
                         + ", ".join(repr(n) for n in missing))
     _typed_run(gpus, dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
-                          precision=precision, stack=stack, framework=framework, offload_layers=offload_layers))
+                          precision=precision, stack=stack, framework=framework, offload_layers=offload_layers,
+                          torch_compile=torch_compile))
     with args.numbers_checked():
         check_option(GPUS, gpus)
         check_option(OFFLOAD_LAYERS, offload_layers)
@@ -148,7 +152,7 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         split = parse_split(stage_layers)
         m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=stack_, seq_len=seq_len,
                        precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
-                       offload_layers=offload_layers)
+                       offload_layers=offload_layers, torch_compile=torch_compile)
         result = _estimated(m, c, gpus, limits, split, given, framework, export)
         args.require_finite(result.to_dict())
     return result

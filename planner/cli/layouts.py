@@ -33,6 +33,9 @@ Precision = Annotated[Optional[str], typer.Option("--precision", help=(
 OffloadLayers = Annotated[Optional[int], typer.Option("--offload-layers", help=(
     "layers whose activations an activation-offloading layout moves to the host, at most a rank's layers - 1 "
     "(overrides the model spec's training.offload_layers; default: the fewest that fit)"))]
+TorchCompile = Annotated[Optional[bool], typer.Option("--torch-compile/--no-torch-compile", help=(
+    "torch.compile each block, or not (overrides the model spec's training.torch_compile; priced where the stack "
+    "runs its block's elementwise ops one by one without it: torchtitan)"))]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help=(
     "a profile from plan calibrate (kind: profile): price with the constants fitted to your own runs, bands from their errors"))]
 NvlinkSegment = Annotated[Optional[int], typer.Option("--nvlink-domain-gpus", help=(
@@ -52,7 +55,7 @@ def search(
     model: ModelArg = DEFAULT_MODEL, cluster: ClusterArg = DEFAULT_CLUSTER, gpus: Gpus = None,
     global_batch: GlobalBatch = None, seq_len: SeqLen = None, precision: Precision = None,
     nvlink_domain_gpus: NvlinkSegment = None, stack: Stack = None, framework: Framework = None,
-    profile: ProfileOpt = None, offload_layers: OffloadLayers = None,
+    profile: ProfileOpt = None, offload_layers: OffloadLayers = None, torch_compile: TorchCompile = None,
     objective: Annotated[str, typer.Option("--objective", help="time | energy | cost | carbon")] = "time",
     top: Annotated[int, typer.Option("--top", help="how many layouts to list")] = 5, json_out: AsJson = False,
     export: Export = None,
@@ -75,7 +78,7 @@ def search(
                             top=top, global_batch=global_batch, seq_len=seq_len, precision=precision,
                             nvlink_domain_gpus=nvlink_domain_gpus, stack=stack, frontier=frontier or figure is not None,
                             power_caps=power_caps, gpus_range=gpus_range, export=export,
-                            offload_layers=offload_layers, **options)
+                            offload_layers=offload_layers, torch_compile=torch_compile, **options)
         if isinstance(result, GpuCounts):
             print_json(result.to_dict()) if json_out else report.render_gpus_range(result, out)
             if result.recommended is None:
@@ -148,7 +151,7 @@ def print_export(result, kind: str) -> None:
 def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = None, gpus: Gpus = None,
              seq_len: SeqLen = None, precision: Precision = None, nvlink_domain_gpus: NvlinkSegment = None,
              stack: Stack = None, framework: Framework = None, profile: ProfileOpt = None,
-             offload_layers: OffloadLayers = None, json_out: AsJson = False,
+             offload_layers: OffloadLayers = None, torch_compile: TorchCompile = None, json_out: AsJson = False,
              export: Export = None, timeline: Annotated[Optional[str], typer.Option("--timeline", help=(
                  "draw the pipeline schedule and memory per rank to FILE (.png or .svg; needs matplotlib)"))] = None,
              stage_layers: Annotated[Optional[str], typer.Option("--stage-layers", help=(
@@ -164,7 +167,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
         result = api.estimate(model, cluster, gpus=gpus, profile=profile, framework=framework,
                               global_batch=global_batch, seq_len=seq_len, precision=precision,
                               nvlink_domain_gpus=nvlink_domain_gpus, stack=stack, stage_layers=stage_layers,
-                              offload_layers=offload_layers, export=export, **options)
+                              offload_layers=offload_layers, torch_compile=torch_compile, export=export, **options)
         if figure is not None:  # a step too long to draw: exit 2 before the numbers and the drawing
             from planner.timeline import check_drawable
 
