@@ -1,6 +1,8 @@
-"""`--offload-layers N` (plan estimate, plan search, plan sweep) and `offload_layers=` (planner.api): the
-model spec's training.offload_layers stated on the command line, so the same JSON as the spec field;
-out-of-range values refused before any work, exit 2 on one line naming the flag (issue 40 item 2)."""
+"""Flags that state a model spec's training field on the command line, so the same JSON as the spec field:
+`--offload-layers N` (plan estimate, plan search, plan sweep) and `offload_layers=` (planner.api), out-of-range
+values refused before any work, exit 2 on one line naming the flag (issue 40 item 2); `--torch-compile/
+--no-torch-compile` (plan estimate, plan search) and `torch_compile=`, the torchtitan export then saying
+--compile.enable."""
 from __future__ import annotations
 
 import json
@@ -116,3 +118,38 @@ def test_a_count_beside_an_offload_that_moves_no_activations_is_refused(command,
     with pytest.raises(SpecError, match="--offload-layers"):
         getattr(api, command)("llama3-8b", "dgx-h100-1024", gpus=8, offload=offload, offload_layers=5,
                               **(dict(tp=1, pp=1, micro_batch=1, zero=1) if command == "estimate" else {}))
+
+
+# torchtitan's FSDP on one DGX H100, tp 1 pp 1 mb 1
+TITAN = ["--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--zero", "3", "--framework", "torchtitan"]
+
+
+def test_torch_compile_flag_is_the_spec_field(tmp_path):
+    for value, flag in ((True, "--torch-compile"), (False, "--no-torch-compile")):
+        stated = plan_json("estimate", model_file(tmp_path, torch_compile=value), "dgx-h100-1024", *TITAN)
+        flagged = plan_json("estimate", model_file(tmp_path, torch_compile=not value), "dgx-h100-1024", *TITAN, flag)
+        assert flagged == stated
+    # torchtitan's blocks run their norms, RoPE and SwiGLU product op by op without it: slower
+    eager = plan_json("estimate", model_file(tmp_path), "dgx-h100-1024", *TITAN)
+    compiled = plan_json("estimate", model_file(tmp_path), "dgx-h100-1024", *TITAN, "--torch-compile")
+    assert eager["step_time_s"] > compiled["step_time_s"]
+
+
+def test_search_exports_compile_enable(tmp_path):
+    r = runner.invoke(app, ["search", model_file(tmp_path), "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan",
+                            "--torch-compile", "--export", "torchtitan"])
+    assert r.exit_code == 0, r.output
+    assert "--compile.enable" in r.stdout.splitlines()
+    r = runner.invoke(app, ["search", model_file(tmp_path), "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan",
+                            "--export", "torchtitan"])
+    assert r.exit_code == 0 and "compile" not in r.stdout
+
+
+def test_api_torch_compile_takes_a_bool_only(tmp_path):
+    a = api.estimate(model_file(tmp_path), "dgx-h100-1024", gpus=8, tp=1, pp=1, micro_batch=1, zero=3,
+                     framework="torchtitan", torch_compile=True)
+    assert a.step_time_s < api.estimate(model_file(tmp_path), "dgx-h100-1024", gpus=8, tp=1, pp=1, micro_batch=1, zero=3,
+                                        framework="torchtitan").step_time_s
+    with pytest.raises(SpecError, match="--torch-compile: got the string 'yes'") as exc:
+        api.search(model_file(tmp_path), "dgx-h100-1024", gpus=8, torch_compile="yes")
+    assert exc.value.exit_code == 2
