@@ -114,6 +114,10 @@ def render_search(result: SearchResult, console: Console) -> None:
         _render_placement(result, console)
         console.print(f"[dim]step time ±: expected error from {name_text(best.error_band.basis)}[/dim]")
         _render_simplest(result, console)
+        if result.compiled_step_time_s is not None:
+            console.print(f"torch.compile: {result.compiled_step_time_s:.3f} s a step compiled "
+                          f"({1 - result.compiled_step_time_s / best.step_time_s:.1%} faster; --torch-compile), "
+                          f"priced eager as {name_text(result.model.training.stack.name)}'s blocks run by default")
     sc = result.stage_caps
     if sc is not None:
         best_kj = best.energy_j_per_step / 1e3

@@ -47,6 +47,7 @@ class SearchResult:
     split_solves: dict = field(default_factory=dict)  # row -> the stage-split CP-SAT answer, rows tried
     pool: str | None = None  # the pool searched, on a cluster of several (planner/mixed_pools.py)
     simplest: int | None = None  # the simplest row within TIE_PCT of the best (planner/choose.py), if not the best
+    compiled_step_time_s: float | None = None  # the best row under torch.compile, where the stack runs eager ops and it is off
 
     @property
     def simplest_within_tie(self) -> ScoredLayout | None:
@@ -303,7 +304,20 @@ def search(
         stages = stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
                         frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
-                        split_solves=refined.solves, simplest=_tie(scores, feasible, chosen, objective))
+                        split_solves=refined.solves, simplest=_tie(scores, feasible, chosen, objective),
+                        compiled_step_time_s=_compiled(model, cluster, scores, chosen, levels))
+
+
+def _compiled(model: ModelSpec, cluster: ClusterSpec, scores: Scores, chosen: np.ndarray, levels) -> float | None:
+    """The best row's step time with training.torch_compile, where the stack's blocks run their elementwise
+    ops one by one without it (StackSpec.eager_block_ops) and the model does not compile them: what
+    --torch-compile would give. Its stage split is the default one (the change scales the row's time)."""
+    if not chosen.size or not model.training.stack.eager_block_ops or model.training.torch_compile:
+        return None
+    row = scores.layouts.take(chosen[:1])
+    compiled = model.model_copy(update={"training": model.training.model_copy(update={"torch_compile": True})})
+    eager_s, compiled_s = (float(score(m, cluster, row, caps=levels).step_time_s[0]) for m in (model, compiled))
+    return float(scores.step_time_s[chosen[0]]) * compiled_s / eager_s
 
 
 def _tie(scores: Scores, feasible: np.ndarray, chosen: np.ndarray, objective: str) -> int | None:

@@ -57,6 +57,8 @@ def search_dict(r: SearchResult) -> dict[str, Any]:
                              "wall_s": c.wall_s}
     if r.frontier is not None:
         out["frontier"] = [x.to_dict() for x in r.frontier_results]
+    if r.compiled_step_time_s is not None:
+        out["torch_compile_step_time_s"] = r.compiled_step_time_s
     simple = r.simplest_within_tie
     if simple is not None:
         out["simplest_within_tie"] = {**simple.to_dict(), "tie_pct": TIE_PCT, "slower_than_best_pct":

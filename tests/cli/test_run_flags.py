@@ -153,3 +153,20 @@ def test_api_torch_compile_takes_a_bool_only(tmp_path):
     with pytest.raises(SpecError, match="--torch-compile: got the string 'yes'") as exc:
         api.search(model_file(tmp_path), "dgx-h100-1024", gpus=8, torch_compile="yes")
     assert exc.value.exit_code == 2
+
+
+def test_search_says_what_torch_compile_would_give(tmp_path):
+    # torchtitan's eager blocks: the best layout priced eager, and compiled beside it; with the default stage
+    # split (split_top 0) the compiled figure is plan estimate --torch-compile of that layout
+    found = api.search(model_file(tmp_path), "dgx-h100-1024", gpus=8, framework="torchtitan", split_top=0, top=1)
+    best = found.best.layout
+    compiled = api.estimate(model_file(tmp_path), "dgx-h100-1024", gpus=8, framework="torchtitan", torch_compile=True,
+                            **{k: best[k] for k in ("tp", "pp", "cp", "micro_batch", "recompute", "zero", "vpp")})
+    assert found.to_dict()["torch_compile_step_time_s"] == pytest.approx(compiled.step_time_s, rel=1e-9)
+    assert compiled.step_time_s < found.best.step_time_s
+    # already compiled, or a stack whose blocks are fused kernels: nothing to say
+    assert "torch_compile_step_time_s" not in api.search(model_file(tmp_path), "dgx-h100-1024", gpus=8, framework="torchtitan",
+                                                         torch_compile=True, top=1).to_dict()
+    assert "torch_compile_step_time_s" not in api.search(model_file(tmp_path), "dgx-h100-1024", gpus=8, top=1).to_dict()
+    r = runner.invoke(app, ["search", model_file(tmp_path), "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan"])
+    assert r.exit_code == 0 and "torch.compile: " in r.stdout and "faster; --torch-compile" in r.stdout
