@@ -298,14 +298,19 @@ def search(
     if frontier:
         front = pareto_front(scores.step_time_s, scores.energy_j_per_token, np.flatnonzero(feasible),
                              tiebreak_rank(scores.layouts))
-    stages = None
-    if caps and chosen.size and scores.layouts.pp[chosen[0]] > 1:
-        i = int(chosen[0])
-        stages = stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
     return SearchResult(model, cluster, gpus, objective, scores, masks, feasible, chosen, result,
-                        frontier=front, power_caps=caps, stage_caps=stages, splits=refined.splits,
+                        frontier=front, power_caps=caps, stage_caps=_stage_caps(model, cluster, scores, chosen, levels),
+                        splits=refined.splits,
                         split_solves=refined.solves, simplest=_tie(scores, feasible, chosen, objective),
                         compiled_step_time_s=_compiled(model, cluster, scores, chosen, levels))
+
+
+def _stage_caps(model: ModelSpec, cluster: ClusterSpec, scores: Scores, chosen: np.ndarray, levels) -> StageCapResult | None:
+    """Per-stage power caps of the best row, when caps were searched and it is a pipeline."""
+    if levels is None or not chosen.size or scores.layouts.pp[chosen[0]] <= 1:
+        return None
+    i = int(chosen[0])
+    return stage_caps(model, cluster, scores.layouts.take(np.array([i])), levels[int(scores.layouts.power_cap[i])])
 
 
 def _compiled(model: ModelSpec, cluster: ClusterSpec, scores: Scores, chosen: np.ndarray, levels) -> float | None:

@@ -270,20 +270,27 @@ def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
     tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
     norm_rows = np.where(sp, tokens / t, tokens)  # DTensor sequence parallelism shards the norms
-    norms = (1 if kind.sublayer else 2) * norm_rows * model.hidden
+    # RMSNorm (Llama-style, or not stated); torchtitan's "layernorm" is nn.LayerNorm, one fused kernel
+    norms = 0.0 if model.normalization == "layernorm" else (1 if kind.sublayer else 2) * norm_rows * model.hidden
     fwd, bwd = _EAGER_NORM_BYTES * norms, _EAGER_NORM_BWD_BYTES * norms
     if model.ffn_act == "swiglu":
-        if kind.is_moe:  # torchtitan's grouped experts: silu(x @ w1) * (x @ w3) over the routed rows
+        # the dense or shared-expert MLP's hidden units, and torchtitan's grouped experts' silu(x @ w1) * (x @ w3)
+        units = tokens / t * sum(m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down"))
+        if kind.is_moe:
             rows, local = routed_rows(model, layouts)
-            units = rows * local * kind.expert[-1].k / layouts.etp.astype(float)
-        else:
-            units = tokens / t * next((m.k for m in kind.tp_matrices if m.name == "mlp_down"), 0)
+            units = units + rows * local * kind.expert[-1].k / layouts.etp.astype(float)
         fwd, bwd = fwd + _EAGER_SWIGLU_BYTES * units, bwd + _EAGER_SWIGLU_BWD_BYTES * units
     if kind.mixer == "attention" and model.position_embedding == "rope" and model.mla is None:
         d = attention_dims(model)
         rope = _EAGER_ROPE_BYTES * tokens * (d.q_width + d.k_width) / t
         fwd, bwd = fwd + rope, bwd + rope
     return fwd, bwd
+
+
+def op_level_sac(model: ModelSpec, kind: LayerKind) -> bool:
+    """Selective recomputation is the stack's op-level policy (torchtitan), for the dense multi-head/GQA
+    layers it is written for (MoE, MLA and hybrid layers: the module count; planner/costs/memory.py)."""
+    return model.training.stack.selective_ac == "op" and not kind.is_moe and not kind.sublayer and model.mla is None
 
 
 def moe_syncs_host(model: ModelSpec) -> bool:
@@ -295,17 +302,20 @@ def moe_syncs_host(model: ModelSpec) -> bool:
 
 def cp_merge_bytes(model: ModelSpec, layouts) -> tuple:
     """(forward, backward) HBM bytes torch's ring attention (StackSpec.cp_ring_buffers) adds to a layer
-    under context parallelism, in fp32 (torch.distributed.tensor.experimental._attention, Dec 2024):
-    each of the cp - 1 steps after the first merges its partial output into the running one
-    (_SDPAMerger, convert_to_f32: the block's output cast, the running output read and written: ~12 B
-    an output element, fused under torch.compile); the backward adds every step's query gradient and
-    the (query-head-expanded) K and V gradients into fp32 accumulators (~10 B an element each, 30 B an
-    output element), cp times."""
+    under context parallelism, in fp32 (torch.distributed.tensor.experimental._attention, Dec 2024).
+    Forward: each of the cp - 1 steps after the first merges its partial output into the running one
+    (_SDPAMerger, convert_to_f32: out - sigmoid(lse_b - lse) * (out - block_out)); fused by torch.compile
+    (torchtitan compiles the block, the ring with it), it reads the block's 16-bit output and reads and
+    writes the fp32 one, 10 B an output element; op by op, the cast 2+4, the difference 4+4+4, the
+    product 4+4 and the update 4+4+4, 38 B. Backward: cp steps each add the query gradient and the
+    (query-head-expanded) K and V gradients into fp32 accumulators, per accumulator 2 + 4 + 4 = 10 B
+    fused, a cast 2+4 and an add 4+4+4 = 18 B op by op: 30 or 54 B an output element."""
     if not model.training.stack.cp_ring_buffers:
         return 0.0, 0.0
+    fused = model.training.torch_compile
     cp = layouts.cp.astype(float)
     out = layouts.micro_batch * model.seq_len / cp * attention_dims(model).out_width / layouts.tp.astype(float)
-    return 12.0 * (cp - 1) * out, np.where(cp > 1, 30.0 * cp * out, 0.0)
+    return (10.0 if fused else 38.0) * (cp - 1) * out, np.where(cp > 1, (30.0 if fused else 54.0) * cp * out, 0.0)
 
 
 def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind) -> tuple:
@@ -363,11 +373,9 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     launch_us = st.layer_launch_us + (np.where(layouts.tp > 1, extra, 0.0) if extra else 0.0)
     launch_s = 0.0 if graphed else launch_us * US
     eager_fwd, eager_bwd = eager_block_bytes(model, layouts, kind)
-    if kind.mixer == "attention":
-        merge_fwd, merge_bwd = cp_merge_bytes(model, layouts)
-        eager_fwd, eager_bwd = eager_fwd + merge_fwd, eager_bwd + merge_bwd
-    gpu_fwd = dense + core_fwd + elem_s + eager_fwd / hbm
-    gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + (cast_out + eager_bwd) / hbm
+    merge_fwd, merge_bwd = cp_merge_bytes(model, layouts) if kind.mixer == "attention" else (0.0, 0.0)
+    gpu_fwd = dense + core_fwd + elem_s + (eager_fwd + merge_fwd) / hbm
+    gpu_bwd = 2 * dense + core_bwd + st.elementwise_backward_factor * elem_s + (cast_out + eager_bwd + merge_bwd) / hbm
     # Dropless dispatch sizes its buffers and grouped GEMMs from the tokens per expert, read on the
     # host (Megatron-Core token_dispatcher.py, DeepEP/HybridEP non_blocking=False): the GPU drains
     # once per forward of a MoE layer. Drop-and-pad shapes are static (transformer_config.py: "moe
@@ -378,7 +386,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
 
     rc = layouts.recompute
     selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
-    if model.training.stack.selective_ac == "op":  # op-level SAC runs every non-matmul op again
+    if op_level_sac(model, kind):  # it runs every op but the saved matmuls and SDPA (the merge inside) again
         selective = selective + eager_fwd / hbm
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,

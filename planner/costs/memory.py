@@ -26,7 +26,7 @@ from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELEC
 from planner.specs import ModelSpec
 from planner.units import GIB
 from planner.costs import offload, recompute
-from planner.costs.compute import routed_rows
+from planner.costs.compute import op_level_sac, routed_rows
 from planner.costs.context import JobContext
 from planner.costs.schedules import activation_factor, parameter_copies
 from planner.costs.pipeline_ranks import (PipelineRanks, default_in_flight, held_layers, heaviest, layers_in_flight, per_schedule, pick_each, pipeline_ranks,
@@ -98,7 +98,7 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
     # The layer rebuilt during full recomputation stores everything, scores included.
     rebuilt = replicated + tp_region + (scores if model.training.attention == "standard" else 0.0)
-    if _op_sac(model, kind):
+    if op_level_sac(model, kind):
         # The op-level policy keeps its saved outputs; the backward rebuilds the rest of one layer
         # at a time, `rebuilt` beyond them (added like full recomputation's, _activation_bytes).
         kept = _op_sac_bytes(model, layouts, kind, sb, mlp_width)
@@ -157,12 +157,6 @@ def _sublayer_activation_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tu
     rebuilt = replicated + tp_region + scores
     checkpoint = np.where(sp, 2.0 * sb * h / t, 2.0 * sb * h)
     return np.where(layouts.recompute == RECOMPUTE_FULL, checkpoint, per_layer), rebuilt
-
-
-def _op_sac(model: ModelSpec, kind: LayerKind) -> bool:
-    """Selective recomputation is the stack's op-level policy (torchtitan), for the dense
-    multi-head/GQA layers it is written for (MoE, MLA and hybrid layers: the module count)."""
-    return model.training.stack.selective_ac == "op" and not kind.is_moe and not kind.sublayer and model.mla is None
 
 
 def _op_sac_bytes(model: ModelSpec, layouts, kind: LayerKind, sb, mlp_width: int):
@@ -480,7 +474,7 @@ def _activation_bytes(model: ModelSpec, layouts, ranks: PipelineRanks, rows: tup
     # Full recomputation rebuilds one layer's activations at a time during backward (so does an
     # op-level selective policy, beyond what it keeps).
     rebuilds = layouts.recompute == RECOMPUTE_FULL
-    if any(_op_sac(model, k) for k in kinds):
+    if any(op_level_sac(model, k) for k in kinds):
         rebuilds = rebuilds | (layouts.recompute == RECOMPUTE_SELECTIVE)
     rebuilt = np.where(rebuilds, rebuilt_max, 0.0)
     return (acts, rebuilt) if split else acts + rebuilt

@@ -133,6 +133,11 @@ def titan_checkpointing(lay: Launch, main: bool, model: ModelSpec) -> tuple[Over
     if lay.recompute == "full" and not model.training.recompute_default_method:
         return _titan_layer_ac(lay, main, model), []
     notes = []
+    if lay.recompute == "selective" and model.training.stack.selective_ac == "op":
+        # priced as torchtitan's op-level policy (the torchtitan stack): main's selective subcommand is it
+        # (SelectiveAC "Per-op selective activation checkpointing"); v0.2.2 says so with selective_ac_option op
+        return ([("activation-checkpoint:selective", None)] if main else
+                [("--activation_checkpoint.mode", "selective"), ("--activation_checkpoint.selective_ac_option", "op")]), []
     if lay.recompute == "selective":
         notes.append("recompute=selective (Megatron's core-attention recompute) has no torchtitan equivalent: its "
                      "selective modes recompute every n-th layer or all but every second matmul; written as mode none, "

@@ -195,6 +195,8 @@ def log_entries(path, *, cluster: str | None, model: str | None) -> dict:
     text = raw.decode("utf-8", errors="replace")
     run = parse_log(text, file)
     entry = {k: v for k, v in run.items() if k in RunEntry.model_fields and v is not None and k not in ("model",)}
+    if run.get("framework") == "torchtitan" or run.get("source", {}).get("framework") == "torchtitan":
+        entry.setdefault("stack", "torchtitan")  # its model code and FSDP2, not Megatron's (configs/stacks/torchtitan.yaml)
     if model is not None:
         entry["model"] = model
     elif run.get("model"):
@@ -219,6 +221,8 @@ def _log_model(run: dict, file: str) -> dict:
 
     dims = dict(run["model"])
     name = dims.pop("name", None) or Path(file).stem[:100] or "model"
+    if run.get("seq_len"):
+        dims["seq_len"] = run["seq_len"]  # a model spec states its sequence; the run's overrides it the same
     training = {"global_batch": run.get("global_batch") or 1}
     if run.get("precision"):
         training["precision"] = run["precision"]

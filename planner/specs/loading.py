@@ -144,7 +144,7 @@ def _submodel(model: Any, loc: tuple) -> type[BaseModel] | None:
 def _message(err: dict, loc: tuple) -> str:
     kind = err["type"]
     if kind == "missing":
-        return f"missing required key '{loc[-1]}'"
+        return f"missing required key '{loc[-1]}'" if loc else "a required key is missing"
     if kind in _EXPECTED and "input" in err:
         value = err["input"]
         if value is None:  # an empty value (`hidden:`) reads as null: present, so not a missing key
@@ -178,7 +178,8 @@ def _real_loc(loc: tuple, data: Any, kind: str) -> tuple:
             current = current[part]
         elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
             current = current[part]
-        elif final and isinstance(current, dict) and kind in ("missing", "extra_forbidden"):
+        elif final and kind in ("missing", "extra_forbidden") and isinstance(part, str) \
+                and (isinstance(current, dict) or current is None):  # a key name, wherever the data was read
             pass
         else:
             continue  # a union member's tag, not a key of the file

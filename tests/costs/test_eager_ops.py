@@ -56,3 +56,27 @@ def test_sequence_parallel_shards_the_norms_not_the_rest(make_model, toy_gpu):
     fused = _layer(make_model, toy_gpu, eager=False, tp=2, sequence_parallel=True)
     eager = _layer(make_model, toy_gpu, tp=2, sequence_parallel=True)
     assert eager.gpu_fwd_s[0] - fused.gpu_fwd_s[0] == approx(196_608 / HBM, rel=1e-9)
+
+
+def test_layernorm_is_one_fused_kernel_and_shared_experts_count(make_model, toy_gpu):
+    # torchtitan's "layernorm" is nn.LayerNorm: only the SwiGLU and RoPE bytes remain, 4 x 2,048 + 20 x 6,144
+    stack = {**make_model().training.stack.model_dump(), "eager_block_ops": True}
+    fused = make_model(**SMALL, normalization="layernorm", training=dict(stack={**stack, "eager_block_ops": False}))
+    eager = make_model(**SMALL, normalization="layernorm", training=dict(stack=stack))
+    lay = single_layout(dp=1, tp=1, pp=1, micro_batch=1, num_microbatches=1)
+    one = [layer_compute_on(m, toy_gpu, lay, layer_kinds(m)[0]).gpu_fwd_s[0] for m in (fused, eager)]
+    assert one[1] - one[0] == approx((4 * 2048 + 20 * 6144) / HBM, rel=1e-9)
+    # a MoE layer with a shared expert of width 16 and 4 experts of 32, top 2: SwiGLU units 64 x 16 shared and
+    # 128 routed rows x 32 = 1,024 + 4,096; with the norms (8,192 elements) and RoPE as above:
+    # 32 x 8,192 + 4 x 5,120 + 20 x 6,144 = 405,504 B forward
+    moe = dict(SMALL, layers=3, moe=dict(experts=4, top_k=2, expert_ffn_hidden=32, shared_experts=1,
+                                         shared_expert_ffn_hidden=16, dense_layers=1))
+    plain, titan = (make_model(**moe, training=dict(stack={**stack, "eager_block_ops": e})) for e in (False, True))
+    f0, f1 = (layer_compute_on(m, toy_gpu, lay, layer_kinds(m)[1]) for m in (plain, titan))
+    assert f1.gpu_fwd_s[0] - f0.gpu_fwd_s[0] == approx(405_504 / HBM, rel=1e-9)
+    # op-level checkpointing is the dense layers' policy: a MoE layer's recomputation reruns no eager bytes
+    sel = single_layout(dp=1, tp=1, pp=1, micro_batch=1, num_microbatches=1, recompute=RECOMPUTE_SELECTIVE)
+    stack_op = {**stack, "selective_ac": "op"}
+    r0, r1 = (layer_compute_on(make_model(**moe, training=dict(stack={**stack_op, "eager_block_ops": e})), toy_gpu, sel,
+                               layer_kinds(plain)[1]).recompute_s[0] for e in (False, True))
+    assert r1 == r0

@@ -875,3 +875,23 @@ def test_torch_compile_is_torchtitans_compile_enable_and_a_note_elsewhere():
             export = export_settings(kind, estimate_layout(m, c, tp=1, pp=1, micro_batch=2, zero=1), m, c)
         assert any(n.startswith(f"torch_compile: {name} compiles no transformer block") for n in export.notes), kind
         assert "compile" not in " ".join(_flag_lines(export.text)).replace("torch_compile", ""), kind
+
+
+def test_torchtitan_stack_selective_is_its_op_level_checkpointing():
+    # Priced under the torchtitan stack, recompute selective is torchtitan's op-level policy (selective_ac: op):
+    # main's `activation-checkpoint:selective` subcommand is SelectiveAC ("Per-op selective activation
+    # checkpointing"), v0.2.2's job_config says selective_ac_option "'int' = ac every positive int layer or 'op'"
+    m = _model("llama3-8b").model_copy(update={"training": _model("llama3-8b").training.model_copy(
+        update={"stack": load_model("llama3-8b").training.stack.model_copy(update={"selective_ac": "op"})})})
+    c = load_cluster("dgx-h100-1024")
+    lay = estimate_layout(m, c, tp=1, pp=1, micro_batch=1, zero=3, recompute="selective")
+    main = export_settings("torchtitan@main", lay, m, c)
+    assert "activation-checkpoint:selective" in _flag_lines(main.text)
+    old = _flag_lines(export_settings("torchtitan@0.2", lay, m, c).text)
+    assert "--activation_checkpoint.mode=selective" in old and "--activation_checkpoint.selective_ac_option=op" in old
+    # under Megatron's module policy it has no torchtitan equivalent: mode none and a note, as before
+    plain = _model("llama3-8b")
+    mega = export_settings("torchtitan@0.2", estimate_layout(plain, c, tp=1, pp=1, micro_batch=1, zero=3,
+                                                              recompute="selective"), plain, c)
+    assert "--activation_checkpoint.mode=none" in _flag_lines(mega.text)
+    assert any("core-attention recompute" in n for n in mega.notes)

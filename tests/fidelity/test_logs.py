@@ -149,8 +149,11 @@ def test_torchtitan():
     assert (run["gpus"], run["global_batch"], run["seq_len"]) == (8, 16, 8192)
     assert run["layout"] == {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "zero": 3,
                              "recompute": "selective"}
-    assert run["model"] == {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
-                            "vocab": 128256}
+    # FeedForward's width from the printed multiple_of 1024 and ffn_dim_multiplier 1.3: int(2 x 4 x 4096 / 3)
+    # = 10,922, x 1.3 = 14,198, rounded up to 1,024s: 14,336 (Llama 3 8B's published intermediate size)
+    assert run["model"] == {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "vocab": 128256,
+                            "ffn_hidden": 14336, "ffn_act": "swiglu", "position_embedding": "rope",
+                            "normalization": "rmsnorm"}
     assert "precision" not in run
     assert run["torch_compile"] is True  # "Compiling each TransformerBlock with torch.compile"
 
@@ -169,6 +172,7 @@ def test_torchtitan_main_branch_lines():
     # GPUs = pp 2 x dp_shard 4 x tp 2 = 16; 65536 tokens / (1024 tps x 16) = 4.0 s
     assert run["gpus"] == 16 and run["global_batch"] == 65536 // 4096 == 16
     assert run["torch_compile"] is False  # no "Compiling each TransformerBlock" line: eager blocks
+    # a log without its start-up lines says nothing of compilation (nor of the GPUs: refused for those)
     assert run["measured"]["step_time_s"] == pytest.approx(65536 / (1024 * 16)) == 4.0
 
 
@@ -276,3 +280,15 @@ def test_result_is_finite_and_pure():
     text = read("megatron.log")
     first, second = parse_log(text, "a.log"), parse_log(text, "a.log")
     assert first == second and math.isfinite(first["measured"]["step_time_s"])
+
+
+def test_a_torchtitan_log_imports_as_a_torchtitan_run_without_model():
+    """plan runs import of the sample log with --cluster only: the model from the log's printed arguments (its
+    sequence from the trainer's line), the torchtitan stack, torch.compile as logged; it loads as a run."""
+    from planner.fidelity.runs import log_entries, runs_from_log
+
+    entry = log_entries(str(DATA / "torchtitan.log"), cluster="dgx-h100-1024", model=None)["runs"][0]
+    assert entry["stack"] == "torchtitan" and entry["torch_compile"] is True and entry["model"]["seq_len"] == 8192
+    run = runs_from_log(str(DATA / "torchtitan.log"), cluster="dgx-h100-1024", model=None)[0]
+    assert run.model.training.stack.name == "torchtitan" and run.model.training.torch_compile
+    assert run.model.ffn_hidden == 14336 and run.gpus == 8

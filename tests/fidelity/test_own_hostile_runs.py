@@ -55,3 +55,22 @@ def test_a_log_of_tiny_step_times_is_bad_input(tmp_path):
     r = runner.invoke(app, ["calibrate", str(log), "--cluster", "dgx-h100-1024"])
     assert r.exit_code == 2, r.output
     assert str(log) in r.output and "measured step 1e-303 s" in r.output and "internal error" not in r.output
+
+
+def test_an_inline_model_without_its_sequence_names_the_key(tmp_path):
+    # was "internal error: IndexError" (exit 3): the missing key's path was dropped on the inline model
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(RUN.format(step="0.6").replace("model: gpt3-1.3b",
+                                                   "model: {name: m, layers: 4, hidden: 256, heads: 4, vocab: 1000, "
+                                                   "training: {global_batch: 8}}"))
+    r = runner.invoke(app, ["calibrate", str(runs)])
+    assert r.exit_code == 2, r.output
+    assert f"{runs}:4: runs.0.model.seq_len: missing required key 'seq_len'" in r.output
+
+
+def test_a_torchtitan_log_without_a_model_calibrates(tmp_path):
+    # was "internal error: IndexError" (exit 3): the model the log prints had no sequence; its FeedForward width
+    # is read from multiple_of and ffn_dim_multiplier, its stack is torchtitan's
+    r = runner.invoke(app, ["runs", "import", str(LOGS / "torchtitan.log"), "--cluster", "dgx-h100-1024"])
+    assert r.exit_code == 0, r.output
+    assert "stack: torchtitan" in r.stdout and "ffn_hidden: 14336" in r.stdout and "torch_compile: true" in r.stdout

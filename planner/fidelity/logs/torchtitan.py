@@ -70,8 +70,20 @@ def _model(lines: list[str]) -> dict[str, int] | None:
                  if isinstance(args.get(arg), int)}
         if "heads" in model and "kv_heads" not in model:
             model["kv_heads"] = model["heads"]  # n_kv_heads None: one K/V head per query head
+        if model and isinstance(args.get("multiple_of"), int) and args["multiple_of"] > 0 and "hidden" in model:
+            model.update(ffn_hidden=_ffn_hidden(model["hidden"], args["multiple_of"], args.get("ffn_dim_multiplier")),
+                         ffn_act="swiglu", position_embedding="rope", normalization="rmsnorm")
         return model or None
     return None
+
+
+def _ffn_hidden(dim: int, multiple_of: int, multiplier) -> int:
+    """The SwiGLU width torchtitan's Llama FeedForward builds (models/llama3/model/model.py): int(2 x 4 dim / 3),
+    times ffn_dim_multiplier, rounded up to multiple_of (Llama 3 8B: 4,096 x 8 / 3 = 10,922 x 1.3 = 14,198 -> 14,336)."""
+    width = int(2 * 4 * dim / 3)
+    if isinstance(multiplier, (int, float)) and not isinstance(multiplier, bool) and 0 < multiplier < 100:
+        width = int(multiplier * width)
+    return multiple_of * ((width + multiple_of - 1) // multiple_of)
 
 
 def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
@@ -115,7 +127,8 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
             mode = match.group(1).lower()
             layout["recompute"] = "full" if "full" in mode else "selective" if "selective" in mode \
                 else layout.get("recompute", "none")
-    compiled = any(COMPILE.search(line) for line in lines)
+    # Said only where the log holds its start-up (the mesh line comes before apply_compile's): else unknown
+    compiled = any(COMPILE.search(line) for line in lines) if degrees else None
     return run(name=name, path=path, framework="torchtitan", steps=steps, gpus=gpus,
                global_batch=batch, seq_len=seq_len, precision=None, layout=layout,
                model=_model(lines), peak_memory_gib=max(peaks, default=None), torch_compile=compiled)
