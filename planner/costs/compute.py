@@ -385,14 +385,29 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     bwd = _floor(gpu_bwd, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute
-    selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
-    if op_level_sac(model, kind):  # it runs every op but the saved matmuls and SDPA (the merge inside) again
-        selective = selective + eager_fwd / hbm
+    if op_level_sac(model, kind):  # every op but the saved matmuls and SDPA (the ring's merge inside) again
+        selective = _op_sac_gemms_s(model, gpu, layouts, kind) + elem_s + eager_fwd / hbm
+    else:
+        selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
     recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
                         logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16),
                         attention_fwd_s=core_fwd if kind.mixer == "attention" else 0.0,
                         attention_bwd_s=core_bwd if kind.mixer == "attention" else 0.0, gpu_fwd_s=gpu_fwd, gpu_bwd_s=gpu_bwd, launch_s=launch_s)
+
+
+def _op_sac_gemms_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind):
+    """The matmuls torchtitan's op-level checkpointing runs again (parallelize_llama.py@9dec370
+    _apply_ac_to_transformer_block, "op"): it keeps every other aten.mm output of a layer, in call order
+    wq, wk, wv, wo, w1, w3, w2 (SwiGLU; w1, w2 without the gate), so wk, wo and w3 (w2) run again, with
+    the other ops (their traffic: the caller); SDPA's output is kept. planner/costs/memory.py
+    _op_sac_bytes stores the others."""
+    d, h = attention_dims(model), model.hidden
+    width = next((m.k for m in kind.tp_matrices if m.name == "mlp_down"), 0)
+    rerun = (Matrix("wk", h, d.k_width, "col"), Matrix("wo", d.out_width, h, "row"),
+             Matrix("w3", h, width, "col") if model.ffn_act == "swiglu" else Matrix("w2", width, h, "row"))
+    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    return _gemm_set(rerun, tokens, layouts.tp.astype(float), gpu, model.training.numerics)[0]
 
 
 def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_fwd, hbm: float):

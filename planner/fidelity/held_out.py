@@ -179,14 +179,11 @@ def _model(raw: dict, src: HeldOutSource) -> ModelSpec:
     arch = str(m.get("arch", "")).lower()
     precision = "fp8" if str(tr["precision"]).lower().startswith("fp8") else "bf16"
     # torchtitan's "selective" is op-level SAC (torchtitan/parallelisms/parallelize_llama.py@9dec370,
-    # _apply_ac_to_transformer_block, ac_mode "op"): it saves the attention kernel's output and every
-    # other matmul's, and runs the rest of the layer again: its stored tensors are the stack's
-    # (selective_ac: op, planner/costs/memory.py), its time priced as Megatron's --recompute-modules
-    # mlp (the MLP's intermediates dropped and its GEMMs run again, the attention output kept).
-    modules = ("mlp",) if src.key == "torchtitan" and tr["recompute"] == "selective" else None
+    # _apply_ac_to_transformer_block, ac_mode "op"): the stack's selective_ac: op, priced as such
+    # (planner/costs/memory.py _op_sac_bytes, compute.py _op_sac_gemms_s).
     return _model_of(src.stack, src.attention_kernel, m["layers"], m["hidden"], m["heads"], m.get("kv_heads"), m["ffn"],
                      "swiglu" if "swiglu" in arch else "gelu", m["vocab"], m["seq_len"], "tied embeddings" in arch,
-                     tr["global_batch"], precision, modules, "torch.compile" in _stated(raw))
+                     tr["global_batch"], precision, None, "torch.compile" in _stated(raw))
 
 
 def _stated(raw: dict) -> str:
@@ -228,10 +225,6 @@ def _torchtitan(raw: dict, model: ModelSpec) -> tuple[list[dict], list[str], lis
         unexpressed.append("torchao Float8 linears (priced as per-tensor FP8 GEMMs)")
     if "asynctp" in stated:
         unexpressed.append("async TP (priced as plain TP, all TP traffic exposed)")
-    if tr["recompute"] == "selective":
-        unexpressed.append("torchtitan's op-level selective checkpointing in time (every other matmul's output saved; "
-                           "priced as Megatron's --recompute-modules mlp: ~80 % of a Llama layer's forward GEMMs run again, "
-                           "op SAC ~50 %; its memory is the op policy's)")
     if cp > 1:
         unexpressed.append("CP all-gather overlapped with the first K/V chunk's attention (priced unoverlapped)")
     base = dict(dp=dp, tp=tp, pp=pp, cp=cp, recompute=tr["recompute"], sequence_parallel=bool(tr["seq_parallel"]) and tp > 1,

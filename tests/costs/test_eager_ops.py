@@ -80,3 +80,14 @@ def test_layernorm_is_one_fused_kernel_and_shared_experts_count(make_model, toy_
     r0, r1 = (layer_compute_on(make_model(**moe, training=dict(stack={**stack_op, "eager_block_ops": e})), toy_gpu, sel,
                                layer_kinds(plain)[1]).recompute_s[0] for e in (False, True))
     assert r1 == r0
+
+
+def test_op_level_checkpointing_reruns_every_second_matmul(make_model, toy_gpu):
+    # torchtitan's op SAC keeps wq, wv, w1, w2 (every other mm in call order) and SDPA: wk, wo and w3 run again,
+    # with every non-matmul op. On the toy GPU (50e12 FLOP/s, 500e9 B/s, no waves), 64 rows:
+    # wk 64x64x32: 262,144 FLOP, 2 x (4,096 + 2,048 + 2,048) = 16,384 B; wo 64x64x64: 524,288 FLOP, 24,576 B;
+    # w3 64x64x32: 262,144 FLOP, 16,384 B -> 1,048,576 / 50e12 + 57,344 / 500e9 = 135.6595 ns;
+    # the fused ops' traffic: SwiGLU 6 x 64 x 32 = 12,288 B and norms + residuals 22 x 64 x 64 = 90,112 B,
+    # 204.8 ns; compiled, nothing eager: 340.4595 ns
+    compiled = _layer(make_model, toy_gpu, compiled=True, recompute=RECOMPUTE_SELECTIVE)
+    assert compiled.recompute_s[0] == approx(1_048_576 / 50e12 + 57_344 / 500e9 + 102_400 / 500e9, rel=1e-9)

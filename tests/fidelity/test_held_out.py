@@ -157,12 +157,10 @@ def test_rows_of_one_job_become_one_fitting_case_that_predicts_each_row_as_alone
     assert np.atleast_1d(job.measured["iteration_s"]) == pytest.approx([r.measured_s for r in alone])
 
 
-def test_torchtitans_op_level_checkpointing_is_priced_as_recomputing_the_mlp(by_id):
-    # torchtitan's "selective" (ac_mode op) keeps the attention output and recomputes the rest of the
-    # layer: the closest Megatron setting is --recompute-modules mlp, not attention-core recomputation.
-    sel, full = by_id["tt1212_t1_8b_8gpu_fsdp"], by_id["tt1212_t2_8b_8gpu_fsdp8_cp1"]
-    assert sel.case.model.training.recompute_modules == ("mlp",)
-    assert full.case.model.training.recompute_modules is None
-    assert any("--recompute-modules mlp" in u for u in sel.unexpressed)
+def test_torchtitans_op_level_checkpointing_is_priced_as_such(by_id):
+    # torchtitan's "selective" (ac_mode op) is the stack's op-level policy, expressed: nothing said of it
+    sel = by_id["tt1212_t1_8b_8gpu_fsdp"]
+    assert sel.case.model.training.stack.selective_ac == "op" and sel.case.model.training.recompute_modules is None
+    assert not any("checkpointing" in u for u in sel.unexpressed)
     # Both 8B rows on 8 GPUs trained (82.4 and 77.0 GiB measured peaks): the planner fits them now.
     assert sel.fits and by_id["tt1212_t1_8b_8gpu_fsdp_torch_compile"].fits
