@@ -148,13 +148,15 @@ def sweep_spec(spec, given: dict):
 
 
 def sweep_points(spec, base_dir: Path | None, *, seq_len=None, precision=None, nvlink_domain_gpus=None,
-                 profile=None, offload_layers=None) -> list:
+                 profile=None, offload_layers=None, torch_compile=None) -> list:
     """The points of a checked sweep spec, with the run stated beside it applied (`with_stated`)."""
     from planner.sweep import expand
 
     check_offload_layers(offload_layers)
+    args.typed(torch_compile, bool, "--torch-compile")
     return with_stated(expand(spec, base_dir), spec, seq_len=seq_len, precision=precision,
-                       nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, offload_layers=offload_layers)
+                       nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, offload_layers=offload_layers,
+                       torch_compile=torch_compile)
 
 
 def check_offload_layers(offload_layers: Any) -> None:
@@ -165,8 +167,9 @@ def check_offload_layers(offload_layers: Any) -> None:
 
 
 def with_stated(points: list, spec, *, seq_len=None, precision=None, nvlink_domain_gpus=None, profile=None,
-                offload_layers=None) -> list:
-    """The points with seq_len, precision, training.offload_layers and the NVLink segment applied as if
+                offload_layers=None, torch_compile=None) -> list:
+    """The points with seq_len, precision, training.offload_layers, training.torch_compile and the NVLink
+    segment applied as if
     each spec said so, and a profile's constants in (the key of each point holds them); points that
     become identical run once."""
     from planner.api.inputs import load_profile, with_nvlink_segment, with_run
@@ -180,12 +183,14 @@ def with_stated(points: list, spec, *, seq_len=None, precision=None, nvlink_doma
             done.setdefault((id(p.model), id(p.cluster)), (p, apply_profile(p.model, p.cluster, prof)))
         points = [replace(p, model=done[(id(p.model), id(p.cluster))][1][0],
                           cluster=done[(id(p.model), id(p.cluster))][1][1]) for p in points]
-    if seq_len is None and precision is None and nvlink_domain_gpus is None and offload_layers is None:
+    if seq_len is None and precision is None and nvlink_domain_gpus is None and offload_layers is None \
+            and torch_compile is None:
         return points
     models, clusters, unique = {}, {}, {}
     for p in points:
         if id(p.model) not in models:
-            m = with_run(p.model, seq_len=seq_len, precision=precision, offload_layers=offload_layers)
+            m = with_run(p.model, seq_len=seq_len, precision=precision, offload_layers=offload_layers,
+                         torch_compile=torch_compile)
             if seq_len is not None and spec.global_batch is None and spec.batch_tokens is not None:
                 batch = batch_from_tokens(spec.batch_tokens, m.seq_len)
                 m = m.model_copy(update={"training": m.training.model_copy(update={"global_batch": batch})})
@@ -206,7 +211,8 @@ def sweep(spec: str | os.PathLike | Mapping | None = None, *, models=None, scale
           params=None, cluster=None, gpus=None, global_batch: int | None = None, batch_tokens: float | None = None,
           tokens: float | None = None, objective=None, framework: str | None = None, seq_len: int | None = None,
           precision: str | None = None, nvlink_domain_gpus: int | None = None, profile: Any = None,
-          offload_layers: int | None = None, out: str | os.PathLike | None = None, workers: int | None = 1, force: bool = False,
+          offload_layers: int | None = None, torch_compile: bool | None = None, out: str | os.PathLike | None = None,
+          workers: int | None = 1, force: bool = False,
           executor: Any = "local", ray_address: str | None = None, on_row: Callable[[dict], None] | None = None,
           **constraints: Any) -> Iterator[dict]:
     """The best layout of every point of a sweep, one row (a dict of planner.sweep.COLUMNS) a point.
@@ -225,13 +231,15 @@ def sweep(spec: str | os.PathLike | Mapping | None = None, *, models=None, scale
     ex = executor_of(executor, ray_address)
     n = worker_count(workers)
     check_offload_layers(offload_layers)
+    args.typed(torch_compile, bool, "--torch-compile")
     given = overrides(models=models, scale_model=scale_model, params=params, cluster=cluster, gpus=gpus,
                       global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
                       framework=framework, constraints=constraints)
     sweep_spec_, base_dir = sweep_spec(spec, given)
     out = check_out(out)
     points = sweep_points(sweep_spec_, base_dir, seq_len=seq_len, precision=precision,
-                          nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, offload_layers=offload_layers)
+                          nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, offload_layers=offload_layers,
+                          torch_compile=torch_compile)
     return _rows(points, out, n, force, on_row, ex)
 
 

@@ -132,6 +132,8 @@ def register(app: typer.Typer) -> None:
         offload_layers: Annotated[Optional[int], typer.Option("--offload-layers", help=(
             "layers whose activations an activation-offloading layout moves to the host (overrides every model's "
             "training.offload_layers)"))] = None,
+        torch_compile: Annotated[Optional[bool], typer.Option("--torch-compile/--no-torch-compile", help=(
+            "torch.compile each block, or not (overrides every model's training.torch_compile)"))] = None,
         executor: Annotated[str, typer.Option("--executor", help=(
             "local (this machine: --workers processes) or ray (Ray tasks: a local instance of --workers CPUs, "
             "or the cluster at --ray-address; pip install 'llm-layout-planner[ray]')"))] = "local",
@@ -146,7 +148,7 @@ def register(app: typer.Typer) -> None:
                      global_batch=global_batch, batch_tokens=batch_tokens, tokens=tokens, objective=objective,
                      framework=framework)
         stated = dict(seq_len=seq_len, precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
-                      offload_layers=offload_layers)
+                      offload_layers=offload_layers, torch_compile=torch_compile)
         run(numbers_checked(lambda: run_command(sweep_file, flags, options, out_file=out_file, plot=plot,
                                                 workers=workers, force=force, quiet=quiet, stated=stated,
                                                 executor=executor_of(executor, ray_address))))

@@ -1,7 +1,7 @@
 """Flags that state a model spec's training field on the command line, so the same JSON as the spec field:
 `--offload-layers N` (plan estimate, plan search, plan sweep) and `offload_layers=` (planner.api), out-of-range
 values refused before any work, exit 2 on one line naming the flag (issue 40 item 2); `--torch-compile/
---no-torch-compile` (plan estimate, plan search) and `torch_compile=`, the torchtitan export then saying
+--no-torch-compile` (plan estimate, plan search, plan sweep) and `torch_compile=`, the torchtitan export then saying
 --compile.enable."""
 from __future__ import annotations
 
@@ -170,3 +170,16 @@ def test_search_says_what_torch_compile_would_give(tmp_path):
     assert "torch_compile_step_time_s" not in api.search(model_file(tmp_path), "dgx-h100-1024", gpus=8, top=1).to_dict()
     r = runner.invoke(app, ["search", model_file(tmp_path), "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan"])
     assert r.exit_code == 0 and "torch.compile: " in r.stdout and "faster; --torch-compile" in r.stdout
+
+
+def test_sweep_torch_compile_is_the_spec_field(tmp_path):
+    common = dict(cluster="dgx-h100-1024", gpus=[8], framework="torchtitan", tp=1, pp=1)
+    stated = list(api.sweep(models=[model_file(tmp_path, torch_compile=True)], **common))
+    flagged = list(api.sweep(models=[model_file(tmp_path)], torch_compile=True, **common))
+    eager = list(api.sweep(models=[model_file(tmp_path)], **common))
+    assert flagged == stated and flagged[0]["step_time_s"] < eager[0]["step_time_s"]
+    r = runner.invoke(app, ["sweep", "--models", model_file(tmp_path), "--cluster", "dgx-h100-1024", "--gpus", "8",
+                            "--framework", "torchtitan", "--torch-compile", "--quiet"])
+    assert r.exit_code == 0, r.output
+    with pytest.raises(SpecError, match="--torch-compile"):
+        api.sweep(models=[model_file(tmp_path)], torch_compile="yes", **common)
