@@ -178,8 +178,7 @@ def _real_loc(loc: tuple, data: Any, kind: str) -> tuple:
             current = current[part]
         elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
             current = current[part]
-        elif final and kind in ("missing", "extra_forbidden") and isinstance(part, str) \
-                and (isinstance(current, dict) or current is None):  # a key name, wherever the data was read
+        elif final and isinstance(current, dict) and kind in ("missing", "extra_forbidden"):
             pass
         else:
             continue  # a union member's tag, not a key of the file
@@ -204,8 +203,11 @@ def _merge_unions(errors: list[dict]) -> list[dict]:
 def _to_spec_errors(exc: ValidationError, loaded: LoadedYaml, model: type[BaseModel], prefix: tuple) -> list[SpecError]:
     """The first MAX_ERRORS problems as `SpecError`s, then one that counts the others."""
     data = loaded.data
-    for part in prefix:
-        data = data.get(part) if isinstance(data, dict) else None
+    for part in prefix:  # a key of a mapping or an index of a list (a runs file's runs.0.model)
+        if isinstance(data, dict):
+            data = data.get(part)
+        else:
+            data = data[part] if isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data) else None
     errors = _merge_unions([dict(err, loc=_real_loc(tuple(err["loc"]), data, err["type"]))
                             for err in exc.errors(include_url=False, include_context=True, include_input=True)])
     # A list whose items failed is counted after validation ("at least 1 item, not 0" for [foo]): its
