@@ -389,7 +389,12 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
         selective = _op_sac_gemms_s(model, gpu, layouts, kind) + elem_s + eager_fwd / hbm
     else:
         selective = _selective_s(model, gpu, layouts, kind, core_fwd, hbm)
-    recompute = np.where(rc == RECOMPUTE_FULL, fwd, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
+    # A checkpointed layer's forward runs again behind the checkpoint function's own host work (RNG states
+    # saved and restored, inputs detached, a re-entrant backward): the stack's checkpoint_host_us
+    checkpoint_s = 0.0 if graphed else model.training.stack.checkpoint_host_us * US
+    full = fwd if not checkpoint_s else (_floor(gpu_fwd, launch_s + checkpoint_s) + overhead
+                                         + (st.moe_sync_us * US if syncs else 0.0))
+    recompute = np.where(rc == RECOMPUTE_FULL, full, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
                         logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16),
                         attention_fwd_s=core_fwd if kind.mixer == "attention" else 0.0,

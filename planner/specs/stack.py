@@ -117,6 +117,10 @@ class StackSpec(StackConstants):
     tp_layer_launch_us: float = Field(default=0.0, ge=0, le=1e5, description=(
         "host work a layer's forward adds at tp > 1, beyond layer_launch_us: the tensor-parallel linears' "
         "collective calls and their buffers' ops [us] (nanotron's async TP: ~42 calls and 4 collectives)"))
+    checkpoint_host_us: float = Field(default=0.0, ge=0, le=1e5, description=(
+        "host work full recomputation adds to a layer beside its forward run again: the checkpoint function's "
+        "RNG states saved and restored, inputs detached, its re-entrant backward [us] (DeepSpeed's "
+        "CheckpointFunction: ~18 calls); counted where the stack's code was read, else 0"))
     zero1_dp_overlap: bool = Field(default=True, description=(
         "with ZeRO-1 the gradients' reduction overlaps the backward as without it; false: the stack "
         "reduces them in one collective after the backward (nanotron: no DDP under ZeRO-1, "

@@ -496,3 +496,17 @@ def test_torch_ring_attention_merges_partial_outputs_in_fp32(make_model, toy_gpu
     rec = [layer_compute_on(make_model(training=dict(stack={**op, "cp_ring_buffers": r})), toy_gpu,
                             lay(cp=4, recompute="selective")).recompute_s[0] for r in (False, True)]
     assert rec[0] == rec[1]
+
+
+def test_the_checkpoint_functions_host_work_floors_the_recomputed_forward(make_model, toy_gpu):
+    # a 5 ms launch floor and 1 ms of checkpoint machinery: the forward costs 5 ms + the 100 us overhead, its
+    # recomputation under full recomputation 6 ms + 100 us (the host issues the checkpoint's calls, then the layer's)
+    _, lc = _moe_lc(make_model, toy_gpu, layout=lay(recompute=2), stack=dict(layer_launch_us=5000.0, checkpoint_host_us=1000.0))
+    assert lc.fwd_s[0] == approx(5000e-6 + 100e-6, rel=1e-6)
+    assert lc.recompute_s[0] == approx(6000e-6 + 100e-6, rel=1e-6)
+    # none without full recomputation, and none under a full-iteration graph (no host at all)
+    _, sel = _moe_lc(make_model, toy_gpu, layout=lay(recompute=1), stack=dict(layer_launch_us=5000.0, checkpoint_host_us=1000.0))
+    assert sel.recompute_s[0] < 1e-3
+    _, graphed = _moe_lc(make_model, toy_gpu, layout=lay(recompute=2), stack=dict(checkpoint_host_us=1000.0),
+                         training=dict(cuda_graph_impl="full_iteration"))
+    assert graphed.recompute_s[0] == graphed.fwd_s[0]
