@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.costs import comm, recompute
-from planner.costs.compute import LayerCompute, layer_compute, moe_syncs_host
+from planner.costs.compute import LayerCompute, layer_compute, moe_syncs_host, op_level_sac
 from planner.costs.scan import scan_cp_s
 from planner.layout.arrays import take, unique_rows
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
@@ -192,6 +192,11 @@ def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConsta
             pairs = (1.0 if shared else 0.0) if kind.is_moe else 1.0
         per_pair = comm.tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act, 1.0)
         passes = comm.tp_passes(layouts)
+        if op_level_sac(model, kind):
+            # torchtitan's op-level policy keeps the reduce-scatters' outputs, not the all-gathers' nor (without
+            # sequence parallelism) the all-reduces': its recomputation runs those again (_save_list, @9dec370)
+            again = np.where(layouts.sequence_parallel == 1, 0.5, 1.0)
+            passes = passes + np.where(layouts.recompute == RECOMPUTE_SELECTIVE, again, 0.0)
         tp = pairs * per_pair * passes
         if kind.is_moe and np.any(moe_again):
             # the recomputed MoE layer runs its forward again: its shared experts' TP collectives once more

@@ -136,8 +136,14 @@ def titan_checkpointing(lay: Launch, main: bool, model: ModelSpec) -> tuple[Over
     if lay.recompute == "selective" and model.training.stack.selective_ac == "op":
         # priced as torchtitan's op-level policy (the torchtitan stack): main's selective subcommand is it
         # (SelectiveAC "Per-op selective activation checkpointing"); v0.2.2 says so with selective_ac_option op
+        from planner.costs.compute import op_level_sac
+        from planner.specs.layers import layer_kinds
+
+        others = [k.name for k in layer_kinds(model) if not op_level_sac(model, k)]
+        notes = [f"recompute=selective: torchtitan's op-level policy runs on every layer; the plan priced its {', '.join(others)} "
+                 "layers with the module list (training.recompute_modules), the op policy's dense layers as such"] if others else []
         return ([("activation-checkpoint:selective", None)] if main else
-                [("--activation_checkpoint.mode", "selective"), ("--activation_checkpoint.selective_ac_option", "op")]), []
+                [("--activation_checkpoint.mode", "selective"), ("--activation_checkpoint.selective_ac_option", "op")]), notes
     if lay.recompute == "selective":
         notes.append("recompute=selective (Megatron's core-attention recompute) has no torchtitan equivalent: its "
                      "selective modes recompute every n-th layer or all but every second matmul; written as mode none, "

@@ -131,6 +131,11 @@ def _resolved(entry: RunEntry, model: ModelSpec, cluster: ClusterSpec, loaded: L
 
     at = dict(file=loaded.file, line=loaded.line_of(where))
     lay = entry.layout.model_dump(exclude_none=True)
+    missing = [a.name for a in AXES if a.given == "required" and a.name not in lay]
+    if missing:  # plan estimate's required axes: a log that does not print them (NeMo 2, torchtitan under pp)
+        raise SpecError(f"the run does not state {', '.join(missing)}",
+                        path=".".join(map(str, where + ("layout", missing[0]))),
+                        expected=f"layout.{missing[0]} (plan estimate's --{missing[0].replace('_', '-')})", **at)
     modules = lay.pop("recompute_modules", None)
     model = with_run(model, seq_len=entry.seq_len, precision=entry.precision,
                      recompute_modules=modules, torch_compile=entry.torch_compile, flags=_run_paths(where), **at)

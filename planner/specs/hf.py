@@ -330,7 +330,7 @@ class _Reader:
             for where, prefix, _ in places:  # given as null: transformers keeps the None, and cannot build with it
                 key = next((k for k in keys if k in where), None)
                 if key is not None:
-                    raise SpecError(f"field '{key}' is null", path=".".join(prefix + (key,)), expected=f"{want}, not null")
+                    raise SpecError(f"field '{key}' is null", path=".".join(map(str, prefix + (key,))), expected=f"{want}, not null")
             raise SpecError(f"missing key '{keys[0]}'", path=".".join(self.prefix + (keys[0],)), expected=want)
         return None, None
 
@@ -430,7 +430,7 @@ def _router(r: _Reader, spec: dict, sources: dict) -> None:
 
     def take(key, value, field):
         moe[field], sources[("moe", field)] = value, prefix + (key,)
-        r.read.append(".".join(prefix + (key,)))
+        r.read.append(".".join(map(str, prefix + (key,))))
 
     def number(key):
         v = text.get(key)

@@ -281,12 +281,12 @@ def strip_kind(data: dict, loaded: LoadedYaml, kind: str, prefix: tuple = ()) ->
         seems = detect_kind(data)
         if seems not in (None, kind) and not set(data) & SIGNATURES[kind]:
             raise SpecError(f"this looks like a {seems} file, but a {kind} spec is expected here", file=loaded.file,
-                            line=loaded.line_of(prefix), path=".".join(prefix) or None,
+                            line=loaded.line_of(prefix), path=".".join(map(str, prefix)) or None,
                             expected=f"a {kind} spec (or add `kind: {kind}` if it is one)")
         return data
     given = data["kind"]
     if given != kind:
-        where = dict(file=loaded.file, line=loaded.line_of(prefix + ("kind",)), path=".".join(prefix + ("kind",)))
+        where = dict(file=loaded.file, line=loaded.line_of(prefix + ("kind",)), path=".".join(map(str, prefix + ("kind",))))
         if given in FILE_KINDS:
             raise SpecError(f"this is a {given} file, but a {kind} spec is expected here", **where,
                             expected=f"kind: {kind}")
@@ -316,7 +316,7 @@ def hf_import(loaded: LoadedYaml, config: dict, prefix: tuple = (), name: str | 
         imported = spec_from_hf(config, name=name or name_for(config, loaded.file), **training)
     except SpecError as exc:
         where = tuple(exc.path.split(".")) if exc.path else ()
-        raise SpecError(exc.message, file=loaded.file, line=line(where), path=".".join(prefix + where) or None,
+        raise SpecError(exc.message, file=loaded.file, line=line(where), path=".".join(map(str, prefix + where)) or None,
                         expected=exc.expected) from None
     lines = {(): line(())} | {spec_path: line(hf_path) for spec_path, hf_path in imported.sources.items()}
     return imported, LoadedYaml(data=imported.spec, file=loaded.file,
@@ -397,7 +397,7 @@ def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()
             if isinstance(pool, dict):
                 preset(pool, ("pools", i))
         if ".".join(map(str, prefix + ("pools", 0, "gpu"))) in failed and "gpu" not in data:
-            failed.add(".".join(prefix + ("gpu",)))  # the cluster's gpu is the first pool's
+            failed.add(".".join(map(str, prefix + ("gpu",))))  # the cluster's gpu is the first pool's
     try:
         cluster = validate(ClusterSpec, data, loaded, prefix)
     except SpecErrors as exc:

@@ -91,3 +91,22 @@ def test_op_level_checkpointing_reruns_every_second_matmul(make_model, toy_gpu):
     # 204.8 ns; compiled, nothing eager: 340.4595 ns
     compiled = _layer(make_model, toy_gpu, compiled=True, recompute=RECOMPUTE_SELECTIVE)
     assert compiled.recompute_s[0] == approx(1_048_576 / 50e12 + 57_344 / 500e9 + 102_400 / 500e9, rel=1e-9)
+
+
+def test_op_level_checkpointing_runs_the_tp_gathers_again(make_model, make_cluster):
+    # torchtitan's op policy keeps the reduce-scatters' outputs only: with sequence parallelism its recomputation
+    # runs the all-gathers again, half a forward's TP traffic (2 passes -> 2.5); without it the all-reduces, a
+    # whole pass (2 -> 3); none without recomputation
+    from planner.costs.layer_times import kind_times
+
+    cluster = make_cluster()
+    stack = {**make_model().training.stack.model_dump(), "selective_ac": "op"}
+    model = make_model(**SMALL, training=dict(stack=stack))
+    st = model.training.stack.for_gpu(cluster.gpu.name)
+
+    def tp(**layout):
+        lay = single_layout(**{**dict(dp=1, tp=2, pp=1, micro_batch=1, num_microbatches=1), **layout})
+        return kind_times(model, cluster, st, lay)[0].tp[0]
+
+    assert tp(sequence_parallel=True, recompute=RECOMPUTE_SELECTIVE) == approx(2.5 / 2 * tp(sequence_parallel=True), rel=1e-12)
+    assert tp(sequence_parallel=False, recompute=RECOMPUTE_SELECTIVE) == approx(3 / 2 * tp(sequence_parallel=False), rel=1e-12)

@@ -895,3 +895,15 @@ def test_torchtitan_stack_selective_is_its_op_level_checkpointing():
                                                               recompute="selective"), plain, c)
     assert "--activation_checkpoint.mode=none" in _flag_lines(mega.text)
     assert any("core-attention recompute" in n for n in mega.notes)
+
+
+def test_torchtitan_selective_says_which_layers_the_plan_priced_otherwise():
+    # a MoE model's layers are priced with the module list; torchtitan's op policy runs on them all: said
+    m = _model("mixtral-8x7b").model_copy(update={"training": _model("mixtral-8x7b").training.model_copy(
+        update={"stack": load_model("mixtral-8x7b").training.stack.model_copy(update={"selective_ac": "op"})})})
+    c = load_cluster("dgx-h100-1024")
+    export = export_settings("torchtitan@main", estimate_layout(m, c, gpus=64, tp=2, pp=1, ep=4, micro_batch=1, zero=3,
+                                                                recompute="selective"), m, c)
+    assert "activation-checkpoint:selective" in _flag_lines(export.text)
+    assert any(n.startswith("recompute=selective: torchtitan's op-level policy runs on every layer; the plan priced "
+                            "its moe layers") for n in export.notes)

@@ -147,8 +147,9 @@ def test_torchtitan():
     # memory: the peak reserved over every line, 71.23 GiB at step 1
     assert run["measured"]["peak_memory_gib"] == pytest.approx(71.23)
     assert (run["gpus"], run["global_batch"], run["seq_len"]) == (8, 16, 8192)
+    # "local batch size 2": train.py's local_batch_size, the DP rank's micro-batch at pp 1
     assert run["layout"] == {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "zero": 3,
-                             "recompute": "selective"}
+                             "recompute": "selective", "micro_batch": 2}
     # FeedForward's width from the printed multiple_of 1024 and ffn_dim_multiplier 1.3: int(2 x 4 x 4096 / 3)
     # = 10,922, x 1.3 = 14,198, rounded up to 1,024s: 14,336 (Llama 3 8B's published intermediate size)
     assert run["model"] == {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "vocab": 128256,
@@ -171,6 +172,8 @@ def test_torchtitan_main_branch_lines():
     run = parse_log(text, "main.log")
     # GPUs = pp 2 x dp_shard 4 x tp 2 = 16; 65536 tokens / (1024 tps x 16) = 4.0 s
     assert run["gpus"] == 16 and run["global_batch"] == 65536 // 4096 == 16
+    # pp 2: the schedule's micro-batch size is not printed (16,384 tokens a DP rank are pp micro-batches' worth)
+    assert "micro_batch" not in run["layout"]
     assert run["torch_compile"] is False  # no "Compiling each TransformerBlock" line: eager blocks
     # a log without its start-up lines says nothing of compilation (nor of the GPUs: refused for those)
     assert run["measured"]["step_time_s"] == pytest.approx(65536 / (1024 * 16)) == 4.0
@@ -292,3 +295,9 @@ def test_a_torchtitan_log_imports_as_a_torchtitan_run_without_model():
     run = runs_from_log(str(DATA / "torchtitan.log"), cluster="dgx-h100-1024", model=None)[0]
     assert run.model.training.stack.name == "torchtitan" and run.model.training.torch_compile
     assert run.model.ffn_hidden == 14336 and run.gpus == 8
+
+
+def test_a_torchtitan_model_without_its_ffn_width_is_left_to_model():
+    """Without multiple_of the FFN width cannot be read: no half-read model (GeLU, no width), --model instead."""
+    text = "\n".join(line for line in read("torchtitan.log").splitlines() if '"multiple_of"' not in line)
+    assert parse_log(text, "t.log")["model"] is None

@@ -74,3 +74,12 @@ def test_a_torchtitan_log_without_a_model_calibrates(tmp_path):
     r = runner.invoke(app, ["runs", "import", str(LOGS / "torchtitan.log"), "--cluster", "dgx-h100-1024"])
     assert r.exit_code == 0, r.output
     assert "stack: torchtitan" in r.stdout and "ffn_hidden: 14336" in r.stdout and "torch_compile: true" in r.stdout
+    r = runner.invoke(app, ["calibrate", str(LOGS / "torchtitan.log"), "--cluster", "dgx-h100-1024"])
+    assert r.exit_code == 0, r.output  # its micro-batch from "local batch size 2" (was an internal error too)
+
+
+def test_a_log_without_its_micro_batch_says_so(tmp_path):
+    # NeMo 2's log prints no micro-batch size: plan estimate's required axis, named (was an internal error)
+    r = runner.invoke(app, ["calibrate", str(LOGS / "nemo.log"), "--cluster", "dgx-h100-1024", "--model", "llama3-8b"])
+    assert r.exit_code == 2, r.output
+    assert "runs.0.layout.micro_batch: the run does not state micro_batch" in r.output

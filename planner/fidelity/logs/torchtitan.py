@@ -70,10 +70,15 @@ def _model(lines: list[str]) -> dict[str, int] | None:
                  if isinstance(args.get(arg), int)}
         if "heads" in model and "kv_heads" not in model:
             model["kv_heads"] = model["heads"]  # n_kv_heads None: one K/V head per query head
-        if model and isinstance(args.get("multiple_of"), int) and args["multiple_of"] > 0 and "hidden" in model:
-            model.update(ffn_hidden=_ffn_hidden(model["hidden"], args["multiple_of"], args.get("ffn_dim_multiplier")),
-                         ffn_act="swiglu", position_embedding="rope", normalization="rmsnorm")
-        return model or None
+        # Only a dense Llama-style block is read whole (its FFN width from multiple_of and ffn_dim_multiplier);
+        # other arguments (experts, MLA) leave the model to --model
+        if any("moe" in str(k) or "expert" in str(k) or "lora" in str(k) for k in args):
+            return None
+        if not (isinstance(args.get("multiple_of"), int) and args["multiple_of"] > 0 and "hidden" in model):
+            return None
+        model.update(ffn_hidden=_ffn_hidden(model["hidden"], args["multiple_of"], args.get("ffn_dim_multiplier")),
+                     ffn_act="swiglu", position_embedding="rope", normalization="rmsnorm")
+        return model
     return None
 
 
@@ -95,14 +100,18 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
         gpus = 1
         for key in ("pp", "dp_replicate", "dp_shard", "cp", "tp"):
             gpus *= degrees.get(key, 1)
-    batch = seq_len = tokens = None
+    batch = seq_len = tokens = micro = None
     for line in lines:
         if (match := TRAINER_V02.search(line)):
             batch, seq_len = int(match.group(2)), int(match.group(4))
             tokens = batch * seq_len
+            micro = int(match.group(1))  # train.py: local_batch_size, a DP rank's micro-batch (split again under pp)
         elif (match := TRAINER_MAIN.search(line)):
             tokens, seq_len = int(match.group(2)), int(match.group(4))
             batch = tokens // seq_len if tokens % seq_len == 0 else None
+            # trainer.py: tokens per DP rank = a micro-batch's tokens x num_pp_microbatches (1 without pp)
+            per_rank = int(match.group(1))
+            micro = per_rank // seq_len if per_rank % seq_len == 0 else None
     steps: list[Step] = []
     peaks = []
     for line_no, line in enumerate(lines, 1):
@@ -122,6 +131,8 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
     if degrees:
         # dp_shard > 1 is FSDP (parameters, gradients and optimizer states sharded: ZeRO-3).
         layout["zero"] = 3 if degrees.get("dp_shard", 1) > 1 else 0
+    if micro and degrees.get("pp", 1) == 1:  # under pp the schedule's micro-batch size is not printed
+        layout["micro_batch"] = micro
     for line in lines:
         if (match := CHECKPOINTING.search(line)):
             mode = match.group(1).lower()
