@@ -31,6 +31,8 @@ GENERIC = "vanilla_gpt_pretrain_config"
 PRECISION_AWARE = {"deepseek_v3_pretrain_config"}
 MIXED = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed",
          "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_with_nvfp4_mixed"}  # training/mixed_precision.py @register names
+FP8_RECIPES = {"delayed": "bf16_with_fp8_delayed_scaling_mixed", "tensorwise": "bf16_with_fp8_current_scaling_mixed",
+               "blockwise": "bf16_with_fp8_subchannel_scaling_mixed"}  # the same file: per-tensor FP8 by its scaling
 
 
 def _value(v: object) -> str:
@@ -192,7 +194,8 @@ def bridge_settings(lay: Launch, model: ModelSpec) -> Export:
     o += shape + (bridge_moe(model) if model.moe is not None else [])
     t = model.training
     o += [("train.global_batch_size", lay.global_batch), ("train.micro_batch_size", lay.micro_batch),
-          ("dataset.seq_length", model.seq_len), ("mixed_precision", MIXED[t.precision])]
+          ("dataset.seq_length", model.seq_len),
+          ("mixed_precision", FP8_RECIPES[t.fp8_recipe] if t.precision == "fp8" else MIXED[t.precision])]
     if t.grad_reduce_dtype == "bf16":
         o.append(("ddp.grad_reduce_in_fp32", False))
     if recipe in PRECISION_AWARE and lay.zero >= 1:

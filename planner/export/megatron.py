@@ -381,11 +381,12 @@ def memory_args(lay: Launch, model: ModelSpec) -> tuple[Flags, list[str]]:
 
 def precision_args(model: ModelSpec) -> Flags:
     """--bf16/--fp16; FP8 as NeMo's recipes set it (recipes/precision/mixed_precision.py: fp8 'hybrid',
-    recipe 'delayed' for per-tensor scaling, 'mxfp8' for MXFP8); NVFP4 as E2M1 with the nvfp4 recipe."""
+    per-tensor FP8 with training.fp8_recipe, delayed by default, 'mxfp8' for MXFP8); NVFP4 as E2M1 with the
+    nvfp4 recipe."""
     t = model.training
     f: Flags = [("--fp16" if t.precision == "fp16" else "--bf16", None)]
     if t.precision in ("fp8", "mxfp8"):
-        f += [("--fp8-format", "hybrid"), ("--fp8-recipe", "delayed" if t.precision == "fp8" else "mxfp8")]
+        f += [("--fp8-format", "hybrid"), ("--fp8-recipe", t.fp8_recipe if t.precision == "fp8" else "mxfp8")]
         if t.fp8_param_gather:
             f.append(("--fp8-param-gather", None))
     elif t.precision == "nvfp4":

@@ -95,7 +95,7 @@ def nemo_precision(model: ModelSpec) -> Overrides:
     p = "trainer.plugins."
     o: Overrides = [(p + "precision", "16-mixed" if t.precision == "fp16" else "bf16-mixed")]
     if t.precision in ("fp8", "mxfp8"):
-        o += [(p + "fp8", "hybrid"), (p + "fp8_recipe", "delayed" if t.precision == "fp8" else "mxfp8"),
+        o += [(p + "fp8", "hybrid"), (p + "fp8_recipe", t.fp8_recipe if t.precision == "fp8" else "mxfp8"),
               (p + "fp8_param_gather", t.fp8_param_gather)]
     else:
         o.append((p + "fp8", None))

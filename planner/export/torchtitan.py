@@ -197,6 +197,10 @@ def titan_compute(lay: Launch, model: ModelSpec, fsdp: bool, main: bool = False)
                                               f"(fp8_param_gather)" if t.fp8_param_gather else ""))
     elif t.precision == "fp8":
         o += [("--model.converters", "quantize.linear.float8"), ("--quantize.linear.float8.recipe_name", "tensorwise")]
+        if t.fp8_recipe != "tensorwise":  # torchao's tensorwise is dynamic (current) scaling; it deleted delayed (v0.10)
+            notes.append(f"fp8_recipe {t.fp8_recipe}: torchao's Float8 has no {t.fp8_recipe} scaling (job_config.py "
+                         "recipe_name: tensorwise dynamic, rowwise); written tensorwise, which reads each tensor's amax "
+                         "first (current scaling)")
         if t.fp8_param_gather and fsdp:
             o += [("--quantize.linear.float8.enable_fsdp_float8_all_gather", True),
                   ("--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", True)]

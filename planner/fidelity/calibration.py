@@ -133,6 +133,11 @@ RECIPES = (
      "cuda_graph_impl='transformer_engine' over attn, moe_router, moe_preprocess: GPT-OSS GB300 BF16 and B300 "
      "(gpt_oss_workload_base_configs.py@v0.4.2/v0.5.0, B300 FP8_MX_V2 = B300_BF16_V2), Qwen3 B200 "
      "(qwen3_workload_base_configs.py); the dropless dispatch outside those scopes still syncs"),
+    (("megatron_bridge_26_06_dgx_h100_qwen3", "megatron_bridge_25_11_dgx_b200_llama3_8b_8gpu_fp8_cs",
+      "nemo_25p04_dgx_gb200_mixtral"), dict(fp8_recipe="tensorwise"), {},
+     "FP8-CS, current scaling: bf16_with_fp8_current_scaling_mixed (Megatron-Bridge scripts/performance/utils/"
+     "precision.py fp8_cs; Qwen3's H100 config is FP8_CS, qwen3_workload_base_configs.py@v0.5.1 l. 494-501); NeMo "
+     "25.04's table prints 'per-tensor, current scaling'. The other FP8 rows: Megatron's default, delayed"),
     (("dgxc_",), dict(grad_reduce_dtype="bf16"), {},
      "dgxc-benchmarking v24.11.1 (35a9aec): every config's optimizer is Apex's distributed_fused_adam with "
      "grad_sync_dtype: bf16, its gradient buckets in BF16 (llama3.1/llama3.1_8b.yaml, nemo_megatron/"

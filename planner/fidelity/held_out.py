@@ -183,7 +183,9 @@ def _model(raw: dict, src: HeldOutSource) -> ModelSpec:
     # (planner/costs/memory.py _op_sac_bytes, compute.py _op_sac_gemms_s).
     return _model_of(src.stack, src.attention_kernel, m["layers"], m["hidden"], m["heads"], m.get("kv_heads"), m["ffn"],
                      "swiglu" if "swiglu" in arch else "gelu", m["vocab"], m["seq_len"], "tied embeddings" in arch,
-                     tr["global_batch"], precision, None, "torch.compile" in _stated(raw))
+                     tr["global_batch"], precision, None, "torch.compile" in _stated(raw),
+                     # torchao's Float8 "tensorwise" is dynamic scaling: each tensor's amax read first (current scaling)
+                     "tensorwise" if src.key == "torchtitan" and precision == "fp8" else "delayed")
 
 
 def _stated(raw: dict) -> str:
@@ -194,12 +196,13 @@ def _stated(raw: dict) -> str:
 @lru_cache(maxsize=4096)
 def _model_of(stack: str, kernel: str | None, layers: int, hidden: int, heads: int, kv_heads: int | None, ffn: int, act: str,
               vocab: int, seq_len: int, tied: bool, global_batch: int, precision: str,
-              recompute_modules: tuple[str, ...] | None = None, torch_compile: bool = False) -> ModelSpec:
+              recompute_modules: tuple[str, ...] | None = None, torch_compile: bool = False,
+              fp8_recipe: str = "delayed") -> ModelSpec:
     return ModelSpec.model_validate(dict(
         name=f"{stack}-l{layers}-h{hidden}-s{seq_len}", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
         ffn_hidden=ffn, ffn_act=act, vocab=vocab, seq_len=seq_len, position_embedding="rope", tied_embeddings=tied,
         training=dict(global_batch=global_batch, precision=precision, stack=_stack(stack, kernel),
-                      recompute_modules=recompute_modules, torch_compile=torch_compile)))
+                      recompute_modules=recompute_modules, torch_compile=torch_compile, fp8_recipe=fp8_recipe)))
 
 
 @lru_cache(maxsize=16)
@@ -222,7 +225,7 @@ def _torchtitan(raw: dict, model: ModelSpec) -> tuple[list[dict], list[str], lis
     gb = tr["global_batch"]
     unexpressed, assumed = [], []
     if "fp8" in str(tr["precision"]).lower():
-        unexpressed.append("torchao Float8 linears (priced as per-tensor FP8 GEMMs)")
+        unexpressed.append("torchao Float8 linears (priced as per-tensor FP8 GEMMs, tensorwise current scaling)")
     if "asynctp" in stated:
         unexpressed.append("async TP (priced as plain TP, all TP traffic exposed)")
     if cp > 1:

@@ -59,6 +59,10 @@ class TrainingSpec(Spec):
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget of the whole run")
     fp8_param_gather: bool = Field(default=False, description=(
         "FP8 parameters, gathered in FP8 by the distributed optimizer (Megatron --fp8-param-gather; fp8/mxfp8 only)"))
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] = Field(default="delayed", description=(
+        "how per-tensor FP8 (precision fp8) is scaled (Megatron --fp8-recipe): delayed (the amax history, "
+        "Megatron's default), tensorwise (current scaling: each tensor's amax read first; Megatron-Bridge's "
+        "FP8-CS, torchao's Float8 tensorwise) or blockwise (1x128 / 128x128 scales: DeepSeek-V3's)"))
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = Field(default="fp32", description=(
         "main-grad buffer and data-parallel gradient reduce: fp32 (4 B per parameter) or bf16 (2 B; "
         "Megatron --grad-reduce-in-bf16, Megatron-Core DDP grad_reduce_in_fp32=False); fp16 (2 B): "
@@ -140,7 +144,7 @@ class TrainingSpec(Spec):
     @property
     def numerics(self) -> Precision:
         """Bytes per value and peaks of this run's precision (planner/specs/precision.py)."""
-        return precision(self.precision, self.fp8_param_gather, self.grad_reduce_dtype)
+        return precision(self.precision, self.fp8_param_gather, self.grad_reduce_dtype, self.fp8_recipe)
 
     @model_validator(mode="after")
     def _stack_defaults(self) -> "TrainingSpec":

@@ -110,7 +110,15 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (BF16, FP16, FP8, MXFP8, 
 GRAD_REDUCE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str = "fp32") -> Precision:
+# Per-tensor FP8 scaling recipes (Megatron --fp8-recipe): delayed scales by the amax history and reads a
+# tensor once to cast it; tensorwise (current scaling) first reads it for its amax, "a significant overhead
+# compared to other recipes" (Transformer Engine docs/features/low_precision_training/fp8_current_scaling.rst):
+# 2 bytes more a 16-bit element; blockwise (1x128 / 128x128) reduces each tile's amax inside the cast (one read).
+FP8_RECIPE_EXTRA_READ_BYTES = {"delayed": 0.0, "tensorwise": 2.0, "blockwise": 0.0}
+
+
+def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str = "fp32",
+              fp8_recipe: str = "delayed") -> Precision:
     """The record of a training precision. With `fp8_param_gather` (Megatron --fp8-param-gather) the
     parameters themselves are FP8: 1 byte each instead of the 16-bit copy; MXFP8 still keeps its
     column-wise copy (1 + 1/32 bytes). Only per-tensor FP8 is gathered in FP8 (1 byte): Megatron-Core
@@ -120,6 +128,8 @@ def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str 
     DDP grad_reduce_in_fp32=False, Megatron-LM --grad-reduce-in-bf16): the main_grad buffer and the
     data-parallel reduce(-scatter) are BF16, 2 bytes per parameter instead of 4."""
     rec = PRECISIONS[name]
+    if rec.name == "fp8" and FP8_RECIPE_EXTRA_READ_BYTES[fp8_recipe]:
+        rec = replace(rec, quantize_bytes=rec.quantize_bytes + FP8_RECIPE_EXTRA_READ_BYTES[fp8_recipe])
     if grad_reduce_dtype != "fp32":
         rec = replace(rec, grad_bytes=GRAD_REDUCE_BYTES[grad_reduce_dtype])
     if not fp8_param_gather or not rec.is_fp8:

@@ -510,3 +510,17 @@ def test_the_checkpoint_functions_host_work_floors_the_recomputed_forward(make_m
     _, graphed = _moe_lc(make_model, toy_gpu, layout=lay(recompute=2), stack=dict(checkpoint_host_us=1000.0),
                          training=dict(cuda_graph_impl="full_iteration"))
     assert graphed.recompute_s[0] == graphed.fwd_s[0]
+
+
+def test_current_scaling_reads_each_fp8_input_once_more(toy_gpu_data):
+    # per-tensor FP8 casts read 2 B and write a row- and a column-wise byte: 4 B an element (delayed, blockwise);
+    # current scaling (tensorwise) reads it first for its amax: 6 B (Transformer Engine fp8_current_scaling.rst)
+    assert precision("fp8").quantize_bytes == 4
+    assert precision("fp8", fp8_recipe="tensorwise").quantize_bytes == 6
+    assert precision("fp8", fp8_recipe="blockwise").quantize_bytes == 4
+    assert precision("mxfp8", fp8_recipe="tensorwise") == precision("mxfp8")  # its own recipe
+    gpu = GpuSpec.model_validate(toy_gpu_data(peak_tflops=dict(bf16=100.0, fp16=100.0, fp8=200.0)))
+    mats = (Matrix("a", 64, 32, "none"),)
+    # a 128 x 64 input: 8,192 elements cast, 4 B each delayed, 6 B current scaling
+    assert _gemm_set(mats, 128, 1, gpu, precision("fp8"))[1] == 4 * 8192
+    assert _gemm_set(mats, 128, 1, gpu, precision("fp8", fp8_recipe="tensorwise"))[1] == 6 * 8192

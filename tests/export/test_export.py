@@ -201,6 +201,8 @@ CASES = {
                             dict(tp=2, pp=1, ep=32, micro_batch=1, sequence_parallel=True, zero=1)),
     "llama8-local-graphs": ("llama3.1-8b", "dgx-h100-1024", {"cuda_graph_impl": "local"}, dict(tp=2, pp=1, micro_batch=1)),
     "llama8-compile-fsdp": ("llama3.1-8b", "dgx-h100-1024", {"torch_compile": True}, dict(tp=1, pp=1, micro_batch=2, zero=3)),
+    "llama8-fp8-current": ("llama3.1-8b", "dgx-h100-1024", {"precision": "fp8", "fp8_recipe": "tensorwise"},
+                           dict(tp=2, pp=1, micro_batch=1, zero=3)),
 }
 
 
@@ -907,3 +909,20 @@ def test_torchtitan_selective_says_which_layers_the_plan_priced_otherwise():
     assert "activation-checkpoint:selective" in _flag_lines(export.text)
     assert any(n.startswith("recompute=selective: torchtitan's op-level policy runs on every layer; the plan priced "
                             "its moe layers") for n in export.notes)
+
+
+def test_fp8_recipe_is_each_frameworks_own_name():
+    # Megatron core_v0.15.0 --fp8-recipe choices tensorwise, delayed, mxfp8, blockwise (arguments.py); NeMo
+    # MegatronMixedPrecision fp8_recipe; Megatron-Bridge's registered mixed-precision recipes (mixed_precision.py):
+    # bf16_with_fp8_current_scaling_mixed, bf16_with_fp8_subchannel_scaling_mixed
+    m, c = _model("llama3.1-8b", precision="fp8", fp8_recipe="tensorwise"), load_cluster("dgx-h100-1024")
+    lay = estimate_layout(m, c, tp=2, pp=1, micro_batch=1, zero=1)
+    assert "--fp8-recipe tensorwise" in export_settings("megatron", lay, m, c).text
+    assert "trainer.plugins.fp8_recipe=tensorwise" in export_settings("nemo", lay, m, c).text
+    assert "mixed_precision=bf16_with_fp8_current_scaling_mixed" in export_settings("megatron-bridge", lay, m, c).text
+    block = _model("llama3.1-8b", precision="fp8", fp8_recipe="blockwise")
+    assert "mixed_precision=bf16_with_fp8_subchannel_scaling_mixed" in export_settings("megatron-bridge", lay, block, c).text
+    assert "--fp8-recipe delayed" in export_settings("megatron", lay, _model("llama3.1-8b", precision="fp8"), c).text
+    # torchao's Float8 tensorwise is current scaling: a delayed plan says what it becomes
+    titan = export_settings("torchtitan@0.2", estimate_layout(block, c, tp=2, pp=1, micro_batch=1, zero=3), block, c)
+    assert any(n.startswith("fp8_recipe blockwise: torchao's Float8 has no blockwise scaling") for n in titan.notes)

@@ -86,7 +86,9 @@ def test_what_is_not_expressible_is_said(by_id):
     assert by_id["tt1212_t5_405b_512gpu_1f1b"].case.layouts.micro_batch[0] == 4  # local batch 32 / 8
     # interleaved 1F1B: torchtitan's default of 2 stages per rank
     assert by_id["tt1212_t5_405b_512gpu_interleaved1f1b"].case.layouts.vpp.tolist() == [2]
-    assert by_id["tt1212_t4_70b_256gpu_tp"].unexpressed == ("torchao Float8 linears (priced as per-tensor FP8 GEMMs)",)
+    assert by_id["tt1212_t4_70b_256gpu_tp"].unexpressed == (
+        "torchao Float8 linears (priced as per-tensor FP8 GEMMs, tensorwise current scaling)",)
+    assert by_id["tt1212_t4_70b_256gpu_tp"].case.model.training.fp8_recipe == "tensorwise"
     assert "async TP" in by_id["usp_1b_n64_dp2_tp32_pp8_mbs2_ga64_z1"].notes
     assert by_id["usp_1b_n1_dp8_tp1_pp1_mbs2_ga16_z0"].notes == "every stated setting expressed"
     assert by_id["tt1212_t3_8b_128gpu_fsdp"].group == "tt_t3"  # "ranking_group=tt_t3. Peak ..."
