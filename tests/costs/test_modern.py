@@ -524,3 +524,16 @@ def test_current_scaling_reads_each_fp8_input_once_more(toy_gpu_data):
     # a 128 x 64 input: 8,192 elements cast, 4 B each delayed, 6 B current scaling
     assert _gemm_set(mats, 128, 1, gpu, precision("fp8"))[1] == 4 * 8192
     assert _gemm_set(mats, 128, 1, gpu, precision("fp8", fp8_recipe="tensorwise"))[1] == 6 * 8192
+
+
+def test_torch_compile_fuses_torchaos_amax_into_the_cast(make_model):
+    # torchtitan's Float8 (torchao tensorwise, current scaling) compiled: Inductor fuses the amax with the cast, one
+    # read (4 B); eager, or Transformer Engine's current scaling compiled or not: 6 B
+    titan = {**make_model().training.stack.model_dump(), "eager_block_ops": True}
+    te = make_model().training.stack.model_dump()
+    bytes_ = {(eager, compiled): make_model(training=dict(stack={**titan, "eager_block_ops": eager}, precision="fp8",
+                                                          fp8_recipe="tensorwise", torch_compile=compiled)
+                                            ).training.numerics.quantize_bytes
+              for eager in (True, False) for compiled in (True, False)}
+    assert bytes_ == {(True, True): 4, (True, False): 6, (False, True): 6, (False, False): 6}
+    assert te["eager_block_ops"] is False
