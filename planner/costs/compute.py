@@ -380,8 +380,8 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     # host (Megatron-Core token_dispatcher.py, DeepEP/HybridEP non_blocking=False): the GPU drains
     # once per forward of a MoE layer. Drop-and-pad shapes are static (transformer_config.py: "moe
     # cuda graph is only supported with drop-padding MoE"), and so are a full-iteration graph's.
-    syncs = kind.is_moe and moe_syncs_host(model)
-    fwd = _floor(gpu_fwd, launch_s) + overhead + (st.moe_sync_us * US if syncs else 0.0)
+    sync_s = st.moe_sync_us * US if kind.is_moe and moe_syncs_host(model) else 0.0
+    fwd = _floor(gpu_fwd, launch_s) + overhead + sync_s
     bwd = _floor(gpu_bwd, 2 * launch_s) + 2 * overhead
 
     rc = layouts.recompute
@@ -392,8 +392,7 @@ def layer_compute(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     # A checkpointed layer's forward runs again behind the checkpoint function's own host work (RNG states
     # saved and restored, inputs detached, a re-entrant backward): the stack's checkpoint_host_us
     checkpoint_s = 0.0 if graphed else model.training.stack.checkpoint_host_us * US
-    full = fwd if not checkpoint_s else (_floor(gpu_fwd, launch_s + checkpoint_s) + overhead
-                                         + (st.moe_sync_us * US if syncs else 0.0))
+    full = _floor(gpu_fwd, launch_s + checkpoint_s) + overhead + sync_s  # the forward's own when 0
     recompute = np.where(rc == RECOMPUTE_FULL, full, np.where(rc == RECOMPUTE_SELECTIVE, selective, 0.0))
     return LayerCompute(fwd_s=fwd, bwd_s=bwd, recompute_s=recompute,
                         logits_fwd_bwd_s=_logits_s(model, gpu, st, layouts, peak16),
