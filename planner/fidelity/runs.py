@@ -200,7 +200,7 @@ def log_entries(path, *, cluster: str | None, model: str | None) -> dict:
     text = raw.decode("utf-8", errors="replace")
     run = parse_log(text, file)
     entry = {k: v for k, v in run.items() if k in RunEntry.model_fields and v is not None and k not in ("model",)}
-    if run.get("framework") == "torchtitan" or run.get("source", {}).get("framework") == "torchtitan":
+    if run["source"]["framework"] == "torchtitan":
         entry.setdefault("stack", "torchtitan")  # its model code and FSDP2, not Megatron's (configs/stacks/torchtitan.yaml)
     if model is not None:
         entry["model"] = model
