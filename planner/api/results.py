@@ -33,11 +33,23 @@ class Search(SearchResult):
         return search_dict(self)
 
 
+def training_dict(model: ModelSpec) -> dict[str, Any]:
+    """The training settings the layouts were priced with, after every flag (--seq-len, --precision,
+    --global-batch, --torch-compile, a profile's stack): a script reading the JSON needs no spec file."""
+    t = model.training
+    out = {"seq_len": model.seq_len, "global_batch": t.global_batch, "precision": t.precision,
+           "stack": t.stack.name, "torch_compile": t.torch_compile}
+    if t.precision == "fp8":
+        out["fp8_recipe"] = t.fp8_recipe  # delayed | tensorwise | blockwise: only FP8's scaling has one
+    return out
+
+
 def search_dict(r: SearchResult) -> dict[str, Any]:
     results = [s.to_dict() for s in r.results]
     s = r.solver
     out = {
         "model": r.model.name, "stack": r.model.training.stack.name, "cluster": r.cluster.name, "gpus": r.gpus,
+        "training": training_dict(r.model),
         "objective": r.objective, "best": results[0] if results else None, "results": results,
         "solver": {"status": s.status, "method": s.method, "wall_s": s.wall_s, "objective": s.objective,
                    "bound": s.bound},
@@ -120,7 +132,13 @@ class Estimate(ScoredLayout):
     model: ModelSpec | None = None
     cluster: ClusterSpec | None = None
     framework: str | None = None
-    # to_dict: ScoredLayout's, `plan estimate --json`
+
+    def to_dict(self) -> dict[str, Any]:
+        """`plan estimate --json`: ScoredLayout's, with the training settings it was priced with."""
+        out = super().to_dict()
+        if self.model is not None:
+            out["training"] = training_dict(self.model)
+        return out
 
 
 @dataclass(frozen=True)

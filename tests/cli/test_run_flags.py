@@ -183,3 +183,17 @@ def test_sweep_torch_compile_is_the_spec_field(tmp_path):
     assert r.exit_code == 0, r.output
     with pytest.raises(SpecError, match="--torch-compile"):
         api.sweep(models=[model_file(tmp_path)], torch_compile="yes", **common)
+
+
+def test_json_says_the_training_settings_it_priced(tmp_path):
+    # every flag that changes the training job is echoed, so a script needs no spec file to know what was priced
+    r = runner.invoke(app, ["search", model_file(tmp_path), "dgx-h100-1024", "--gpus", "8", "--framework", "torchtitan",
+                            "--seq-len", "2048", "--global-batch", "64", "--torch-compile", "--top", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["training"] == {"seq_len": 2048, "global_batch": 64, "precision": "bf16",
+                                                "stack": "torchtitan", "torch_compile": True}
+    r = runner.invoke(app, ["estimate", model_file(tmp_path), "dgx-h100-1024", "--gpus", "8", "--tp", "1", "--pp", "1",
+                            "--micro-batch", "1", "--precision", "fp8", "--json"])
+    assert r.exit_code in (0, 1), r.output  # 1: infeasible, the JSON printed all the same
+    training = json.loads(r.stdout)["training"]
+    assert (training["precision"], training["fp8_recipe"], training["torch_compile"]) == ("fp8", "delayed", False)
