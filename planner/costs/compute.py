@@ -174,7 +174,8 @@ def _attention_core(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts,
         # outside its band (flash_work_fraction). Backward recomputes the scores: ~2.5x.
         # Never fewer blocks than the window's pairs: the model FLOPs (planner/costs/flops.py
         # causal_attention_flops_per_seq) count those, and no kernel does them faster than the peak.
-        work = 0.5 * attn_flops * max(flash_work_fraction(model), window_work_fraction(model))
+        # A windowed layer's tiles cost more each than a full layer's (flash_window_tile_cost, cuDNN).
+        work = 0.5 * attn_flops * max(flash_work_fraction(model, eff.flash_window_tile_cost), window_work_fraction(model))
         # QK^T runs over qk_dim, attention-over-V over v_dim (MLA: 192 and 128): their mean.
         rate = flash_sequence_factor(s / c, eff.flash_half_seq) * flash_head_dim_factor(
             (d.qk_dim + d.v_dim) / 2, eff.flash_half_head_dim)

@@ -47,6 +47,9 @@ class Efficiency(Spec):
     flash_fa2_relative: float = Field(default=1.0, gt=0, le=1, description=(
         "rate of FlashAttention-2 (flash-attn 2, PyTorch SDPA's flash backend) relative to the fused kernel "
         "`flash_attention` describes, forward and backward together (1: the same kernel, as on A100)"))
+    flash_window_tile_cost: float = Field(default=1.0, ge=1, le=10, description=(
+        "time of a sliding-window layer's attention tile / a full causal layer's (1: no data, a tile is a tile): "
+        "each query block computes its 2-3 key tiles behind the fixed cost of loading, masking and storing it"))
     nvlink: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth inside a node")
     network: float = Field(ge=MIN_FRACTION, le=1, description="NCCL bus bandwidth / link bandwidth between nodes")
     a2a_nvlink: float | None = Field(default=None, ge=MIN_FRACTION, le=1, description=(

@@ -205,12 +205,12 @@ def windowed_layers(model: Any) -> int:
     return model.layers - (model.layers // n if n else 0)
 
 
-def _layer_mean(model: Any, work) -> float:
-    """Mean over the layers of work(s, window) / work(s, None): 1 for a full-attention layer."""
+def _layer_mean(model: Any, work, cap: float = float("inf")) -> float:
+    """Mean over the layers of work(s, window) / work(s, None) (at most `cap`): 1 for a full-attention layer."""
     s, k = model.seq_len, windowed_layers(model)
     if k == 0 or model.sliding_window >= s:
         return 1.0
-    ratio = work(s, model.sliding_window) / work(s, None)
+    ratio = min(cap, work(s, model.sliding_window) / work(s, None))
     return ((model.layers - k) + k * ratio) / model.layers
 
 
@@ -235,11 +235,13 @@ def flash_tiles(seq_len: int, window: int | None = None, block: int = FLASH_BLOC
     return float(np.sum(i - first + 1))
 
 
-def flash_work_fraction(model: Any) -> float:
+def flash_work_fraction(model: Any, window_tile_cost: float = 1.0) -> float:
     """Mean over the layers of the flash tiles of a layer / those of full causal attention (1.0
     without a window): time follows the blocks computed (w = 128 at s = 4,096: 63 / 528 tiles,
-    about twice the 6.2 % of the pairs)."""
-    return _layer_mean(model, flash_tiles)
+    about twice the 6.2 % of the pairs), a windowed layer's at `window_tile_cost` times a full
+    layer's tile (GpuEfficiency.flash_window_tile_cost), never more than the full layer."""
+    return _layer_mean(model, lambda s, w: flash_tiles(s, w) * (1.0 if w is None else window_tile_cost),
+                       cap=1.0)
 
 
 def expert_rows(model: Any, layouts) -> tuple:

@@ -23,6 +23,7 @@ from planner.search import search
 from planner.layout.space import single_layout
 from planner.layout.space import Layouts
 from planner.specs import GpuSpec
+from planner.specs.loading import load_cluster, load_model
 from .conftest import layer_compute_on
 from planner.costs.context import job_context
 from planner.costs.pipeline_ranks import pipeline_ranks, rank_param_split
@@ -344,6 +345,32 @@ def test_sliding_window_flash_time_model_flops_and_cp_by_hand(make_model, make_c
     gather = 3 * 524288 / 100e9 + 18.6e-6
     lc = layer_compute_on(windowed, cluster.gpu, cp)
     assert cp_comm_per_layer_s(cluster, windowed, cp, lc, _st(windowed, cluster))[0] == approx(gather + 2 * gather, rel=1e-6)
+
+
+def test_windowed_tiles_cost_what_the_gpu_says_never_more_than_full(make_model, make_cluster):
+    # the toy layer above (seq 512: windowed 7 of 10 tiles) on a GPU whose windowed tile costs 1.4 a full
+    # one: 0.98 of the full layer on the 4 windowed layers, the mean (4 + 4 x 0.98) / 8 = 0.99 of full
+    # causal; at 3 a windowed layer would cost 2.1 x a full one: it costs the full layer's (1.0)
+    full, windowed, cluster, one = make_model(), make_model(sliding_window=128, full_attention_every=2), make_cluster(), lay()
+    core_full = layer_compute_on(full, cluster.gpu, one).attention_fwd_s[0]
+    for cost, mean in ((1.4, (4 + 4 * 0.98) / 8), (3.0, 1.0)):
+        gpu = cluster.gpu.model_copy(update={"efficiency": cluster.gpu.efficiency.model_copy(
+            update={"flash_window_tile_cost": cost})})
+        assert layer_compute_on(windowed, gpu, one).attention_fwd_s[0] == approx(mean * core_full, rel=REL)
+
+
+def test_gpt_oss_window_layer_on_gb200_as_cudnn_measured_it():
+    # cudnn-frontend's training benchmark (results/gpt_oss/gb200, cuDNN 9.22): b 2, 128 heads of 64, s 4,096,
+    # window 128, BF16: 0.210 ms forward, 0.465 ms backward. GPT-OSS-120B at micro-batch 4 has as many
+    # (sequence, head) pairs (4 x 64 = 2 x 128): its windowed layer is the mean layer's attention x 2 less
+    # its full layer's, within 15 % of what cuDNN measured
+    model, gpu = load_model("gpt-oss-120b"), load_cluster("dgx-gb200-nvl72-1152").gpu
+    no_window = model.model_copy(update={"sliding_window": None})
+    four = lay(micro_batch=4)
+    mean, full = layer_compute_on(model, gpu, four), layer_compute_on(no_window, gpu, four)
+    assert model.seq_len == 4096 and model.sliding_window == 128 and model.full_attention_every == 2
+    assert 2 * mean.attention_fwd_s[0] - full.attention_fwd_s[0] == approx(0.210e-3, rel=0.15)
+    assert 2 * mean.attention_bwd_s[0] - full.attention_bwd_s[0] == approx(0.465e-3, rel=0.15)
 
 
 # --- host syncs, CUDA graphs and the ops PyTorch runs one by one ----------------------------------------

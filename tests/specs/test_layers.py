@@ -42,6 +42,9 @@ def test_window_fractions_mix_the_layers():
     assert windowed_layers(alternate) == 18
     assert window_work_fraction(alternate) == approx((18 + 18 * ratio) / 36, rel=1e-12)  # 0.53076
     assert flash_work_fraction(alternate) == approx((18 + 18 * 63 / 528) / 36, rel=1e-12)  # 0.55966
+    # a windowed tile at 3.06 a full one (Blackwell, cuDNN): 3.06 x 63 / 528 = 0.36511 of a full layer
+    assert flash_work_fraction(alternate, 3.06) == approx((18 + 18 * 3.06 * 63 / 528) / 36, rel=1e-12)  # 0.68256
+    assert flash_work_fraction(alternate, 9.0) == 1.0  # 9 x 63 / 528 = 1.07: never more than the full layer
     gemma3 = _model(sliding_window=1024, full_attention_every=6)  # 6 of 36 full, 30 windowed
     assert windowed_layers(gemma3) == 30
     # a window no shorter than the sequence changes nothing
