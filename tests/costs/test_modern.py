@@ -363,14 +363,16 @@ def test_gpt_oss_window_layer_on_gb200_as_cudnn_measured_it():
     # cudnn-frontend's training benchmark (results/gpt_oss/gb200, cuDNN 9.22): b 2, 128 heads of 64, s 4,096,
     # window 128, BF16: 0.210 ms forward, 0.465 ms backward. GPT-OSS-120B at micro-batch 4 has as many
     # (sequence, head) pairs (4 x 64 = 2 x 128): its windowed layer is the mean layer's attention x 2 less
-    # its full layer's, within 15 % of what cuDNN measured
+    # its full layer's: the forward within 10 % of what cuDNN measured; the backward within 25 %, as every
+    # attention backward is priced at 2.5 forwards where cuDNN's windowed one took 2.2 (its full causal
+    # head-dim-128 one 3.3: results/llama3.1/gb200, 21.7 and 71.8 ms)
     model, gpu = load_model("gpt-oss-120b"), load_cluster("dgx-gb200-nvl72-1152").gpu
     no_window = model.model_copy(update={"sliding_window": None})
     four = lay(micro_batch=4)
     mean, full = layer_compute_on(model, gpu, four), layer_compute_on(no_window, gpu, four)
     assert model.seq_len == 4096 and model.sliding_window == 128 and model.full_attention_every == 2
-    assert 2 * mean.attention_fwd_s[0] - full.attention_fwd_s[0] == approx(0.210e-3, rel=0.15)
-    assert 2 * mean.attention_bwd_s[0] - full.attention_bwd_s[0] == approx(0.465e-3, rel=0.15)
+    assert 2 * mean.attention_fwd_s[0] - full.attention_fwd_s[0] == approx(0.210e-3, rel=0.10)
+    assert 2 * mean.attention_bwd_s[0] - full.attention_bwd_s[0] == approx(0.465e-3, rel=0.25)
 
 
 # --- host syncs, CUDA graphs and the ops PyTorch runs one by one ----------------------------------------
