@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from planner.errors import SpecError
-from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, literal, number,
+from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, count, literal, number,
                                           positive_int, run)
 
 CONFIG_START = "DeepSpeedEngine configuration:"
@@ -86,7 +86,8 @@ def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
         samples_per_s = number(match.group(5))
         seconds = checked_seconds(batch / samples_per_s if samples_per_s > 0 else -1.0,
                                   path=path, line=line_no, field="CurrSamplesPerSec")
-        steps.append(Step(line_no, int(match.group(3)), seconds))
+        steps.append(Step(line_no, count(match.group(3), path=path, line=line_no, field="global_step"),
+                          seconds))
         peaks.append(number(match.group(7)))
     layout: dict[str, Any] = {}
     micro = values.get("train_micro_batch_size_per_gpu", user.get("train_micro_batch_size_per_gpu"))
@@ -94,8 +95,8 @@ def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
         layout["micro_batch"] = positive_int(
             micro, path=path, field="train_micro_batch_size_per_gpu",
             line=where.get("train_micro_batch_size_per_gpu"))
-    stage = values.get("zero_optimization_stage",
-                       (user.get("zero_optimization") or {}).get("stage"))
+    zero = user.get("zero_optimization")
+    stage = values.get("zero_optimization_stage", zero.get("stage") if isinstance(zero, dict) else None)
     if isinstance(stage, int) and not isinstance(stage, bool):
         layout["zero"] = stage
     world = values.get("world_size")
