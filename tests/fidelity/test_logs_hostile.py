@@ -171,3 +171,18 @@ def test_plan_runs_import_of_a_hostile_log_is_exit_2_naming_its_line(tmp_path):
     assert r.exit_code == 2, r.output
     assert f"{log}:{line_of(text, 'dp_shard=8')}: dp_shard: a count of 5000 digits" in r.output
     assert f"at most {MAX_COUNT_DIGITS} digits" in r.output and "internal error" not in r.output
+
+
+@pytest.mark.parametrize("framework, old, new, said", [
+    # the rate as printed, not the step time derived from it: a tps of nan read "step time -1.0 s", inf "0.0 s"
+    ("torchtitan", "tps: 6,912", "tps: nan", "tps nan is not a positive finite number"),
+    ("torchtitan", "tps: 6,912", "tps: inf", "tps inf is not a positive finite number"),
+    ("torchtitan", "tps: 6,912", "tps: 0", "tps 0.0 is not a positive finite number"),
+    ("deepspeed", "CurrSamplesPerSec=80.1", "CurrSamplesPerSec=nan", "CurrSamplesPerSec nan is not a positive finite"),
+    ("deepspeed", "CurrSamplesPerSec=80.1", "CurrSamplesPerSec=inf", "CurrSamplesPerSec inf is not a positive finite"),
+])
+def test_a_bad_rate_is_said_as_printed(framework, old, new, said):
+    text = read(f"{framework}.log")
+    with pytest.raises(SpecError, match=said) as error:
+        parse_log(text.replace(old, new), "bad.log")
+    assert error.value.line == line_of(text, old)

@@ -127,6 +127,15 @@ def checked_seconds(value: float, *, path: str, line: int, field: str) -> float:
     return value
 
 
+def checked_rate(value: float, *, path: str, line: int, field: str) -> float:
+    """`value` when it is a finite rate > 0 (tokens or samples a second); else a SpecError saying the rate
+    as printed (a step time derived from a tps of nan read "step time -1.0 s")."""
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"{field} {value!r} is not a positive finite number", file=path, line=line, path=field,
+                        expected="a finite rate > 0")
+    return value
+
+
 def step_time(steps: list[Step], *, path: str, framework: str) -> tuple[float, int, int]:
     """(median seconds per step after warm-up, steps used, steps left out as warm-up).
 

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from planner.errors import SpecError
-from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, count, literal, number,
+from planner.fidelity.logs.common import (NUMBER, Step, checked_rate, checked_seconds, count, literal, number,
                                           positive_int, run)
 
 CONFIG_START = "DeepSpeedEngine configuration:"
@@ -83,9 +83,8 @@ def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
             raise SpecError("a throughput line before the configuration that gives its batch",
                             file=path, line=line_no, expected="'DeepSpeedEngine configuration:' "
                             "with train_batch_size first")
-        samples_per_s = number(match.group(5))
-        seconds = checked_seconds(batch / samples_per_s if samples_per_s > 0 else -1.0,
-                                  path=path, line=line_no, field="CurrSamplesPerSec")
+        samples_per_s = checked_rate(number(match.group(5)), path=path, line=line_no, field="CurrSamplesPerSec")
+        seconds = checked_seconds(batch / samples_per_s, path=path, line=line_no, field="CurrSamplesPerSec")
         steps.append(Step(line_no, count(match.group(3), path=path, line=line_no, field="global_step"),
                           seconds))
         peaks.append(number(match.group(7)))

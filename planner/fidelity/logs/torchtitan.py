@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from planner.errors import SpecError
-from planner.fidelity.logs.common import (NUMBER, InOrder, Step, checked_seconds, count, number,
+from planner.fidelity.logs.common import (NUMBER, InOrder, Step, checked_rate, checked_seconds, count, number,
                                           positive_int, run, strip_ansi)
 
 STEP_LINE = InOrder(r"(?<!validate )step:\s*(\d+)\s+loss:",
@@ -134,9 +134,8 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
             raise SpecError("a metrics line before the lines that give the GPUs and the batch",
                             file=path, line=line_no, expected="'Building device mesh with "
                             "parallelism: ...' and 'Trainer is initialized with ...' first")
-        tps = number(match.group(4))
-        seconds = checked_seconds(tokens / (tps * gpus) if tps > 0 else -1.0, path=path,
-                                  line=line_no, field="tps")
+        tps = checked_rate(number(match.group(4)), path=path, line=line_no, field="tps")
+        seconds = checked_seconds(tokens / (tps * gpus), path=path, line=line_no, field="tps")
         steps.append(Step(line_no, count(match.group(1), path=path, line=line_no, field="step"), seconds))
         peaks.append(number(match.group(2)))
     layout: dict[str, Any] = {key: degrees[key] for key in ("tp", "pp", "cp", "ep", "etp")
