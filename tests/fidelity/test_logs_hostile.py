@@ -186,3 +186,14 @@ def test_a_bad_rate_is_said_as_printed(framework, old, new, said):
     with pytest.raises(SpecError, match=said) as error:
         parse_log(text.replace(old, new), "bad.log")
     assert error.value.line == line_of(text, old)
+
+
+def test_a_log_named_longer_than_a_run_name_imports_under_its_first_128_characters(tmp_path):
+    # a file name may hold 255 bytes, a run's name 128 characters: a log named with 200 was refused
+    # ("runs.0.name: String should have at most 128 characters") for a name the user never wrote
+    from planner.fidelity.runs import log_entries
+
+    log = tmp_path / ("a" * 200 + ".log")
+    log.write_text(read("torchtitan.log"))
+    entry = log_entries(str(log), cluster="dgx-h100-1024", model=None)["runs"][0]
+    assert entry["name"] == "a" * 128 and entry["model"]["name"] == "a" * 100

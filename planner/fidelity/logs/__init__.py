@@ -52,6 +52,7 @@ FRAMEWORKS: dict[str, Parser] = {
 # not one run's log (every rank's output interleaved: rank 0's is the one to read); each line costs
 # ~60 B beside its text, so 64 MiB of 3-character lines took 3.5 GB before this bound
 MAX_LOG_LINES = 4_000_000
+MAX_NAME_CHARS = 128  # a run's name in a runs file (planner/fidelity/runs.py RunEntry.name); a file's stem may be 255
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines breaks
 
 
@@ -86,4 +87,4 @@ def parse_log(text: str, path: str = "<log>") -> dict[str, Any]:
             f"{printable(clip(first.strip()))!r})",
             file=path, line=max(len(lines), 1),
             expected="a log with the per-step lines of one of: " + ", ".join(FRAMEWORKS))
-    return FRAMEWORKS[framework](lines, path, PurePath(path).stem or path)
+    return FRAMEWORKS[framework](lines, path, (PurePath(path).stem or path)[:MAX_NAME_CHARS])
