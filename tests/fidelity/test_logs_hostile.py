@@ -197,3 +197,24 @@ def test_a_log_named_longer_than_a_run_name_imports_under_its_first_128_characte
     log.write_text(read("torchtitan.log"))
     entry = log_entries(str(log), cluster="dgx-h100-1024", model=None)["runs"][0]
     assert entry["name"] == "a" * 128 and entry["model"]["name"] == "a" * 100
+
+
+@pytest.mark.parametrize("framework, block_start, block_end, old, new, field", [
+    ("megatron", "------------------------ arguments", "-------------------- end of arguments ---------------------\n",
+     "tensor_model_parallel_size ...................... 4", "tensor_model_parallel_size ...................... 8",
+     "tensor_model_parallel_size"),
+    ("deepspeed", "[2026-08-01 10:00:00,120] [INFO] [config.py:1009:print] DeepSpeedEngine configuration:",
+     "zero_optimization_stage ...... 2\n", "world_size ................... 16", "world_size ................... 32",
+     "world_size"),
+])
+def test_a_restart_with_other_settings_is_two_runs_not_one(framework, block_start, block_end, old, new, field):
+    # a job restarted into the same log prints its settings again: the same values are one run (read as before);
+    # another tp or world size means the steps that follow are another run's, which the median would mix
+    text = read(f"{framework}.log")
+    start, end = text.index(block_start), text.index(block_end) + len(block_end)
+    block = text[start:end]
+    assert parse_log(text + block, "same.log")["layout"] == parse_log(text, "one.log")["layout"]
+    again = text + block.replace(old, new)
+    with pytest.raises(SpecError, match="two runs of different settings in one log") as error:
+        parse_log(again, "two.log")
+    assert error.value.path == field and error.value.line == text.count("\n") + line_of(block, old)

@@ -127,6 +127,17 @@ def checked_seconds(value: float, *, path: str, line: int, field: str) -> float:
     return value
 
 
+def keep(store: dict[str, tuple[Any, int]], key: str, value: Any, line: int, *, path: str,
+         read: set[str] | frozenset[str]) -> None:
+    """store[key] = (value, line). A setting this parser reads, printed again with another value, is a
+    SpecError: two runs in one log (a job restarted with other settings), whose steps would be mixed."""
+    if key in read and key in store and store[key][0] != value:
+        raise SpecError(f"{key} is {clip(repr(store[key][0]))} at line {store[key][1]} and {clip(repr(value))} here: "
+                        "two runs of different settings in one log", file=path, line=line, path=key,
+                        expected="the log of one run (split a restarted job's log where its settings changed)")
+    store[key] = (value, line)
+
+
 def checked_rate(value: float, *, path: str, line: int, field: str) -> float:
     """`value` when it is a finite rate > 0 (tokens or samples a second); else a SpecError saying the rate
     as printed (a step time derived from a tps of nan read "step time -1.0 s")."""

@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from planner.fidelity.logs.common import (BYTES_PER_GB, BYTES_PER_GIB, MIB_PER_GIB, NUMBER, InOrder, Step,
-                                          checked_seconds, count, literal, number, positive_int, read_number,
-                                          run)
+                                          checked_seconds, count, keep, literal, number, positive_int,
+                                          read_number, run)
 
 ARGS_START = re.compile(r"-{8,} arguments -{8,}")
 ARGS_END = re.compile(r"-{8,} end of arguments -{8,}")
@@ -64,7 +64,12 @@ def iteration_steps(lines: list[str], path: str) -> tuple[list[Step], int | None
     return steps, batch
 
 
-def megatron_args(lines: list[str]) -> dict[str, tuple[Any, int]]:
+# The settings read from Megatron's arguments or Bridge's summary (a restart's second block must agree)
+READ = frozenset(LAYOUT_ARGS) | frozenset(MODEL_ARGS) | frozenset(MCORE_DEFAULTS) | {
+    "world_size", "global_batch_size", "use_distributed_optimizer", "group_query_attention", "num_query_groups"}
+
+
+def megatron_args(lines: list[str], path: str = "<log>") -> dict[str, tuple[Any, int]]:
     """The `arguments` block: name -> (value, line number)."""
     args: dict[str, tuple[Any, int]] = {}
     inside = False
@@ -74,11 +79,11 @@ def megatron_args(lines: list[str]) -> dict[str, tuple[Any, int]]:
         elif ARGS_END.search(line):
             inside = False
         elif inside and (match := ARG_LINE.search(line)):
-            args[match.group(1)] = (literal(match.group(3)), number_)
+            keep(args, match.group(1), literal(match.group(3)), number_, path=path, read=READ)
     return args
 
 
-def bridge_config(lines: list[str]) -> dict[str, tuple[Any, int]]:
+def bridge_config(lines: list[str], path: str = "<log>") -> dict[str, tuple[Any, int]]:
     """Bridge's config summary: `section.name` -> (value, line number); {} when not printed."""
     config: dict[str, tuple[Any, int]] = {}
     section = None
@@ -93,7 +98,8 @@ def bridge_config(lines: list[str]) -> dict[str, tuple[Any, int]]:
             value = match.group(2)
             if value.endswith(")") and (default := value.find(BRIDGE_DEFAULT)) >= 0:
                 value = value[:default]  # as `(.*?)(?:  \(Mcore default: .*\))?$` in linear time
-            config[f"{section}.{match.group(1)}"] = (literal(value), number_)
+            keep(config, f"{section}.{match.group(1)}", literal(value), number_, path=path,
+                 read={f"{section}.{match.group(1)}"} if match.group(1) in READ else set())
         elif section and set(line.strip()) == {"="}:
             section = None
     return config
@@ -144,7 +150,7 @@ def _model(values: dict[str, Any]) -> dict[str, int]:
 
 def parse_megatron(lines: list[str], path: str, name: str) -> dict[str, Any]:
     """A Megatron-LM / Megatron-Core log: the arguments block, iteration lines, memory report."""
-    args = megatron_args(lines)
+    args = megatron_args(lines, path)
     values = {k: v for k, (v, _) in args.items()}
     where = {k: n for k, (_, n) in args.items()}
     steps, batch = iteration_steps(lines, path)
@@ -163,7 +169,7 @@ def parse_megatron(lines: list[str], path: str, name: str) -> dict[str, Any]:
 
 def parse_bridge(lines: list[str], path: str, name: str) -> dict[str, Any]:
     """A Megatron-Bridge log: its config summary, iteration lines and GB memory report."""
-    config = bridge_config(lines)
+    config = bridge_config(lines, path)
     values: dict[str, Any] = dict(MCORE_DEFAULTS) if config else {}
     where: dict[str, int] = {}
     for key, (value, line) in config.items():

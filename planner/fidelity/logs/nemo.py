@@ -63,7 +63,8 @@ def parse_nemo(lines: list[str], path: str, name: str) -> dict[str, Any]:
         match = STEP_LINE.search(line.rstrip())
         if match and len(line) > MAX_PROGRESS_CHARS:
             raise SpecError(f"a progress line of {len(line):,} characters", file=path, line=line_no,
-                            expected=f"NeMo's progress line (a dozen metrics; at most {MAX_PROGRESS_CHARS:,} characters)")
+                            expected=f"NeMo's progress line (a dozen metrics; at most {MAX_PROGRESS_CHARS:,} "
+                                     "characters)")
         if not match or not METRICS.fullmatch(match.group(4)):
             continue
         metrics = _metrics(match.group(4))
