@@ -218,3 +218,17 @@ def test_a_restart_with_other_settings_is_two_runs_not_one(framework, block_star
     with pytest.raises(SpecError, match="two runs of different settings in one log") as error:
         parse_log(again, "two.log")
     assert error.value.path == field and error.value.line == text.count("\n") + line_of(block, old)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("dp_shard=8, cp=1, tp=1", "dp_shard=4, cp=1, tp=2"),  # the mesh: the first was read, steps of both mixed
+    ("local batch size 2, global batch size 16", "local batch size 4, global batch size 32"),  # the last was read
+])
+def test_a_torchtitan_restart_with_another_mesh_or_batch_is_two_runs(old, new):
+    text = read("torchtitan.log")
+    start = text.index("[rank0]:[titan] 2026-08-01 10:00:00,000 - root - INFO - Building device mesh")
+    restart = text[start:]
+    assert parse_log(text + restart, "same.log")["gpus"] == 8  # the same settings again: one run
+    with pytest.raises(SpecError, match="two runs of different settings in one log") as error:
+        parse_log(text + restart.replace(old, new), "two.log")
+    assert error.value.line == text.count("\n") + line_of(restart, old)

@@ -43,6 +43,8 @@ MODEL_KEYS = {"n_layers": "layers", "dim": "hidden", "n_heads": "heads", "n_kv_h
 
 
 def _mesh(lines: list[str], path: str) -> dict[str, int]:
+    """The degrees of the mesh line; a later one (a restart) must give the same."""
+    first: tuple[dict[str, int], int] | None = None
     for line_no, line in enumerate(lines, 1):
         if (match := MESH.search(line)):
             degrees: dict[str, int] = {}
@@ -53,8 +55,16 @@ def _mesh(lines: list[str], path: str) -> dict[str, int]:
                 digits = count(value.removeprefix("-"), path=path, line=line_no, field=key)
                 degrees[key] = positive_int(-digits if value.startswith("-") else digits, path=path,
                                             line=line_no, field=key)
-            return degrees
-    return {}
+            if first is None:
+                first = degrees, line_no
+            elif degrees != first[0]:
+                raise _two_runs("the device mesh", first[1], path, line_no)
+    return first[0] if first else {}
+
+
+def _two_runs(what: str, first_line: int, path: str, line: int) -> SpecError:
+    return SpecError(f"{what} differs from line {first_line}'s: two runs of different settings in one log", file=path,
+                     line=line, expected="the log of one run (split a restarted job's log where its settings changed)")
 
 
 def _model(lines: list[str]) -> dict[str, int] | None:
@@ -109,6 +119,7 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
         for key in ("pp", "dp_replicate", "dp_shard", "cp", "tp"):
             gpus *= degrees.get(key, 1)
     batch = seq_len = tokens = micro = None
+    trainer: tuple[tuple, int] | None = None
     for line_no, line in enumerate(lines, 1):
         def whole(index: int, field: str) -> int:
             return count(match.group(index), path=path, line=line_no, field=field)
@@ -125,6 +136,12 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
             # trainer.py: tokens per DP rank = a micro-batch's tokens x num_pp_microbatches (1 without pp)
             per_rank = whole(1, "tokens per DP rank")
             micro = per_rank // seq_len if per_rank % seq_len == 0 else None
+        else:
+            continue
+        if trainer is None:
+            trainer = (batch, seq_len, tokens, micro), line_no
+        elif trainer[0] != (batch, seq_len, tokens, micro):
+            raise _two_runs("the trainer's batch", trainer[1], path, line_no)
     steps: list[Step] = []
     peaks = []
     for line_no, line in enumerate(lines, 1):
