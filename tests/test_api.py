@@ -196,6 +196,17 @@ def test_types_a_parser_would_refuse_are_spec_errors():
         planner.search("gpt3-1.3b", "dgx-a100-1024", recompute=True)
 
 
+def test_a_numpy_scalar_is_named_as_one_not_as_a_mapping():
+    # np.int64(8) and np.True_ (a notebook's np.arange or mask) are no int or bool: refused as any other type, but
+    # the message said "got a mapping"
+    import numpy as np
+
+    with pytest.raises(SpecError, match=r"--gpus: got a numpy\.int64 \(np\.int64\(8\)\) \(expected an integer\)"):
+        planner.search("gpt3-1.3b", "dgx-a100-1024", gpus=np.int64(8))
+    with pytest.raises(SpecError, match=r"--torch-compile: got a numpy\.bool_? \(np\.True_\) \(expected true or false\)"):
+        planner.estimate("gpt3-1.3b", "dgx-a100-1024", gpus=8, tp=1, pp=1, micro_batch=1, torch_compile=np.bool_(True))
+
+
 def test_mistyped_keywords_are_type_errors_with_the_nearest_name():
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_step_time'; did you mean 'max_step_time_s'"):
         planner.search("gpt3-1.3b", "dgx-a100-1024", max_step_time=3)

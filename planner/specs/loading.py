@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from planner.errors import MAX_ERRORS, SpecError, SpecErrors, clip_file, shown
+from planner.errors import MAX_ERRORS, SpecError, SpecErrors, clip, clip_file, shown
 from planner.specs.hf import Imported, is_hf_config, name_for, parse_config, spec_from_hf
 from planner.specs.shipped import KINDS, config_dir, shared_dir, shipped_names  # noqa: F401  (re-exported)
 from planner.specs import ClusterSpec, GpuSpec, ModelSpec, StackSpec, is_plain_name
@@ -102,7 +102,12 @@ def describe(value: Any) -> str:
         return f"{value!r}"[:40]
     if value is None:
         return "null"
-    return "a list" if isinstance(value, list) else "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    # the Python API's other values (numpy's np.True_ and np.int64(8) read "a mapping"; so did a YAML date)
+    return f"a {type(value).__module__}.{type(value).__qualname__} ({clip(repr(value), 40)})"
 
 
 def _expected(err: dict) -> str | None:

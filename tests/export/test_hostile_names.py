@@ -227,3 +227,22 @@ def test_the_issues_reproduction_through_the_cli(tmp_path):
     assert "# Megatron-Bridge v0.6.0 ships no recipe of x\\ntouch PWNED_$(id -u) `id` ; ls * #: the generic" in r.stdout
     words, created, status = run_bash(r.stdout, (), failglob=False)
     assert created == set() and status == 0 and words[:2] == ["scripts/training/run_recipe.py", "--recipe"]
+
+
+@pytest.mark.parametrize("kind", EXPORTS)
+@pytest.mark.parametrize("recipe", ["delayed", "tensorwise", "blockwise"])
+def test_compile_and_fp8_recipe_lines_keep_a_hostile_name_a_comment(kind, recipe):
+    # the sixth session's words (--compile.enable, --fp8-recipe, Bridge's scaling recipes, torchtitan's selective
+    # options): Llama 3.1 8B under FP8 with each recipe, compiled, selective recompute, its name a shell attack
+    m0, c = load_model("llama3.1-8b"), load_cluster("dgx-h100-1024")
+    m = m0.model_copy(update={"name": "x\ntouch PWNED_$(id -u) `id` ; ls * #\u2028--help", "training": m0.training.model_copy(
+        update={"precision": "fp8", "fp8_recipe": recipe, "torch_compile": True})})
+    zero = 3 if kind.startswith("torchtitan") else 1  # torchtitan has no ZeRO-1, DeepSpeed's pipeline no ZeRO-3
+    scored = estimate_layout(m, c, tp=2, pp=2, micro_batch=1, sequence_parallel=True, zero=zero, recompute="selective",
+                             gpus=64)
+    export = export_settings(kind, scored, m, c)
+    check_text(kind, export)
+    if kind == "megatron":
+        assert export.argv[export.argv.index("--fp8-recipe") + 1] == recipe
+    if kind.startswith("torchtitan"):  # every torchtitan version takes the compile flag
+        assert "--compile.enable" in export.argv

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from planner.errors import SpecError, clip, printable
 from planner.fidelity.logs import deepspeed, megatron, nemo, torchtitan
-from planner.fidelity.logs.common import WARMUP_FRACTION, WARMUP_MIN_LOGGED, strip_ansi
+from planner.fidelity.logs.common import WARMUP_FRACTION, WARMUP_MIN_LOGGED, InOrder, strip_ansi
 
 __all__ = ["parse_log", "detect_framework", "FRAMEWORKS", "WARMUP_MIN_LOGGED", "WARMUP_FRACTION"]
 
@@ -26,12 +26,12 @@ Parser = Callable[[list[str], str, str], dict[str, Any]]
 # What marks each framework's log, strongest first: a Megatron-DeepSpeed log prints Megatron's
 # arguments block and DeepSpeed's config, and is read as Megatron (whose lines give the layout);
 # Bridge prints Megatron's iteration line but its own config summary and GB memory report.
-MARKERS: list[tuple[str, re.Pattern[str]]] = [
+MARKERS: list[tuple[str, re.Pattern[str] | InOrder]] = [
     ("megatron-bridge", re.compile(re.escape(megatron.BRIDGE_START))),
     ("megatron", megatron.ARGS_START),
     ("megatron-bridge", megatron.MEMORY_GB),
     ("megatron", megatron.MEMORY_MB),
-    ("nemo", re.compile(r"Training epoch \d+, iteration \d+/\d+ \|.*\| train_step_timing in s: ")),
+    ("nemo", InOrder(r"Training epoch \d+, iteration \d+/\d+ \|", r"\| train_step_timing in s: ")),
     ("torchtitan", torchtitan.MESH),
     ("torchtitan", torchtitan.STEP_LINE),
     ("deepspeed", re.compile(re.escape(deepspeed.CONFIG_START))),
@@ -48,10 +48,22 @@ FRAMEWORKS: dict[str, Parser] = {
 }
 
 
+# A line per logged step: a million steps each logged with three more lines of other output. More is
+# not one run's log (every rank's output interleaved: rank 0's is the one to read); each line costs
+# ~60 B beside its text, so 64 MiB of 3-character lines took 3.5 GB before this bound
+MAX_LOG_LINES = 4_000_000
+MAX_NAME_CHARS = 128  # a run's name in a runs file (planner/fidelity/runs.py RunEntry.name); a file's stem may be 255
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines breaks
+
+
 def detect_framework(text: str) -> str | None:
     """The framework whose lines the log holds ('megatron', 'megatron-bridge', 'nemo',
     'torchtitan', 'deepspeed'), or None when it holds none of them."""
-    lines = [strip_ansi(line) for line in text.splitlines()]
+    return _framework(text.splitlines())
+
+
+def _framework(lines: list[str]) -> str | None:
+    lines = [strip_ansi(line) for line in lines]  # the same strings where no colour was printed
     for framework, marker in MARKERS:
         if any(marker.search(line) for line in lines):
             return framework
@@ -61,8 +73,12 @@ def detect_framework(text: str) -> str | None:
 def parse_log(text: str, path: str = "<log>") -> dict[str, Any]:
     """One measured run from the text of one training log; `path` names it in the run and in
     errors (its stem is the run's name)."""
+    breaks = sum(text.count(mark) for mark in LINE_BREAKS) - text.count("\r\n")
+    if breaks >= MAX_LOG_LINES:
+        raise SpecError(f"{breaks + 1:,} lines", file=path, expected=(
+            f"a training log of at most {MAX_LOG_LINES:,} lines (rank 0's output of one run)"))
     lines = text.splitlines()
-    framework = detect_framework(text)
+    framework = _framework(lines)
     if framework is None:
         first = next((line for line in lines if line.strip()), "")
         raise SpecError(
@@ -71,4 +87,4 @@ def parse_log(text: str, path: str = "<log>") -> dict[str, Any]:
             f"{printable(clip(first.strip()))!r})",
             file=path, line=max(len(lines), 1),
             expected="a log with the per-step lines of one of: " + ", ".join(FRAMEWORKS))
-    return FRAMEWORKS[framework](lines, path, PurePath(path).stem or path)
+    return FRAMEWORKS[framework](lines, path, (PurePath(path).stem or path)[:MAX_NAME_CHARS])

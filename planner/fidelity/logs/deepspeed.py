@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from planner.errors import SpecError
-from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, literal, number,
+from planner.fidelity.logs.common import (NUMBER, Step, checked_rate, checked_seconds, count, keep, literal, number,
                                           positive_int, run)
 
 CONFIG_START = "DeepSpeedEngine configuration:"
@@ -30,7 +30,11 @@ THROUGHPUT = re.compile(rf"epoch=(\d+)/micro_step=(\d+)/global_step=(\d+), Runni
                         rf"MaxMemAllocated=({NUMBER})GB")
 
 
-def ds_config(lines: list[str]) -> tuple[dict[str, tuple[Any, int]], dict[str, Any]]:
+READ = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimization_stage", "world_size",
+                  "bfloat16_enabled", "fp16_enabled"})  # the attributes read (a restart's second block must agree)
+
+
+def ds_config(lines: list[str], path: str = "<log>") -> tuple[dict[str, tuple[Any, int]], dict[str, Any]]:
     """The printed attributes (name -> (value, line)) and the user's ds_config JSON."""
     attributes: dict[str, tuple[Any, int]] = {}
     user: dict[str, Any] = {}
@@ -51,7 +55,7 @@ def ds_config(lines: list[str]) -> tuple[dict[str, tuple[Any, int]], dict[str, A
                 user = {}
             inside = False
         elif inside and (match := CONFIG_LINE.search(line)):
-            attributes[match.group(1)] = (literal(match.group(3)), index + 1)
+            keep(attributes, match.group(1), literal(match.group(3)), index + 1, path=path, read=READ)
     return attributes, user
 
 
@@ -68,7 +72,7 @@ def _precision(values: dict[str, Any], user: dict[str, Any]) -> str | None:
 
 def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
     """A DeepSpeed log: the engine configuration block and the ThroughputTimer lines."""
-    attributes, user = ds_config(lines)
+    attributes, user = ds_config(lines, path)
     values = {k: v for k, (v, _) in attributes.items()}
     where = {k: n for k, (_, n) in attributes.items()}
     batch = values.get("train_batch_size", user.get("train_batch_size"))
@@ -83,10 +87,10 @@ def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
             raise SpecError("a throughput line before the configuration that gives its batch",
                             file=path, line=line_no, expected="'DeepSpeedEngine configuration:' "
                             "with train_batch_size first")
-        samples_per_s = number(match.group(5))
-        seconds = checked_seconds(batch / samples_per_s if samples_per_s > 0 else -1.0,
-                                  path=path, line=line_no, field="CurrSamplesPerSec")
-        steps.append(Step(line_no, int(match.group(3)), seconds))
+        samples_per_s = checked_rate(number(match.group(5)), path=path, line=line_no, field="CurrSamplesPerSec")
+        seconds = checked_seconds(batch / samples_per_s, path=path, line=line_no, field="CurrSamplesPerSec")
+        steps.append(Step(line_no, count(match.group(3), path=path, line=line_no, field="global_step"),
+                          seconds))
         peaks.append(number(match.group(7)))
     layout: dict[str, Any] = {}
     micro = values.get("train_micro_batch_size_per_gpu", user.get("train_micro_batch_size_per_gpu"))
@@ -94,8 +98,8 @@ def parse_deepspeed(lines: list[str], path: str, name: str) -> dict[str, Any]:
         layout["micro_batch"] = positive_int(
             micro, path=path, field="train_micro_batch_size_per_gpu",
             line=where.get("train_micro_batch_size_per_gpu"))
-    stage = values.get("zero_optimization_stage",
-                       (user.get("zero_optimization") or {}).get("stage"))
+    zero = user.get("zero_optimization")
+    stage = values.get("zero_optimization_stage", zero.get("stage") if isinstance(zero, dict) else None)
     if isinstance(stage, int) and not isinstance(stage, bool):
         layout["zero"] = stage
     world = values.get("world_size")

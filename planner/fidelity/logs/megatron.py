@@ -13,21 +13,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planner.fidelity.logs.common import (BYTES_PER_GB, BYTES_PER_GIB, MIB_PER_GIB, NUMBER, Step,
-                                          checked_seconds, literal, number, positive_int, run)
+from planner.fidelity.logs.common import (BYTES_PER_GB, BYTES_PER_GIB, MIB_PER_GIB, NUMBER, InOrder, Step,
+                                          checked_seconds, count, keep, literal, number, positive_int,
+                                          read_number, run)
 
 ARGS_START = re.compile(r"-{8,} arguments -{8,}")
 ARGS_END = re.compile(r"-{8,} end of arguments -{8,}")
 ARG_LINE = re.compile(r"  ([A-Za-z_]\w*) (\.*) ?(.*)$")
-ITERATION = re.compile(rf"iteration\s+(\d+)/\s*(\d+) \|.*? elapsed time per iteration \(ms\): "
-                       rf"({NUMBER}) \|")
+ITERATION = InOrder(r"iteration\s+(\d+)/\s*(\d+) \|", rf" elapsed time per iteration \(ms\): ({NUMBER}) \|")
 GLOBAL_BATCH = re.compile(r"\| global batch size:\s*(\d+) \|")
 MEMORY_MB = re.compile(rf"\(after \d+ iterations\) memory \(MB\) \| allocated: {NUMBER} "
                        rf"\| max allocated: ({NUMBER}) \|")
 MEMORY_GB = re.compile(r"\(after \d+ iterations\) memory \(GB\)((?: \| [\w-]+: \S+)+)")
 BRIDGE_START = "Configuration Summary (Non-Default Values vs Megatron Core)"
 BRIDGE_SECTION = re.compile(r"^\[(\w+)\](?: Non-default values \(vs Mcore \w+\))?:\s*$")
-BRIDGE_ENTRY = re.compile(r"^  (\w+): (.*?)(?:  \(Mcore default: .*\))?$")
+BRIDGE_ENTRY = re.compile(r"^  (\w+): (.*)$")
+BRIDGE_DEFAULT = "  (Mcore default: "  # then the default and ")" to the line's end, dropped from the value
 MICROBATCHES = re.compile(r"setting number of microbatches to constant (\d+)")
 BROADCAST = re.compile(r"Broadcasting config from rank 0 to all (\d+) ranks")
 
@@ -56,13 +57,19 @@ def iteration_steps(lines: list[str], path: str) -> tuple[list[Step], int | None
         ms = number(match.group(3))
         seconds = checked_seconds(ms / 1000.0, path=path, line=number_,
                                   field="elapsed time per iteration (ms)")
-        steps.append(Step(number_, int(match.group(1)), seconds))
+        steps.append(Step(number_, count(match.group(1), path=path, line=number_, field="iteration"),
+                          seconds))
         if (gb := GLOBAL_BATCH.search(line)):
-            batch = int(gb.group(1))
+            batch = count(gb.group(1), path=path, line=number_, field="global batch size")
     return steps, batch
 
 
-def megatron_args(lines: list[str]) -> dict[str, tuple[Any, int]]:
+# The settings read from Megatron's arguments or Bridge's summary (a restart's second block must agree)
+READ = frozenset(LAYOUT_ARGS) | frozenset(MODEL_ARGS) | frozenset(MCORE_DEFAULTS) | {
+    "world_size", "global_batch_size", "use_distributed_optimizer", "group_query_attention", "num_query_groups"}
+
+
+def megatron_args(lines: list[str], path: str = "<log>") -> dict[str, tuple[Any, int]]:
     """The `arguments` block: name -> (value, line number)."""
     args: dict[str, tuple[Any, int]] = {}
     inside = False
@@ -72,11 +79,11 @@ def megatron_args(lines: list[str]) -> dict[str, tuple[Any, int]]:
         elif ARGS_END.search(line):
             inside = False
         elif inside and (match := ARG_LINE.search(line)):
-            args[match.group(1)] = (literal(match.group(3)), number_)
+            keep(args, match.group(1), literal(match.group(3)), number_, path=path, read=READ)
     return args
 
 
-def bridge_config(lines: list[str]) -> dict[str, tuple[Any, int]]:
+def bridge_config(lines: list[str], path: str = "<log>") -> dict[str, tuple[Any, int]]:
     """Bridge's config summary: `section.name` -> (value, line number); {} when not printed."""
     config: dict[str, tuple[Any, int]] = {}
     section = None
@@ -88,7 +95,11 @@ def bridge_config(lines: list[str]) -> dict[str, tuple[Any, int]]:
         elif (match := BRIDGE_SECTION.match(line)):
             section = match.group(1)
         elif section and (match := BRIDGE_ENTRY.match(line)):
-            config[f"{section}.{match.group(1)}"] = (literal(match.group(2)), number_)
+            value = match.group(2)
+            if value.endswith(")") and (default := value.find(BRIDGE_DEFAULT)) >= 0:
+                value = value[:default]  # as `(.*?)(?:  \(Mcore default: .*\))?$` in linear time
+            keep(config, f"{section}.{match.group(1)}", literal(value), number_, path=path,
+                 read={f"{section}.{match.group(1)}"} if match.group(1) in READ else set())
         elif section and set(line.strip()) == {"="}:
             section = None
     return config
@@ -139,7 +150,7 @@ def _model(values: dict[str, Any]) -> dict[str, int]:
 
 def parse_megatron(lines: list[str], path: str, name: str) -> dict[str, Any]:
     """A Megatron-LM / Megatron-Core log: the arguments block, iteration lines, memory report."""
-    args = megatron_args(lines)
+    args = megatron_args(lines, path)
     values = {k: v for k, (v, _) in args.items()}
     where = {k: n for k, (_, n) in args.items()}
     steps, batch = iteration_steps(lines, path)
@@ -158,7 +169,7 @@ def parse_megatron(lines: list[str], path: str, name: str) -> dict[str, Any]:
 
 def parse_bridge(lines: list[str], path: str, name: str) -> dict[str, Any]:
     """A Megatron-Bridge log: its config summary, iteration lines and GB memory report."""
-    config = bridge_config(lines)
+    config = bridge_config(lines, path)
     values: dict[str, Any] = dict(MCORE_DEFAULTS) if config else {}
     where: dict[str, int] = {}
     for key, (value, line) in config.items():
@@ -171,32 +182,35 @@ def parse_bridge(lines: list[str], path: str, name: str) -> dict[str, Any]:
         values["use_distributed_optimizer"] = False
     steps, batch = iteration_steps(lines, path)
     peaks = []
-    for line in lines:
+    for line_no, line in enumerate(lines, 1):
         if (match := MEMORY_GB.search(line)):
             fields = dict(part.split(": ", 1) for part in match.group(1).split(" | ")[1:])
             if "mem-max-allocated-gigabytes" in fields:
-                peaks.append(number(fields["mem-max-allocated-gigabytes"]) * BYTES_PER_GB
-                             / BYTES_PER_GIB)
+                peaks.append(read_number(fields["mem-max-allocated-gigabytes"], path=path, line=line_no,
+                                         field="mem-max-allocated-gigabytes") * BYTES_PER_GB / BYTES_PER_GIB)
     layout = _layout(values, path, where)
     return run(name=name, path=path, framework="megatron-bridge", steps=steps,
-               gpus=_bridge_world(lines, values, layout, batch),
+               gpus=_bridge_world(lines, path, values, layout, batch),
                global_batch=values.get("global_batch_size") or batch,
                seq_len=values.get("seq_length"), precision=_precision(values), layout=layout,
                model=_model(values), peak_memory_gib=max(peaks, default=None))
 
 
-def _bridge_world(lines: list[str], values: dict[str, Any], layout: dict[str, Any],
+def _bridge_world(lines: list[str], path: str, values: dict[str, Any], layout: dict[str, Any],
                   batch: int | None) -> int | None:
     """Bridge prints no world size; Megatron Core's microbatch calculator logs the number of
     microbatches, so dp = global batch / (micro batch x microbatches) and GPUs = dp x tp x pp x cp.
     A checkpoint load's 'Broadcasting config ... to all N ranks' states it outright."""
-    for line in lines:
+    for line_no, line in enumerate(lines, 1):
         if (match := BROADCAST.search(line)):
-            return int(match.group(1))
-    counts = [int(m.group(1)) for line in lines if (m := MICROBATCHES.search(line))]
+            return count(match.group(1), path=path, line=line_no, field="ranks")
+    counts = [positive_int(count(m.group(1), path=path, line=n, field="number of microbatches"), path=path,
+                           line=n, field="number of microbatches")
+              for n, line in enumerate(lines, 1) if (m := MICROBATCHES.search(line))]
     global_batch = values.get("global_batch_size") or batch
     micro = layout.get("micro_batch")
-    if not counts or not global_batch or not micro or global_batch % (micro * counts[-1]):
-        return None
+    if not counts or not micro or not isinstance(global_batch, int) or isinstance(global_batch, bool) \
+            or global_batch < 1 or global_batch % (micro * counts[-1]):
+        return None  # a printed batch that is no count is named where the run is checked (runs.0.global_batch)
     dp = global_batch // (micro * counts[-1])
     return dp * layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)

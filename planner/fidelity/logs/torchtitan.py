@@ -19,13 +19,14 @@ import re
 from typing import Any
 
 from planner.errors import SpecError
-from planner.fidelity.logs.common import (NUMBER, Step, checked_seconds, number, positive_int, run,
-                                          strip_ansi)
+from planner.fidelity.logs.common import (NUMBER, InOrder, Step, checked_rate, checked_seconds, count, number,
+                                          positive_int, run, strip_ansi)
 
-STEP_LINE = re.compile(rf"(?<!validate )step:\s*(\d+)\s+loss:.*?memory:\s*({NUMBER})\s*GiB"
-                       rf"\(({NUMBER})%\)\s+tps:\s*({NUMBER})\s+tflops:\s*({NUMBER})"
-                       rf"\s+mfu:\s*(\S+)")
+STEP_LINE = InOrder(r"(?<!validate )step:\s*(\d+)\s+loss:",
+                    rf"memory:\s*({NUMBER})\s*GiB\(({NUMBER})%\)\s+tps:\s*({NUMBER})\s+tflops:\s*({NUMBER})"
+                    rf"\s+mfu:\s*(\S+)")
 MESH = re.compile(r"Building device mesh with parallelism: ((?:\w+=-?\d+(?:, )?)+)")
+DEGREE = re.compile(r"([A-Za-z_]\w*?)=(-?\d+)")
 TRAINER_V02 = re.compile(r"Trainer is initialized with local batch size (\d+), global batch size "
                          r"(\d+), gradient accumulation steps (\d+), sequence length (\d+)")
 TRAINER_MAIN = re.compile(r"Trainer is initialized with (\d+) tokens per DP rank, (\d+) tokens per "
@@ -36,19 +37,34 @@ CHECKPOINTING = re.compile(r"Applied (\w+) activation checkpointing to the model
 # compile.enable; its absence is torchtitan's default, eager blocks
 COMPILE = re.compile(r"Compiling each TransformerBlock with torch\.compile")
 MODEL_ARGS = re.compile(r"Building (\S+) (\S+?)\s*with (\{.*)$")
+MAX_WIDTH = 2**40  # beyond any model's dim or multiple_of; the FFN width is computed in floats below it
 MODEL_KEYS = {"n_layers": "layers", "dim": "hidden", "n_heads": "heads", "n_kv_heads": "kv_heads",
               "vocab_size": "vocab"}
 
 
 def _mesh(lines: list[str], path: str) -> dict[str, int]:
+    """The degrees of the mesh line; a later one (a restart) must give the same."""
+    first: tuple[dict[str, int], int] | None = None
     for line_no, line in enumerate(lines, 1):
         if (match := MESH.search(line)):
-            degrees = {}
-            for part in match.group(1).split(", "):
-                key, value = part.split("=")
-                degrees[key] = positive_int(int(value), path=path, line=line_no, field=key)
-            return degrees
-    return {}
+            degrees: dict[str, int] = {}
+            for key, value in DEGREE.findall(match.group(1)):
+                if key in degrees:
+                    raise SpecError(f"{key} given twice", file=path, line=line_no, path=key,
+                                    expected="each degree once, as ParallelDims logs them")
+                digits = count(value.removeprefix("-"), path=path, line=line_no, field=key)
+                degrees[key] = positive_int(-digits if value.startswith("-") else digits, path=path,
+                                            line=line_no, field=key)
+            if first is None:
+                first = degrees, line_no
+            elif degrees != first[0]:
+                raise _two_runs("the device mesh", first[1], path, line_no)
+    return first[0] if first else {}
+
+
+def _two_runs(what: str, first_line: int, path: str, line: int) -> SpecError:
+    return SpecError(f"{what} differs from line {first_line}'s: two runs of different settings in one log", file=path,
+                     line=line, expected="the log of one run (split a restarted job's log where its settings changed)")
 
 
 def _model(lines: list[str]) -> dict[str, int] | None:
@@ -76,6 +92,8 @@ def _model(lines: list[str]) -> dict[str, int] | None:
             return None
         if not (isinstance(args.get("multiple_of"), int) and args["multiple_of"] > 0 and "hidden" in model):
             return None
+        if not 0 < model["hidden"] <= MAX_WIDTH >= args["multiple_of"]:
+            return model  # no width: the model check names the printed dim (a float of it overflowed)
         model.update(ffn_hidden=_ffn_hidden(model["hidden"], args["multiple_of"], args.get("ffn_dim_multiplier")),
                      ffn_act="swiglu", position_embedding="rope", normalization="rmsnorm")
         return model
@@ -101,17 +119,29 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
         for key in ("pp", "dp_replicate", "dp_shard", "cp", "tp"):
             gpus *= degrees.get(key, 1)
     batch = seq_len = tokens = micro = None
-    for line in lines:
+    trainer: tuple[tuple, int] | None = None
+    for line_no, line in enumerate(lines, 1):
+        def whole(index: int, field: str) -> int:
+            return count(match.group(index), path=path, line=line_no, field=field)
+
         if (match := TRAINER_V02.search(line)):
-            batch, seq_len = int(match.group(2)), int(match.group(4))
+            batch, seq_len = whole(2, "global batch size"), whole(4, "sequence length")
             tokens = batch * seq_len
-            micro = int(match.group(1))  # train.py: local_batch_size, a DP rank's micro-batch (split again under pp)
+            micro = whole(1, "local batch size")  # train.py: local_batch_size, a DP rank's micro-batch (split again under pp)
         elif (match := TRAINER_MAIN.search(line)):
-            tokens, seq_len = int(match.group(2)), int(match.group(4))
+            tokens = whole(2, "tokens per train step")
+            seq_len = positive_int(whole(4, "maximum context length"), path=path, line=line_no,
+                                   field="maximum context length")
             batch = tokens // seq_len if tokens % seq_len == 0 else None
             # trainer.py: tokens per DP rank = a micro-batch's tokens x num_pp_microbatches (1 without pp)
-            per_rank = int(match.group(1))
+            per_rank = whole(1, "tokens per DP rank")
             micro = per_rank // seq_len if per_rank % seq_len == 0 else None
+        else:
+            continue
+        if trainer is None:
+            trainer = (batch, seq_len, tokens, micro), line_no
+        elif trainer[0] != (batch, seq_len, tokens, micro):
+            raise _two_runs("the trainer's batch", trainer[1], path, line_no)
     steps: list[Step] = []
     peaks = []
     for line_no, line in enumerate(lines, 1):
@@ -121,10 +151,9 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
             raise SpecError("a metrics line before the lines that give the GPUs and the batch",
                             file=path, line=line_no, expected="'Building device mesh with "
                             "parallelism: ...' and 'Trainer is initialized with ...' first")
-        tps = number(match.group(4))
-        seconds = checked_seconds(tokens / (tps * gpus) if tps > 0 else -1.0, path=path,
-                                  line=line_no, field="tps")
-        steps.append(Step(line_no, int(match.group(1)), seconds))
+        tps = checked_rate(number(match.group(4)), path=path, line=line_no, field="tps")
+        seconds = checked_seconds(tokens / (tps * gpus), path=path, line=line_no, field="tps")
+        steps.append(Step(line_no, count(match.group(1), path=path, line=line_no, field="step"), seconds))
         peaks.append(number(match.group(2)))
     layout: dict[str, Any] = {key: degrees[key] for key in ("tp", "pp", "cp", "ep", "etp")
                               if key in degrees}
