@@ -109,15 +109,9 @@ def _ffn_hidden(dim: int, multiple_of: int, multiplier) -> int:
     return multiple_of * ((width + multiple_of - 1) // multiple_of)
 
 
-def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
-    """A torchtitan log: the mesh, trainer and checkpointing lines, then the metrics lines."""
-    lines = [strip_ansi(line) for line in lines]
-    degrees = _mesh(lines, path)
-    gpus = None
-    if degrees:
-        gpus = 1
-        for key in ("pp", "dp_replicate", "dp_shard", "cp", "tp"):
-            gpus *= degrees.get(key, 1)
+def _trainer(lines: list[str], path: str) -> tuple:
+    """(global batch, sequence length, tokens a step, micro-batch) from the trainer's line; the same line
+    printed again with other numbers is a restarted run (exit 2 naming both)."""
     batch = seq_len = tokens = micro = None
     trainer: tuple[tuple, int] | None = None
     for line_no, line in enumerate(lines, 1):
@@ -142,6 +136,19 @@ def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
             trainer = (batch, seq_len, tokens, micro), line_no
         elif trainer[0] != (batch, seq_len, tokens, micro):
             raise _two_runs("the trainer's batch", trainer[1], path, line_no)
+    return (None, None, None, None) if trainer is None else trainer[0]
+
+
+def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
+    """A torchtitan log: the mesh, trainer and checkpointing lines, then the metrics lines."""
+    lines = [strip_ansi(line) for line in lines]
+    degrees = _mesh(lines, path)
+    gpus = None
+    if degrees:
+        gpus = 1
+        for key in ("pp", "dp_replicate", "dp_shard", "cp", "tp"):
+            gpus *= degrees.get(key, 1)
+    batch, seq_len, tokens, micro = _trainer(lines, path)
     steps: list[Step] = []
     peaks = []
     for line_no, line in enumerate(lines, 1):
