@@ -133,17 +133,18 @@ def with_global_batch(model: ModelSpec, global_batch: int | None) -> ModelSpec:
 
 def with_run(model: ModelSpec, *, seq_len: int | None = None, precision: str | None = None,
              recompute_modules: tuple[str, ...] | None = None, offload_layers: int | None = None,
-             torch_compile: bool | None = None,
+             torch_compile: bool | None = None, fp8_recipe: str | None = None,
              flags: dict[str, str], file: str | None = None, line: int | None = None) -> ModelSpec:
     """`model` as if its spec said `seq_len`, `training.precision`, `training.recompute_modules`,
-    `training.offload_layers` and `training.torch_compile`,
+    `training.offload_layers`, `training.torch_compile` and `training.fp8_recipe`,
     validated by the spec's own rules (bounds, choices, cross-field checks); a problem is said under
     what set the field (`flags`: spec path -> flag or field path), at `file`/`line` when given."""
     from planner.specs.loading import validate
     from planner.specs.yamlio import LoadedYaml
 
     values = {"seq_len": seq_len, "training.precision": precision, "training.recompute_modules": recompute_modules,
-              "training.offload_layers": offload_layers, "training.torch_compile": torch_compile}
+              "training.offload_layers": offload_layers, "training.torch_compile": torch_compile,
+              "training.fp8_recipe": fp8_recipe}
     given = {path: flags[path] for path, v in values.items() if v is not None}
     if not given:
         return model

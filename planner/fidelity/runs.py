@@ -68,6 +68,8 @@ class RunEntry(BaseModel):
     stack: str | None = Field(default=None, min_length=1, max_length=128, description="a shipped stack profile (default: the model's)")
     torch_compile: bool | None = Field(default=None, description=(
         "the blocks ran under torch.compile (torchtitan --compile.enable; default: the model's training.torch_compile)"))
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(default=None, description=(
+        "how FP8 was scaled (Megatron --fp8-recipe; default: the model's training.fp8_recipe)"))
     layout: RunLayout  # type: ignore[valid-type]
     measured: Measured
     source: dict[str, str | int | float] | None = Field(default=None, max_length=32, description=(
@@ -138,7 +140,8 @@ def _resolved(entry: RunEntry, model: ModelSpec, cluster: ClusterSpec, loaded: L
                         expected=f"layout.{missing[0]} (plan estimate's --{missing[0].replace('_', '-')})", **at)
     modules = lay.pop("recompute_modules", None)
     model = with_run(model, seq_len=entry.seq_len, precision=entry.precision,
-                     recompute_modules=modules, torch_compile=entry.torch_compile, flags=_run_paths(where), **at)
+                     recompute_modules=modules, torch_compile=entry.torch_compile,
+                     fp8_recipe=entry.fp8_recipe, flags=_run_paths(where), **at)
     model = with_stack(with_global_batch(model, entry.global_batch), entry.stack)
     if entry.gpus > cluster.total_gpus:
         raise SpecError(f"{entry.gpus} GPUs is more than the {cluster.total_gpus} of {cluster.name}",
@@ -159,7 +162,7 @@ def _run_paths(where: tuple) -> dict[str, str]:
     base = ".".join(map(str, where))
     return {"seq_len": f"{base}.seq_len", "training.precision": f"{base}.precision",
             "training.recompute_modules": f"{base}.layout.recompute_modules",
-            "training.torch_compile": f"{base}.torch_compile"}
+            "training.torch_compile": f"{base}.torch_compile", "training.fp8_recipe": f"{base}.fp8_recipe"}
 
 
 def load_runs(path) -> list[MeasuredRun]:

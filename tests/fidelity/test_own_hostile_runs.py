@@ -83,3 +83,16 @@ def test_a_log_without_its_micro_batch_says_so(tmp_path):
     r = runner.invoke(app, ["calibrate", str(LOGS / "nemo.log"), "--cluster", "dgx-h100-1024", "--model", "llama3-8b"])
     assert r.exit_code == 2, r.output
     assert "runs.0.layout.micro_batch: the run does not state micro_batch" in r.output
+
+
+def test_a_run_says_how_fp8_was_scaled(tmp_path):
+    # Megatron --fp8-recipe tensorwise (current scaling) on the run, delayed on the shipped model: the run's own
+    from planner.fidelity.runs import load_runs
+
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(RUN.format(step="0.6").replace("    gpus: 8\n", "    gpus: 8\n    precision: fp8\n    fp8_recipe: tensorwise\n"))
+    (run,) = load_runs(runs)
+    assert (run.model.training.precision, run.model.training.fp8_recipe) == ("fp8", "tensorwise")
+    runs.write_text(RUN.format(step="0.6").replace("    gpus: 8\n", "    gpus: 8\n    fp8_recipe: per-block\n"))
+    r = runner.invoke(app, ["calibrate", str(runs)])
+    assert r.exit_code == 2 and "runs.0.fp8_recipe" in r.output and "internal error" not in r.output, r.output
