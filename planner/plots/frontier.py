@@ -21,6 +21,7 @@ SIZE_PX = (1500, 650)
 FLAG = "--plot"
 LABEL_OFFSETS = ((5, 3), (5, -11), (-12, 3), (-12, -11))  # [points]: neighbours' numbers apart
 MAX_LISTED = 30  # frontier points numbered and listed; the line shows them all
+NEAR_PCT = 5.0  # the middle panel reaches at least this far [%] beyond the frontier's fastest and most frugal
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class DrawnFrontier:
     candidates: np.ndarray  # (n, 2): step time [s], energy [J/token] of the faint points
     frontier: np.ndarray  # (k, 2): the frontier's points, fastest first
     labels: tuple[tuple[str, ...], ...]  # the listed layouts (point_label), fastest first
+    near_box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # the middle panel's (x0, x1, y0, y1)
 
 
 def frontier_rows(result) -> np.ndarray:
@@ -78,10 +80,11 @@ def plot_frontier(result, path: str | Path) -> DrawnFrontier:
         m = result.model
         fig.suptitle(f"{m.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), global batch "
                      f"{m.training.global_batch} x {m.seq_len} tokens: step time vs energy per token\n"
-                     f"{front.size} layouts on the Pareto frontier (red) of {feasible.size:,} feasible", fontsize=11)
+                     f"{front.size} layout{'s' if front.size != 1 else ''} on the Pareto frontier (red) of "
+                     f"{feasible.size:,} feasible", fontsize=11)
         cand = np.column_stack([t[feasible], e[feasible]])
         drawn = DrawnFrontier(path, SIZE_PX, _offsets(overview, "candidates", cand), _line(overview, "frontier"),
-                              tuple(labels))
+                              tuple(labels), (*near.get_xlim(), *near.get_ylim()))
         save_figure(plt, fig, path, FLAG)
         return drawn
 
@@ -94,7 +97,10 @@ def _near_panel(ax, result, front: np.ndarray, feasible: np.ndarray) -> list[tup
         ax.text(0.5, 0.5, "no feasible layout", ha="center", va="center", transform=ax.transAxes)
         return []
     lo_t, hi_t, lo_e, hi_e = t[front].min(), t[front].max(), e[front].min(), e[front].max()
-    pad_t, pad_e = max(hi_t - lo_t, 0.02 * hi_t) * 0.15, max(hi_e - lo_e, 0.02 * hi_e) * 0.15
+    # At least NEAR_PCT of the values each way: a frontier of one point (or a short one) is drawn among the
+    # layouts nearly as good, not alone in a window of a few thousandths of a second
+    pad_t = max(0.15 * (hi_t - lo_t), NEAR_PCT / 100 * hi_t)
+    pad_e = max(0.15 * (hi_e - lo_e), NEAR_PCT / 100 * hi_e)
     box = (lo_t - pad_t, hi_t + pad_t, lo_e - pad_e, hi_e + pad_e)
     inside = feasible[(t[feasible] <= box[1]) & (e[feasible] <= box[3])]
     ax.scatter(t[inside], e[inside], s=8, color="#9E9E9E", alpha=0.4, linewidths=0, rasterized=True)
@@ -105,6 +111,9 @@ def _near_panel(ax, result, front: np.ndarray, feasible: np.ndarray) -> list[tup
                     textcoords="offset points", fontsize=8, color="#7A1F22")
     ax.set_xlim(box[0], box[1])
     ax.set_ylim(box[2], box[3])
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # six-digit ticks side by side collide at more
     ax.set_title("near the frontier (numbered, fastest first)", fontsize=10)
     return [point_label(result, i) for i in listed.tolist()]
 

@@ -145,6 +145,12 @@ def test_the_frontier_plot_draws_every_feasible_candidate_and_the_frontier(front
     # fastest first, each labelled with its layout cell
     assert list(drawn.frontier[:, 0]) == sorted(drawn.frontier[:, 0])
     assert [label[0] for label in drawn.labels] == [layout_cell(r.scored(i).layout) for i in r.frontier]
+    # the middle panel reaches 5 % beyond the frontier's fastest, slowest, most and least frugal points (a frontier
+    # of one point was drawn alone in a window of +-0.3 %, its tick labels run together)
+    x0, x1, y0, y1 = drawn.near_box
+    ft, fe = drawn.frontier[:, 0], drawn.frontier[:, 1]
+    assert x0 <= ft.min() - 0.05 * ft.max() + 1e-12 and x1 >= ft.max() * 1.05 - 1e-12
+    assert y0 <= fe.min() - 0.05 * fe.max() + 1e-12 and y1 >= fe.max() * 1.05 - 1e-12
 
 
 def test_the_frontier_plot_writes_svg_and_refuses_other_suffixes(frontier_search, tmp_path):
