@@ -6,8 +6,8 @@ as the `plan` command.
     result.best.step_time_s, result.to_dict()   # to_dict(): what `plan search --json` prints
 
 `import planner` loads none of the CLI, plotting or solver libraries: every name of `__all__` is
-imported on first use (PEP 562). Five of them, `search`, `estimate`, `sweep`, `check` and `export`,
-are also the names of the planner's own modules (planner/search.py, ...); those modules are made
+imported on first use (PEP 562). Seven of them, `search`, `estimate`, `sweep`, `check`, `export`,
+`allocate` and `replan`, are also the names of the planner's own modules (planner/search.py, ...); those modules are made
 callable, so `planner.search(...)` is the API function while `planner.search.SearchResult` and
 `from planner.search import ...` keep reaching the module.
 
@@ -22,23 +22,24 @@ DISTRIBUTION = "llm-layout-planner"
 # The public surface. A test (tests/test_api.py) fails when it changes and CHANGELOG.md does not name it.
 __all__ = [
     # functions (planner/api/)
-    "search", "estimate", "sweep", "check", "export", "calibrate",
+    "search", "estimate", "sweep", "check", "export", "calibrate", "allocate", "replan",
     "load_model", "load_cluster", "load_gpu", "load_profile", "version",
     # results (planner/api/results.py, planner/results.py)
     "Search", "PoolsSearch", "GpuCounts", "Estimate", "ScoredLayout", "CheckReport", "Finding", "Calibration",
-    "MeasuredRun", "Export",
+    "MeasuredRun", "Export", "Allocated", "Replanned",
     # errors (planner/errors.py)
     "PlannerError", "SpecError", "SpecErrors", "InfeasibleError",
     "DISTRIBUTION",
 ]
 
-_CALLABLE_MODULES = ("search", "estimate", "sweep", "check", "export")  # modules that are also API functions
+_CALLABLE_MODULES = ("search", "estimate", "sweep", "check", "export", "allocate", "replan")  # modules that are also API functions
 _HOMES = {
     **{name: "planner.api" for name in ("calibrate", "load_model", "load_cluster", "load_gpu", "load_profile")},
     **{name: "planner.api.results" for name in ("Search", "PoolsSearch", "GpuCounts", "Estimate", "Calibration")},
     "CheckReport": "planner.api.checking",
     "ScoredLayout": "planner.results", "Finding": "planner.check", "MeasuredRun": "planner.fidelity.runs",
     "Export": "planner.export.common",
+    **{name: "planner.api.operation_results" for name in ("Allocated", "Replanned")},
     **{name: "planner.errors" for name in ("PlannerError", "SpecError", "SpecErrors", "InfeasibleError")},
 }
 

@@ -282,3 +282,45 @@ def test_docs_api_examples_run(monkeypatch, tmp_path):
     scope = {"TMP": tmp_path}
     for block in blocks:  # one namespace: later examples use earlier ones' names, as a reader would
         exec(compile(block, "docs/api.md", "exec"), scope)
+
+
+# --- allocate and replan ---------------------------------------------------------------------------
+
+def test_allocate_and_replan_are_the_commands_json(tmp_path):
+    from typer.testing import CliRunner
+
+    from planner.cli.main import app
+
+    runner = CliRunner()
+    jobs = str(ROOT / "configs" / "jobs" / "three-jobs.yaml")
+    alloc = planner.allocate(jobs, "dgx-h100-1024")
+    r = runner.invoke(app, ["allocate", jobs, "dgx-h100-1024", "--json"])
+    assert r.exit_code == 0, r.output
+    cli, lib = json.loads(r.stdout), json.loads(json.dumps(alloc.to_dict()))
+    cli["solver"].pop("wall_s"), lib["solver"].pop("wall_s")  # the solver's own clock
+    assert cli == lib
+    # the three jobs share at most the cluster's 1,024 GPUs
+    assert alloc.feasible and sum(job["gpus"] for job in alloc.to_dict()["jobs"]) <= 1024
+    after = planner.replan("gpt3-175b", "dgx-a100-1024", gpus=1024, lost_gpus=16, tp=8, pp=4, micro_batch=4, vpp=12)
+    r = runner.invoke(app, ["replan", "gpt3-175b", "dgx-a100-1024", "--gpus", "1024", "--lost-gpus", "16", "--tp", "8",
+                            "--pp", "4", "--micro-batch", "4", "--vpp", "12", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == json.loads(json.dumps(after.to_dict()))
+    assert after.gpus_left == 1024 - 16 and after.new_gpus <= 1008 and after.model.name == "gpt3-175b"
+    # the engines' modules are still reachable under the functions' names
+    from planner.allocate import Allocation
+    from planner.replan import Replan
+
+    assert isinstance(alloc, Allocation) and isinstance(after, Replan)
+
+
+def test_replan_refuses_what_the_command_refuses():
+    with pytest.raises(planner.SpecError, match="--lost-gpus: got the string '16'") as exc:
+        planner.replan("gpt3-175b", "dgx-a100-1024", gpus=1024, lost_gpus="16", tp=8, pp=4, micro_batch=4)
+    assert exc.value.exit_code == 2
+    with pytest.raises(TypeError, match="missing required keyword argument: 'micro_batch'"):
+        planner.replan("gpt3-175b", "dgx-a100-1024", gpus=1024, lost_gpus=16, tp=8, pp=4)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tpp'"):
+        planner.replan("gpt3-175b", "dgx-a100-1024", gpus=1024, lost_gpus=16, tpp=8, pp=4, micro_batch=4)
+    with pytest.raises(planner.SpecError, match="--objective"):
+        planner.allocate(str(ROOT / "configs" / "jobs" / "three-jobs.yaml"), "dgx-h100-1024", objective=3)

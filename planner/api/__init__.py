@@ -5,9 +5,10 @@ with examples that tests run, is docs/api.md."""
 from __future__ import annotations
 
 from planner.api.inputs import load_cluster, load_gpu, load_model, load_profile
+from planner.api.operations import allocate, replan
 from planner.api.plan import estimate, search
 from planner.api.sweep import sweep
 from planner.api.tools import calibrate, check, export
 
-__all__ = ["search", "estimate", "sweep", "check", "export", "calibrate", "load_model", "load_cluster", "load_gpu",
-           "load_profile"]
+__all__ = ["search", "estimate", "sweep", "check", "export", "calibrate", "allocate", "replan", "load_model", "load_cluster",
+           "load_gpu", "load_profile"]

@@ -17,28 +17,6 @@ if TYPE_CHECKING:
     from planner.allocate import Allocation
 
 
-def allocation_json(a: Allocation) -> dict:
-    """`plan allocate --json`: per job the scored-layout JSON of `plan search` plus name, model and
-    GPUs; the totals; the solver's status, objective and bound; `unserved` when infeasible."""
-    data = {
-        "cluster": a.cluster.name,
-        "cluster_gpus": a.cluster.total_gpus,
-        "objective": a.instance.objective,
-        "power_budget_kw": a.instance.power_budget_kw,
-        "jobs": [{"name": job.name, "model": model.name, "gpus": c.gpus, **c.layout.to_dict()}
-                 for job, model, c in a.chosen],
-        "gpus_used": a.gpus_used,
-        "power_kw": a.power_kw,
-        "model_tflops": sum(c.work_tflops for _, _, c in a.chosen),
-        "solver": {"status": a.solve.status, "objective": a.solve.objective, "bound": a.solve.bound,
-                   "wall_s": a.solve.wall_s},
-        "candidates": a.candidates,
-    }
-    if a.solve.unserved is not None:
-        data["unserved"] = {"jobs": list(a.solve.unserved.jobs), "reason": a.solve.unserved.reason}
-    return data
-
-
 def _table(a: Allocation) -> Table:
     from planner.layout.axes import layout_cell
     from planner.report import name_text, step_cell
@@ -83,13 +61,11 @@ def _solver_line(a: Allocation, console: Console) -> None:
 
 
 def run_allocate(jobs_file: str, cluster: str, objective: str, json_out: bool) -> None:
-    from planner.allocate import allocate, load_jobs
-    from planner.specs.loading import load_cluster
+    from planner import api
 
-    jobs = load_jobs(jobs_file)
-    result = allocate(jobs, load_cluster(cluster), objective)
+    result = api.allocate(jobs_file, cluster, objective=objective)
     if json_out:
-        print(json.dumps(allocation_json(result), indent=2, allow_nan=False))
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     elif result.feasible:
         render_allocation(result, out)
     if not result.feasible:

@@ -3,30 +3,12 @@ the GPUs left, what the change costs and whether waiting for spares beats shrink
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from planner.cli.common import axis_params, numbers_checked, option_params, out, run, with_params
-
-def replan_json(r) -> dict:
-    """`plan replan --json` (docs/replan.md)."""
-    d = r.decision
-    return {
-        "gpus": r.gpus, "lost_gpus": r.lost_gpus, "gpus_left": r.gpus_left, "new_gpus": r.new_gpus,
-        "global_batch": r.global_batch, "new_global_batch": r.new_global_batch, "change_note": r.change_note,
-        "running": r.running.to_dict(), "new": r.new.to_dict(),
-        "tokens_per_s_lost": r.tokens_per_s_lost,
-        "change": {**asdict(r.change), "total_s": r.change.total_s},
-        "decision": {"winner": d.winner, "spares_in_h": d.spares_in_h, "spares_source": d.spares_source,
-                     "horizon_h": d.horizon_h, "horizon_source": d.horizon_source,
-                     "shrink_tokens": d.shrink_tokens, "wait_tokens": d.wait_tokens,
-                     "margin_tokens": d.margin_tokens, "margin_h": r.margin_h,
-                     "back": {**asdict(d.back), "total_s": d.back.total_s}},
-    }
-
 
 def decision_line(r) -> str:
     """One line: which wins, by how many tokens and hours, over which horizon, with spares when."""
@@ -103,31 +85,13 @@ def register(app: typer.Typer) -> None:
 
         Example: plan replan gpt3-175b dgx-a100-1024 --gpus 1024 --lost-gpus 16 --tp 8 --pp 4 --micro-batch 4 --vpp 12"""
         def go() -> None:
-            from planner.api.arguments import read_axes, read_limits
-            from planner.api.inputs import with_run
-            from planner.layout.axes import AXES
-            from planner.options import GLOBAL_BATCH, GPUS, check_option
-            from planner.replan import replan
-            from planner.results import non_finite_error
-            from planner.search import check_precision, with_global_batch
-            from planner.specs.loading import load_cluster, load_model
+            from planner import api
 
-            check_option(GPUS, gpus)
-            check_option(GLOBAL_BATCH, global_batch)
-            running = read_axes({a.name: options[a.name] for a in AXES if a.given is not None})
-            limits = read_limits(options, "estimate", fix=False)
-            m = with_global_batch(with_run(load_model(model), seq_len=seq_len, precision=precision), global_batch)
-            c = load_cluster(cluster)
-            check_precision(m, c)
-            result = replan(m, c, gpus=gpus, lost_gpus=lost_gpus, running=running, spares_eta_h=spares_in_h,
-                            remaining_tokens=tokens, limits=limits)
-            data = replan_json(result)
-            problem = non_finite_error(data)
-            if problem is not None:
-                raise problem
+            result = api.replan(model, cluster, gpus=gpus, lost_gpus=lost_gpus, spares_in_h=spares_in_h, tokens=tokens,
+                                global_batch=global_batch, seq_len=seq_len, precision=precision, **options)
             if json_out:
-                print(json.dumps(data, indent=2, allow_nan=False))
+                print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
             else:
-                render(result, m.name, c)
+                render(result, result.model.name, result.cluster)
 
         run(numbers_checked(go), json_out=json_out)

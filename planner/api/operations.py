@@ -1,0 +1,65 @@
+"""`planner.allocate` and `planner.replan`: `plan allocate` and `plan replan` as functions returning typed
+results (planner/api/operation_results.py) whose `to_dict()` is the command's `--json`; the commands call
+them (planner/cli/allocate.py, replan.py)."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from planner.api import arguments as args
+
+
+def allocate(jobs: str | os.PathLike, cluster: str | os.PathLike | Mapping | Any, *,
+             objective: str = "throughput"):
+    """Share `cluster` among the jobs of a jobs file (docs/cpsat.md), as `plan allocate` does: one layout
+    and GPU count per job, chosen with CP-SAT for `objective` (throughput | makespan). An allocation that
+    cannot exist is a result (`feasible` False), not an exception."""
+    from planner.allocate import allocate as solve, load_jobs
+    from planner.api.inputs import load_cluster
+    from planner.api.operation_results import Allocated
+    from planner.api.results import _from
+
+    args.typed(jobs, (str, os.PathLike), "JOBS_FILE")
+    args.typed(objective, str, "--objective")
+    with args.numbers_checked():
+        result = solve(load_jobs(os.fspath(jobs)), load_cluster(cluster), objective)
+    return _from(Allocated, result)
+
+
+def replan(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike | Mapping | Any, *, gpus: int,
+           lost_gpus: int, spares_in_h: float | None = None, tokens: float | None = None,
+           global_batch: int | None = None, seq_len: int | None = None, precision: str | None = None,
+           **axes: Any):
+    """After `lost_gpus` of `gpus` fail, as `plan replan` does: the running layout (`tp`, `pp`,
+    `micro_batch` required, the other axes as `plan estimate` takes them; limits by their file keys)
+    scored, the best layout on the GPUs left, the change's cost, and shrink now or wait for spares
+    (`spares_in_h`; `tokens` left to train set the horizon). No layout on the GPUs left: InfeasibleError."""
+    from planner.api.inputs import load_cluster, load_model, with_run
+    from planner.api.operation_results import Replanned
+    from planner.api.results import _from
+    from planner.layout.axes import AXES, fixable
+    from planner.options import GLOBAL_BATCH, GPUS, check_option, options_for
+    from planner.replan import replan as engine
+    from planner.search import check_precision, with_global_batch
+
+    args.unknown("replan", axes, {o.key for o in options_for("estimate")} | {a.name for a in fixable() if a.given is not None})
+    missing = [a.name for a in fixable() if a.given == "required" and axes.get(a.name) is None]
+    if missing:  # the running layout's axes plan replan requires, as estimate() requires them
+        raise TypeError(f"replan() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
+                        + ", ".join(repr(n) for n in missing))
+    for value, kind, flag in ((gpus, int, "--gpus"), (lost_gpus, int, "--lost-gpus"), (spares_in_h, float, "--spares-in-h"),
+                              (tokens, float, "--tokens"), (global_batch, int, "--global-batch"), (seq_len, int, "--seq-len"),
+                              (precision, str, "--precision")):
+        args.typed(value, kind, flag)
+    with args.numbers_checked():
+        check_option(GPUS, gpus)
+        check_option(GLOBAL_BATCH, global_batch)
+        running = args.read_axes({a.name: axes.get(a.name) for a in AXES if a.given is not None})
+        limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)
+        m = with_global_batch(with_run(load_model(model), seq_len=seq_len, precision=precision), global_batch)
+        c = load_cluster(cluster)
+        check_precision(m, c)
+        result = _from(Replanned, engine(m, c, gpus=gpus, lost_gpus=lost_gpus, running=running, spares_eta_h=spares_in_h,
+                                         remaining_tokens=tokens, limits=limits), model=m, cluster=c)
+        args.require_finite(result.to_dict())
+    return result
