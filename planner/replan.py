@@ -201,16 +201,20 @@ def replan(model: ModelSpec, cluster: ClusterSpec, *, gpus: int, lost_gpus: int,
 
 
 def _check_input(cluster: ClusterSpec, gpus: int, lost_gpus: int, spares_eta_h, remaining_tokens) -> None:
+    """Bounds compared before any float conversion: an int too large for a float (10**400 tokens) is out
+    of range, not an OverflowError in math.isfinite; NaN fails every comparison."""
+    from planner.options import shown_number
+
     if not 2 <= gpus <= cluster.total_gpus:
-        raise SpecError(f"got {gpus}, and {cluster.name} has {cluster.total_gpus:,} GPUs", path="--gpus",
+        raise SpecError(f"got {shown_number(gpus)}, and {cluster.name} has {cluster.total_gpus:,} GPUs", path="--gpus",
                         expected=f"GPUs from 2 to {cluster.total_gpus:,}")
     if not 1 <= lost_gpus < gpus:
-        raise SpecError(f"got {lost_gpus} of the {gpus} GPUs running", path="--lost-gpus",
+        raise SpecError(f"got {shown_number(lost_gpus)} of the {gpus} GPUs running", path="--lost-gpus",
                         expected=f"from 1 to {gpus - 1} (some GPUs must be left)")
-    if spares_eta_h is not None and not (math.isfinite(spares_eta_h) and 0 <= spares_eta_h <= 1e6):
-        raise SpecError(f"got {spares_eta_h}", path="--spares-in-h", expected="hours from 0 to 1,000,000")
-    if remaining_tokens is not None and not (math.isfinite(remaining_tokens) and 0 < remaining_tokens <= 1e18):
-        raise SpecError(f"got {remaining_tokens}", path="--tokens", expected="tokens > 0 and at most 1e18")
+    if spares_eta_h is not None and not 0 <= spares_eta_h <= 1e6:
+        raise SpecError(f"got {shown_number(spares_eta_h)}", path="--spares-in-h", expected="hours from 0 to 1,000,000")
+    if remaining_tokens is not None and not 0 < remaining_tokens <= 1e18:
+        raise SpecError(f"got {shown_number(remaining_tokens)}", path="--tokens", expected="tokens > 0 and at most 1e18")
 
 
 def _check_rules(running: ScoredLayout) -> None:

@@ -324,3 +324,9 @@ def test_replan_refuses_what_the_command_refuses():
         planner.replan("gpt3-175b", "dgx-a100-1024", gpus=1024, lost_gpus=16, tpp=8, pp=4, micro_batch=4)
     with pytest.raises(planner.SpecError, match="--objective"):
         planner.allocate(str(ROOT / "configs" / "jobs" / "three-jobs.yaml"), "dgx-h100-1024", objective=3)
+    # None for an argument the command requires is bad input naming it (a TypeError from a comparison before)
+    for kwargs, flag in ((dict(gpus=None, lost_gpus=16), "--gpus"), (dict(gpus=1024, lost_gpus=None), "--lost-gpus")):
+        with pytest.raises(planner.SpecError, match=f"{flag}: got None"):
+            planner.replan("gpt3-175b", "dgx-a100-1024", tp=8, pp=4, micro_batch=4, **kwargs)
+    with pytest.raises(planner.SpecError, match="JOBS_FILE: got None"):
+        planner.allocate(None, "dgx-h100-1024")

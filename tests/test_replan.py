@@ -124,6 +124,9 @@ def test_nothing_on_the_gpus_left_is_infeasible():
     (dict(gpus=2048, lost_gpus=8), "--gpus"),
     (dict(gpus=64, lost_gpus=8, spares_eta_h=-1.0), "--spares-in-h"),
     (dict(gpus=64, lost_gpus=8, remaining_tokens=0.0), "--tokens"),
+    (dict(gpus=64, lost_gpus=8, remaining_tokens=10**400), "--tokens"),  # an int no float holds: OverflowError before
+    (dict(gpus=64, lost_gpus=8, spares_eta_h=10**400), "--spares-in-h"),
+    (dict(gpus=64, lost_gpus=8, spares_eta_h=float("nan")), "--spares-in-h"),
     (dict(gpus=64, lost_gpus=8, running=dict(dp=8, tp=2, pp=2, micro_batch=1)), "--dp/--tp/--pp"),  # 32, not 64
     (dict(gpus=60, lost_gpus=8, running=dict(tp=8, pp=1, micro_batch=1)), "--tp/--pp"),  # 8 does not divide 60
     (dict(gpus=48, lost_gpus=8, running=dict(tp=3, pp=1, micro_batch=1)), "--tp"),  # 3 does not divide 16 heads
