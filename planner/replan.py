@@ -205,6 +205,9 @@ def _check_input(cluster: ClusterSpec, gpus: int, lost_gpus: int, spares_eta_h, 
     of range, not an OverflowError in math.isfinite; NaN fails every comparison."""
     from planner.options import shown_number
 
+    def said(value) -> str:  # as given (-1.0, nan), an int in a few digits (1.358e+331)
+        return shown_number(value) if isinstance(value, int) else str(value)
+
     if not 2 <= gpus <= cluster.total_gpus:
         raise SpecError(f"got {shown_number(gpus)}, and {cluster.name} has {cluster.total_gpus:,} GPUs", path="--gpus",
                         expected=f"GPUs from 2 to {cluster.total_gpus:,}")
@@ -212,9 +215,9 @@ def _check_input(cluster: ClusterSpec, gpus: int, lost_gpus: int, spares_eta_h, 
         raise SpecError(f"got {shown_number(lost_gpus)} of the {gpus} GPUs running", path="--lost-gpus",
                         expected=f"from 1 to {gpus - 1} (some GPUs must be left)")
     if spares_eta_h is not None and not 0 <= spares_eta_h <= 1e6:
-        raise SpecError(f"got {shown_number(spares_eta_h)}", path="--spares-in-h", expected="hours from 0 to 1,000,000")
+        raise SpecError(f"got {said(spares_eta_h)}", path="--spares-in-h", expected="hours from 0 to 1,000,000")
     if remaining_tokens is not None and not 0 < remaining_tokens <= 1e18:
-        raise SpecError(f"got {shown_number(remaining_tokens)}", path="--tokens", expected="tokens > 0 and at most 1e18")
+        raise SpecError(f"got {said(remaining_tokens)}", path="--tokens", expected="tokens > 0 and at most 1e18")
 
 
 def _check_rules(running: ScoredLayout) -> None:
