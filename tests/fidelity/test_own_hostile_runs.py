@@ -27,7 +27,10 @@ runs:
 
 
 @pytest.mark.parametrize("step, said", [("1e-300", "times faster than"), ("1e-4", "times faster than"),
-                                        ("4000", "times slower than")])
+                                        ("4000", "times slower than"),
+                                        # the smallest subnormal: step / prediction underflows to 0 (a
+                                        # ZeroDivisionError saying how many times faster, exit 3, before)
+                                        ("5e-324", "inf times faster than")])
 def test_a_step_five_hundred_times_off_the_prediction_is_bad_input(tmp_path, step, said):
     # gpt3-1.3b on 8 H100s, batch 64: the shipped constants price about 0.5 s a step (a few tenths of a second:
     # 6 x 1.3e9 x 64 x 2048 FLOP = 1.0e15 FLOP over 8 x 989e12 FLOP/s at ~30-50 % of peak); 0.1 ms and 4,000 s
