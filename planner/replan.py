@@ -46,13 +46,18 @@ from planner.costs.pipeline_ranks import split_ranks
 from planner.costs.reliability import checkpoint_bytes_per_gpu, checkpoint_write_s
 from planner.errors import InfeasibleError, SpecError
 from planner.estimate import estimate_defaults, estimate_layout, layout_of
+from planner.layout.axes import divisors
 from planner.results import ScoredLayout
 from planner.search import search, space_for, with_global_batch
 from planner.specs import ClusterSpec, ModelSpec
 from planner.units import GB, S_PER_H
 
 DEFAULT_HORIZON_H = 24.0
-FEWER_GPU_SEARCHES = 8  # GPU counts below N - K searched at most (counts with no valid layout are free)
+FEWER_GPU_SEARCHES = 8  # GPU counts below N - K searched at most
+# GPU counts below N - K looked at, with or without a valid layout: each is an enumeration of its layouts
+# (1-9 ms), and N - K = 7,999,999 of an 8M-GPU cluster had 4 million counts down to half (hours; killed
+# after 200 s). 1,024 keeps every count down to half of N - K for jobs up to 2,048 GPUs.
+FEWER_GPU_COUNTS = 1024
 
 
 @dataclass(frozen=True)
@@ -241,15 +246,15 @@ def _best_on(model: ModelSpec, cluster: ClusterSpec, left: int, limits: Limits):
     found = _search(model, cluster, left, limits, tried)
     if found is not None:
         return model, left, None, found
-    divisors = [d for d in range(1, left + 1) if left % d == 0]
-    for b in sorted({batch // d * d for d in divisors if d <= batch} - {batch}, reverse=True):
+    for b in sorted({batch // d * d for d in divisors(left) if d <= batch} - {batch}, reverse=True):
         smaller = with_global_batch(model, b)
         found = _search(smaller, cluster, left, limits, tried)
         if found is not None:
             return smaller, left, (f"global batch {b} (not {batch}): the largest batch <= {batch} that a layout on "
                                    f"the {left:,} GPUs left runs; {tried[0]}"), found
     searched = 0
-    for g in range(left - 1, max(left // 2, 1) - 1, -1):
+    lowest = max(left // 2, left - FEWER_GPU_COUNTS, 1)
+    for g in range(left - 1, lowest - 1, -1):
         if searched == FEWER_GPU_SEARCHES:
             break
         if len(space_for(model, g)):
@@ -258,7 +263,7 @@ def _best_on(model: ModelSpec, cluster: ClusterSpec, left: int, limits: Limits):
             if found is not None:
                 return model, g, (f"{g:,} of the {left:,} GPUs left, global batch {batch} kept: no batch <= {batch} "
                                   f"runs on {left:,} GPUs; {tried[0]}"), found
-    fewer = (f"none of the {searched} GPU counts with a valid layout from {left - 1:,} down to {max(left // 2, 1):,} "
+    fewer = (f"none of the {searched} GPU counts with a valid layout from {left - 1:,} down to {lowest:,} "
              f"runs batch {batch}") if left > 1 else "no fewer GPUs are left to try"  # 1 left: nothing below it
     raise InfeasibleError(f"no layout runs on the {left:,} GPUs left: {tried[0]}; no smaller batch runs on them, and {fewer}")
 
