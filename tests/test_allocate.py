@@ -274,6 +274,26 @@ def test_infeasible_reason_shows_a_job_name_on_one_line_without_terminal_escapes
     assert "job '\\x1b[31mred\\x1b]0;t\\x07\\nx' cannot be served" in r.output
 
 
+@pytest.mark.parametrize("objective", ["throughput", "makespan"])
+def test_a_job_whose_tokens_are_never_trained_has_no_candidate(tmp_path, objective):
+    # A failure every hour per GPU (gpu_mtbf_h 1: every 1/8 h on 8 GPUs), restarts of 10^6 s: ETTR 0, goodput 0,
+    # an infinite time to train. Before: makespan scaled inf / inf = NaN to an integer (exit 3), the
+    # throughput table said "inf days" and its --json was exit 3 ("Out of range float values").
+    from pathlib import Path
+
+    cluster = tmp_path / "flaky.yaml"
+    shipped = Path(__file__).resolve().parents[1] / "configs" / "clusters" / "dgx-h100-1024.yaml"
+    cluster.write_text(shipped.read_text().replace("name: dgx-h100-1024", "name: flaky")
+                       + "reliability:\n  gpu_mtbf_h: 1\n  restart_s: 1000000\n  storage_write_gbps: 0.1\n")
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - {name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 16, tokens: 1.0e12}\n")
+    r = invoke("allocate", path, cluster, "--objective", objective, "--json")
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.stdout)
+    assert data["unserved"]["jobs"] == ["a"]
+    assert "its tokens are never trained at 8, 16 GPUs: goodput 0 (ETTR 0" in data["unserved"]["reason"]
+
+
 def test_json_contract_and_table_of_a_small_allocation(tmp_path):
     # Two llama3.1-8b jobs on 24 of dgx-h100-1024's GPUs: 8 or 16 GPUs each (whole 8-GPU nodes).
     path = tmp_path / "jobs.yaml"
