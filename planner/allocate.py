@@ -7,6 +7,7 @@ a domain spans several nodes, so that no job splits one); at each count the fast
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from planner.cpsat.job_allocation import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
@@ -49,7 +50,13 @@ def candidate_counts(min_gpus: int, max_gpus: int, granule: int, cluster_gpus: i
     return [m * granule for m in sorted(ladder | {lo, hi})]
 
 
-def no_candidate_reason(job: JobSpec, granule: int, cluster: ClusterSpec, counts: list[int]) -> str:
+def no_candidate_reason(job: JobSpec, granule: int, cluster: ClusterSpec, counts: list[int],
+                        never: list[int] = ()) -> str:
+    if never:
+        return (f"its tokens are never trained at {', '.join(f'{n:,}' for n in never)} GPUs: goodput 0 (ETTR 0: failures "
+                f"outpace checkpoints and restarts under {cluster.name}'s reliability gpu_mtbf_h, restart_s, "
+                f"storage_write_gbps)" + ("" if len(never) == len(counts) else
+                                          f", and no feasible layout at the other counts of {', '.join(f'{n:,}' for n in counts)}"))
     if job.min_gpus > cluster.total_gpus:
         return f"min_gpus {job.min_gpus:,} is more than the {cluster.total_gpus:,} GPUs of {cluster.name}"
     if not counts:
@@ -71,7 +78,7 @@ def job_instance(job: JobSpec, model: ModelSpec, cluster: ClusterSpec, cache: di
     granule = granule_gpus(cluster)
     counts = candidate_counts(job.min_gpus, job.max_gpus, granule, cluster.total_gpus)
     cache = {} if cache is None else cache
-    candidates = []
+    candidates, never = [], []
     for n in counts:
         key = (job.model, model.training.tokens, n)
         if key not in cache:
@@ -82,8 +89,11 @@ def job_instance(job: JobSpec, model: ModelSpec, cluster: ClusterSpec, cache: di
         best = cache[key]
         if best is not None:
             days = None if best.training is None else best.training.train_days
+            if days is not None and not math.isfinite(days):  # goodput 0: its tokens are never trained here
+                never.append(n)
+                continue
             candidates.append(Candidate(n, n * best.model_tflops_per_gpu, best.avg_power_kw, days, best))
-    why = None if candidates else no_candidate_reason(job, granule, cluster, counts)
+    why = None if candidates else no_candidate_reason(job, granule, cluster, counts, never)
     return JobInstance(job.name, tuple(candidates), job.weight, job.deadline_days, why)
 
 

@@ -46,13 +46,18 @@ from planner.costs.pipeline_ranks import split_ranks
 from planner.costs.reliability import checkpoint_bytes_per_gpu, checkpoint_write_s
 from planner.errors import InfeasibleError, SpecError
 from planner.estimate import estimate_defaults, estimate_layout, layout_of
+from planner.layout.axes import divisors
 from planner.results import ScoredLayout
 from planner.search import search, space_for, with_global_batch
 from planner.specs import ClusterSpec, ModelSpec
 from planner.units import GB, S_PER_H
 
 DEFAULT_HORIZON_H = 24.0
-FEWER_GPU_SEARCHES = 8  # GPU counts below N - K searched at most (counts with no valid layout are free)
+FEWER_GPU_SEARCHES = 8  # GPU counts below N - K searched at most
+# GPU counts below N - K looked at, with or without a valid layout: each is an enumeration of its layouts
+# (1-9 ms), and N - K = 7,999,999 of an 8M-GPU cluster had 4 million counts down to half (hours; killed
+# after 200 s). 1,024 keeps every count down to half of N - K for jobs up to 2,048 GPUs.
+FEWER_GPU_COUNTS = 1024
 
 
 @dataclass(frozen=True)
@@ -201,16 +206,23 @@ def replan(model: ModelSpec, cluster: ClusterSpec, *, gpus: int, lost_gpus: int,
 
 
 def _check_input(cluster: ClusterSpec, gpus: int, lost_gpus: int, spares_eta_h, remaining_tokens) -> None:
+    """Bounds compared before any float conversion: an int too large for a float (10**400 tokens) is out
+    of range, not an OverflowError in math.isfinite; NaN fails every comparison."""
+    from planner.options import shown_number
+
+    def said(value) -> str:  # as given (-1.0, nan), an int in a few digits (1.358e+331)
+        return shown_number(value) if isinstance(value, int) else str(value)
+
     if not 2 <= gpus <= cluster.total_gpus:
-        raise SpecError(f"got {gpus}, and {cluster.name} has {cluster.total_gpus:,} GPUs", path="--gpus",
+        raise SpecError(f"got {shown_number(gpus)}, and {cluster.name} has {cluster.total_gpus:,} GPUs", path="--gpus",
                         expected=f"GPUs from 2 to {cluster.total_gpus:,}")
     if not 1 <= lost_gpus < gpus:
-        raise SpecError(f"got {lost_gpus} of the {gpus} GPUs running", path="--lost-gpus",
+        raise SpecError(f"got {shown_number(lost_gpus)} of the {gpus} GPUs running", path="--lost-gpus",
                         expected=f"from 1 to {gpus - 1} (some GPUs must be left)")
-    if spares_eta_h is not None and not (math.isfinite(spares_eta_h) and 0 <= spares_eta_h <= 1e6):
-        raise SpecError(f"got {spares_eta_h}", path="--spares-in-h", expected="hours from 0 to 1,000,000")
-    if remaining_tokens is not None and not (math.isfinite(remaining_tokens) and 0 < remaining_tokens <= 1e18):
-        raise SpecError(f"got {remaining_tokens}", path="--tokens", expected="tokens > 0 and at most 1e18")
+    if spares_eta_h is not None and not 0 <= spares_eta_h <= 1e6:
+        raise SpecError(f"got {said(spares_eta_h)}", path="--spares-in-h", expected="hours from 0 to 1,000,000")
+    if remaining_tokens is not None and not 0 < remaining_tokens <= 1e18:
+        raise SpecError(f"got {said(remaining_tokens)}", path="--tokens", expected="tokens > 0 and at most 1e18")
 
 
 def _check_rules(running: ScoredLayout) -> None:
@@ -234,15 +246,15 @@ def _best_on(model: ModelSpec, cluster: ClusterSpec, left: int, limits: Limits):
     found = _search(model, cluster, left, limits, tried)
     if found is not None:
         return model, left, None, found
-    divisors = [d for d in range(1, left + 1) if left % d == 0]
-    for b in sorted({batch // d * d for d in divisors if d <= batch} - {batch}, reverse=True):
+    for b in sorted({batch // d * d for d in divisors(left) if d <= batch} - {batch}, reverse=True):
         smaller = with_global_batch(model, b)
         found = _search(smaller, cluster, left, limits, tried)
         if found is not None:
             return smaller, left, (f"global batch {b} (not {batch}): the largest batch <= {batch} that a layout on "
                                    f"the {left:,} GPUs left runs; {tried[0]}"), found
     searched = 0
-    for g in range(left - 1, max(left // 2, 1) - 1, -1):
+    lowest = max(left // 2, left - FEWER_GPU_COUNTS, 1)
+    for g in range(left - 1, lowest - 1, -1):
         if searched == FEWER_GPU_SEARCHES:
             break
         if len(space_for(model, g)):
@@ -251,7 +263,7 @@ def _best_on(model: ModelSpec, cluster: ClusterSpec, left: int, limits: Limits):
             if found is not None:
                 return model, g, (f"{g:,} of the {left:,} GPUs left, global batch {batch} kept: no batch <= {batch} "
                                   f"runs on {left:,} GPUs; {tried[0]}"), found
-    fewer = (f"none of the {searched} GPU counts with a valid layout from {left - 1:,} down to {max(left // 2, 1):,} "
+    fewer = (f"none of the {searched} GPU counts with a valid layout from {left - 1:,} down to {lowest:,} "
              f"runs batch {batch}") if left > 1 else "no fewer GPUs are left to try"  # 1 left: nothing below it
     raise InfeasibleError(f"no layout runs on the {left:,} GPUs left: {tried[0]}; no smaller batch runs on them, and {fewer}")
 

@@ -132,6 +132,24 @@ def test_power_budget_conflict_is_named():
     assert r.unserved.jobs == ("a", "b") and "draw 110.0 kW, over the power budget of 100 kW" in r.unserved.reason
 
 
+def test_many_jobs_over_the_cluster_get_a_minimal_set_not_an_internal_error():
+    # 64 jobs whose smallest counts cycle 8, 16, 64 GPUs: 21 x 88 + 8 = 1,856 GPUs, over the cluster's 1,024.
+    # Whichever jobs are named, their smallest counts must exceed 1,024 GPUs and fit once any one is dropped.
+    # Before: the diagnosis's solve without objective could not prove the knapsack infeasible (UNKNOWN after
+    # 5 s) and an assert ended `plan allocate` with exit 3.
+    def job(i):
+        lo = [1, 2, 8][i % 3]  # nodes
+        ladder = sorted({m for k in range(8) for m in (1 << k, 3 << k) if lo <= m <= 128})
+        return JobInstance(f"j{i}", tuple(cand(8 * m) for m in ladder))
+    jobs = tuple(job(i) for i in range(64))
+    r = solve(AllocationInstance(jobs, 1024, 8))
+    smallest = {j.name: min(c.gpus for c in j.candidates) for j in jobs}
+    need = sum(smallest[name] for name in r.unserved.jobs)
+    assert r.status == "INFEASIBLE" and need > 1024
+    assert all(need - smallest[name] <= 1024 for name in r.unserved.jobs)  # minimal
+    assert f"add up to {need:,} GPUs, more than the cluster's 1,024" in r.unserved.reason
+
+
 # --- CP-SAT against brute force ------------------------------------------------------------------
 
 def random_instance(seed: int, objective: str, budget: bool, deadlines: bool) -> AllocationInstance:
@@ -242,6 +260,38 @@ def test_infeasible_exits_1_and_names_the_job(tmp_path):
     assert r.exit_code == 1
     data = json.loads(r.stdout)
     assert data["unserved"]["jobs"] == ["huge"] and data["jobs"] == [] and data["solver"]["status"] == "INFEASIBLE"
+
+
+def test_infeasible_reason_shows_a_job_name_on_one_line_without_terminal_escapes(tmp_path):
+    # A name with ESC (an ANSI colour and an OSC title) and a newline; its deadline of 0.001 days no
+    # candidate meets. Before: the reason printed the name raw, its escapes reaching the terminal.
+    path = tmp_path / "jobs.yaml"
+    path.write_text('jobs:\n  - {name: "\\e[31mred\\e]0;t\\a\\nx", model: llama3.1-8b, min_gpus: 8, max_gpus: 8, '
+                    'tokens: 1.0e9, deadline_days: 0.001}\n')
+    r = invoke("allocate", path, "dgx-h100-1024")
+    assert r.exit_code == 1
+    assert "\x1b" not in r.output and "\x07" not in r.output
+    assert "job '\\x1b[31mred\\x1b]0;t\\x07\\nx' cannot be served" in r.output
+
+
+@pytest.mark.parametrize("objective", ["throughput", "makespan"])
+def test_a_job_whose_tokens_are_never_trained_has_no_candidate(tmp_path, objective):
+    # A failure every hour per GPU (gpu_mtbf_h 1: every 1/8 h on 8 GPUs), restarts of 10^6 s: ETTR 0, goodput 0,
+    # an infinite time to train. Before: makespan scaled inf / inf = NaN to an integer (exit 3), the
+    # throughput table said "inf days" and its --json was exit 3 ("Out of range float values").
+    from pathlib import Path
+
+    cluster = tmp_path / "flaky.yaml"
+    shipped = Path(__file__).resolve().parents[1] / "configs" / "clusters" / "dgx-h100-1024.yaml"
+    cluster.write_text(shipped.read_text().replace("name: dgx-h100-1024", "name: flaky")
+                       + "reliability:\n  gpu_mtbf_h: 1\n  restart_s: 1000000\n  storage_write_gbps: 0.1\n")
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - {name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 16, tokens: 1.0e12}\n")
+    r = invoke("allocate", path, cluster, "--objective", objective, "--json")
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.stdout)
+    assert data["unserved"]["jobs"] == ["a"]
+    assert "its tokens are never trained at 8, 16 GPUs: goodput 0 (ETTR 0" in data["unserved"]["reason"]
 
 
 def test_json_contract_and_table_of_a_small_allocation(tmp_path):

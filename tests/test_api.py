@@ -112,6 +112,29 @@ def test_sweep_rows_are_the_cli_rows(tmp_path):
     assert [r["point_id"] for r in again] == [r["point_id"] for r in cli_rows]
 
 
+def test_sweep_arguments_of_the_wrong_type_or_without_end_are_bad_input(tmp_path):
+    # Before: range(1, 10**12) GPU counts were joined into one string for minutes (an endless generator:
+    # forever), and these were TypeErrors from deep inside (os.fspath, iteration, slicing).
+    import itertools
+
+    for kwargs, message in [
+        (dict(gpus=range(1, 10**12)), "--gpus: more than 1,000,000 values"),
+        (dict(models=itertools.repeat("gpt3-1.3b")), "--models: more than 1,000,000 values"),
+        (dict(models=5), "--models: got 5"),
+        (dict(models=["gpt3-1.3b", None]), "--models: got None"),
+        (dict(objective=3), "--objective: got 3"),
+        (dict(framework=3), "--framework: got 3"),
+        (dict(out=5), "--out: got 5"),
+        (dict(force="yes"), "--force: got the string 'yes'"),
+    ]:
+        with pytest.raises(SpecError, match=message):
+            planner.sweep(**{"models": "gpt3-1.3b", "gpus": [8], **kwargs})
+    with pytest.raises(SpecError, match="SWEEP: got 5"):
+        planner.sweep(5)
+    # one GPU count as an int is the list of that count, as `search(gpus=8)` takes it
+    assert [r["gpus"] for r in planner.sweep(models="gpt3-1.3b", gpus=8)] == [8]
+
+
 def test_what_the_command_line_needs_of_the_api(tmp_path):
     # an export kind chooses estimate's defaults (torchtitan: ZeRO 3), as `plan estimate --export torchtitan`
     est = planner.estimate("gpt3-1.3b", "dgx-a100-1024", gpus=8, tp=2, pp=1, micro_batch=4, export="torchtitan")
@@ -324,3 +347,9 @@ def test_replan_refuses_what_the_command_refuses():
         planner.replan("gpt3-175b", "dgx-a100-1024", gpus=1024, lost_gpus=16, tpp=8, pp=4, micro_batch=4)
     with pytest.raises(planner.SpecError, match="--objective"):
         planner.allocate(str(ROOT / "configs" / "jobs" / "three-jobs.yaml"), "dgx-h100-1024", objective=3)
+    # None for an argument the command requires is bad input naming it (a TypeError from a comparison before)
+    for kwargs, flag in ((dict(gpus=None, lost_gpus=16), "--gpus"), (dict(gpus=1024, lost_gpus=None), "--lost-gpus")):
+        with pytest.raises(planner.SpecError, match=f"{flag}: got None"):
+            planner.replan("gpt3-175b", "dgx-a100-1024", tp=8, pp=4, micro_batch=4, **kwargs)
+    with pytest.raises(planner.SpecError, match="JOBS_FILE: got None"):
+        planner.allocate(None, "dgx-h100-1024")

@@ -254,6 +254,30 @@ def test_file_names_and_messages_print_literally():
     assert summary.startswith("plan check: 1 file checked")
 
 
+def test_control_characters_are_escaped_in_ci_formats_and_junit_parses():
+    # An ESC (an ANSI colour) in a file name and in a key of a jobs file. Before: written raw, so the JUnit
+    # report was not XML ("not well-formed (invalid token)") and the GitHub annotations coloured the log.
+    import xml.etree.ElementTree as ET
+
+    found = [Finding("d/\x1b[31mx.yaml", 2, "error", "invalid", "jobs.0.\x1b[31mk\nx", "unknown key")]
+    root = ET.fromstring(render_junit(["d/\x1b[31mx.yaml"], found))
+    case = root.find("testsuite/testcase")
+    assert case.get("name") == "d/\\x1b[31mx.yaml"
+    assert case.find("error").get("message") == "jobs.0.\\x1b[31mk\nx: unknown key"  # XML keeps the newline
+    first = render_github(["x"], found).splitlines()[0]
+    assert "\x1b" not in first
+    assert first == "::error file=d/\\x1b[31mx.yaml,line=2,title=plan check%3A invalid::jobs.0.\\x1b[31mk%0Ax: unknown key"
+
+
+@pytest.mark.parametrize("stack", ["../../etc/passwd", "megatron-cor"])
+def test_a_profile_of_a_stack_no_command_takes_is_an_error(tmp_path, stack):
+    # Before: `plan check` passed it while --profile refused it on every command ("not a shipped stack name").
+    text = (CONFIGS / "profiles" / "dgxc-h100-gpt3.yaml").read_text().replace("stack: megatron-core", f"stack: {stack}")
+    found = check_file(write(tmp_path, "p.yaml", text))
+    assert [(f.severity, f.line, f.path) for f in found] == [("error", 4, "stack")]  # line 4 of the shipped file
+    assert f"unknown software stack '{stack}'" in found[0].message
+
+
 def test_findings_of_huge_values_are_bounded(tmp_path):
     key = "k" * 200_000
     model = (CONFIGS / "models" / "gpt3-1.3b.yaml").read_text()

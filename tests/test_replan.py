@@ -118,12 +118,37 @@ def test_nothing_on_the_gpus_left_is_infeasible():
         replan(m, c, gpus=1024, lost_gpus=1016, running=dict(tp=8, pp=4, micro_batch=4))
 
 
+def test_fewer_gpus_looks_at_a_bounded_number_of_counts(monkeypatch):
+    # 8,000,000 GPUs (1,000,000 nodes of 8), one lost: 7,999,999 = 7 x 199 x 5,743 runs no layout of batch
+    # 62,500 = 2^2 x 5^6, and no count below is given one here (space_for is replaced: no count has a valid layout).
+    # Before: every count down to 3,999,999 was enumerated, 4 million enumerations of ~8 ms (hours).
+    # Now at most 1,024 below: from 7,999,998 down to 7,999,999 - 1,024 = 7,998,975.
+    import planner.replan as engine
+
+    calls = []
+
+    def no_layout(model, gpus):
+        calls.append(gpus)
+        assert len(calls) < 5_000, "unbounded"
+        return []
+
+    monkeypatch.setattr(engine, "space_for", no_layout)
+    model = with_global_batch(load_model("llama3.1-405b"), 62_500)
+    cluster = load_cluster("big-h100-131072").model_copy(update={"nodes": 1_000_000})
+    with pytest.raises(InfeasibleError, match="from 7,999,998 down to 7,998,975 runs batch 62500"):
+        replan(model, cluster, gpus=8_000_000, lost_gpus=1, running=dict(tp=8, pp=16, micro_batch=1))
+    assert min(calls) == 7_998_975
+
+
 @pytest.mark.parametrize("kwargs,flag", [
     (dict(gpus=64, lost_gpus=64), "--lost-gpus"),
     (dict(gpus=64, lost_gpus=0), "--lost-gpus"),
     (dict(gpus=2048, lost_gpus=8), "--gpus"),
     (dict(gpus=64, lost_gpus=8, spares_eta_h=-1.0), "--spares-in-h"),
     (dict(gpus=64, lost_gpus=8, remaining_tokens=0.0), "--tokens"),
+    (dict(gpus=64, lost_gpus=8, remaining_tokens=10**400), "--tokens"),  # an int no float holds: OverflowError before
+    (dict(gpus=64, lost_gpus=8, spares_eta_h=10**400), "--spares-in-h"),
+    (dict(gpus=64, lost_gpus=8, spares_eta_h=float("nan")), "--spares-in-h"),
     (dict(gpus=64, lost_gpus=8, running=dict(dp=8, tp=2, pp=2, micro_batch=1)), "--dp/--tp/--pp"),  # 32, not 64
     (dict(gpus=60, lost_gpus=8, running=dict(tp=8, pp=1, micro_batch=1)), "--tp/--pp"),  # 8 does not divide 60
     (dict(gpus=48, lost_gpus=8, running=dict(tp=3, pp=1, micro_batch=1)), "--tp"),  # 3 does not divide 16 heads

@@ -36,6 +36,14 @@ def typed(value: Any, kind: type, flag: str) -> Any:
     return value
 
 
+def required(value: Any, kind: type, flag: str) -> Any:
+    """`typed` for an argument that has no default: None is a SpecError too (the command line requires it)."""
+    if value is None:
+        words = {int: "an integer", float: "a number", str: "a string"}
+        raise SpecError("got None", path=flag, expected=words.get(kind) or "a string or a path")
+    return typed(value, kind, flag)
+
+
 def unknown(function: str, given: dict, known: set[str]) -> None:
     """A keyword no declaration has is a programmer's error, as for any Python function: TypeError."""
     for key in given:

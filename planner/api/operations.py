@@ -19,7 +19,7 @@ def allocate(jobs: str | os.PathLike, cluster: str | os.PathLike | Mapping | Any
     from planner.api.operation_results import Allocated
     from planner.api.results import _from
 
-    args.typed(jobs, (str, os.PathLike), "JOBS_FILE")
+    args.required(jobs, (str, os.PathLike), "JOBS_FILE")
     args.typed(objective, str, "--objective")
     with args.numbers_checked():
         result = solve(load_jobs(os.fspath(jobs)), load_cluster(cluster), objective)
@@ -47,7 +47,8 @@ def replan(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     if missing:  # the running layout's axes plan replan requires, as estimate() requires them
         raise TypeError(f"replan() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
                         + ", ".join(repr(n) for n in missing))
-    for value, kind, flag in ((gpus, int, "--gpus"), (lost_gpus, int, "--lost-gpus"), (spares_in_h, float, "--spares-in-h"),
+    args.required(gpus, int, "--gpus"), args.required(lost_gpus, int, "--lost-gpus")
+    for value, kind, flag in ((spares_in_h, float, "--spares-in-h"),
                               (tokens, float, "--tokens"), (global_batch, int, "--global-batch"), (seq_len, int, "--seq-len"),
                               (precision, str, "--precision")):
         args.typed(value, kind, flag)

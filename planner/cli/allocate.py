@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.common import err, out, run
@@ -62,6 +61,7 @@ def _solver_line(a: Allocation, console: Console) -> None:
 
 def run_allocate(jobs_file: str, cluster: str, objective: str, json_out: bool) -> None:
     from planner import api
+    from planner.report import name_text  # the reason quotes job names: one line, no terminal escapes
 
     result = api.allocate(jobs_file, cluster, objective=objective)
     if json_out:
@@ -73,7 +73,7 @@ def run_allocate(jobs_file: str, cluster: str, objective: str, json_out: bool) -
         why = result.solve.unserved.reason if result.solve.unserved else (
             "CP-SAT stopped (UNKNOWN) before finding an allocation or proving there is none" if stopped
             else f"solver {result.solve.status}")
-        err.print(f"[red]{'no answer' if stopped else 'infeasible'}:[/red] {escape(why)}", highlight=False, soft_wrap=True)
+        err.print(f"[red]{'no answer' if stopped else 'infeasible'}:[/red] {name_text(why)}", highlight=False, soft_wrap=True)
         if not json_out:
             _solver_line(result, err)
         raise typer.Exit(1)

@@ -28,12 +28,20 @@ def _counts(s: dict) -> str:
     return f"{plural(s['files'], 'file')} checked, {plural(s['errors'], 'error')}, {plural(s['warnings'], 'warning')}"
 
 
+def _controls(text: str) -> str:
+    """Control characters other than newline, CR and tab as escapes (ESC as \\x1b): an ANSI sequence in a
+    file name or a key would colour a CI log, and XML 1.0 has no such characters at all (a JUnit report
+    holding one did not parse); lone surrogates of undecodable names as \\udcXX."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\r\t" else repr(c)[1:-1] for c in text)
+
+
 def _escape_data(text: str) -> str:
     """GitHub's workflow-command escaping: a newline in a file name or message cannot start a
-    line of its own (`::error ...` that the runner would execute); undecodable bytes of a file
-    name (lone surrogates) become \\udcXX instead of failing to print."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    line of its own (`::error ...` that the runner would execute); other control characters and
+    undecodable bytes of a file name (lone surrogates) as escapes (`_controls`)."""
+    return _controls(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _escape_property(text: str) -> str:
@@ -67,18 +75,18 @@ def render_junit(files: list[str], findings: list[Finding], strict: bool = False
     suite = ET.SubElement(suites, "testsuite", name="plan check")
     totals = Counter()
     for file, found in by_file.items():
-        case = ET.SubElement(suite, "testcase", classname="plan check", name=file, time="0")
+        case = ET.SubElement(suite, "testcase", classname="plan check", name=_controls(file), time="0")
         failing = [f for f in found if f.severity == "error" or strict]
         for f in failing:
             tag = "error" if f.code in (UNREADABLE, INVALID) else "failure"
             totals[tag] += 1
             where = f"{f.file}:{f.line}" if f.line is not None else f.file
-            node = ET.SubElement(case, tag, type=f.code, message=f"{f.path + ': ' if f.path else ''}{f.message}")
-            node.text = f"{where}: {f.message}"
+            node = ET.SubElement(case, tag, type=f.code, message=_controls(f"{f.path + ': ' if f.path else ''}{f.message}"))
+            node.text = _controls(f"{where}: {f.message}")
         warnings = [f for f in found if f not in failing]
         if warnings:
             ET.SubElement(case, "system-out").text = "\n".join(
-                f"warning: {f.file}:{f.line}: {f.path}: {f.message}" for f in warnings)
+                _controls(f"warning: {f.file}:{f.line}: {f.path}: {f.message}") for f in warnings)
     attrs = {"tests": str(len(by_file)), "failures": str(totals["failure"]), "errors": str(totals["error"]),
              "skipped": "0", "time": "0"}
     suite.attrib.update(attrs)

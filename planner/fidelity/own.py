@@ -127,7 +127,8 @@ def _jobs(runs: list[MeasuredRun]) -> list[_Job]:
                             expected=exc.expected) from None
         ratio = r.step_time_s / float(scored.step_time_s)
         if not 1 / MAX_MEASURED_RATIO <= ratio <= MAX_MEASURED_RATIO:
-            raise SpecError(f"{r.name}: measured step {r.step_time_s:.3g} s, {max(ratio, 1 / ratio):.3g} times "
+            factor = max(ratio, 1 / ratio) if ratio > 0 else math.inf  # a 5e-324 s step: the ratio underflows to 0
+            raise SpecError(f"{r.name}: measured step {r.step_time_s:.3g} s, {factor:.3g} times "
                             f"{'slower' if ratio > 1 else 'faster'} than the {float(scored.step_time_s):.3g} s the "
                             "shipped constants predict", file=r.file, line=r.line, path="measured",
                             expected=f"a step within {MAX_MEASURED_RATIO:g}x of the prediction (no constant within "

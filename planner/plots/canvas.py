@@ -21,6 +21,14 @@ FORMATS = {".png": "png", ".svg": "svg"}  # suffix -> matplotlib format
 LITERAL_TEXT = {"text.parse_math": False, "text.usetex": False}
 
 
+def label_text(value: object) -> str:
+    """A name from input as drawn text: control characters (ESC, newline) as escapes, as the terminal
+    shows them; the fonts have no glyph for them (matplotlib warned "Glyph 27 missing" on stderr)."""
+    from planner.errors import printable
+
+    return printable(str(value))
+
+
 class Matplotlib:
     """What the pictures use of matplotlib: figures on the Agg canvas, colormaps, patches."""
 

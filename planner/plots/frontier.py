@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.layout.axes import layout_cell
 from planner.frontier import pareto_front
-from planner.plots.canvas import DPI, figure_path, require_matplotlib, save_figure
+from planner.plots.canvas import DPI, figure_path, label_text, require_matplotlib, save_figure
 from planner.layout.space import tiebreak_rank
 
 SIZE_PX = (1500, 650)
@@ -78,7 +78,8 @@ def plot_frontier(result, path: str | Path) -> DrawnFrontier:
             ax.set_ylabel("energy per token [J/token]")
             ax.grid(True, which="both", alpha=0.25)
         m = result.model
-        fig.suptitle(f"{m.name} on {result.gpus} x {result.cluster.gpu.name} ({result.cluster.name}), global batch "
+        fig.suptitle(f"{label_text(m.name)} on {result.gpus} x {label_text(result.cluster.gpu.name)} "
+                     f"({label_text(result.cluster.name)}), global batch "
                      f"{m.training.global_batch} x {m.seq_len} tokens: step time vs energy per token\n"
                      f"{front.size} layout{'s' if front.size != 1 else ''} on the Pareto frontier (red) of "
                      f"{feasible.size:,} feasible", fontsize=11)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from planner.layout.axes import AXES, filling
 from planner.errors import SpecError
-from planner.plots.canvas import DPI, FORMATS, figure_path, require_matplotlib, save_figure  # noqa: F401 - re-exported
+from planner.plots.canvas import DPI, FORMATS, figure_path, label_text, require_matplotlib, save_figure  # noqa: F401 - re-exported
 from planner.sweep import params_label
 
 # The parallel degrees, one heat map each: the given ones in registry order, then the filling one (dp).
@@ -27,7 +27,7 @@ SIZES_PX = {
 
 
 def _label(row: dict) -> str:
-    return params_label(row["params"]) if "-scaled-" in row["model"] else row["model"]
+    return params_label(row["params"]) if "-scaled-" in row["model"] else label_text(row["model"])
 
 
 def _groups(rows: list[dict], by: tuple[str, ...], order: str) -> list[tuple[tuple, list[dict]]]:
@@ -60,7 +60,7 @@ def _lines(plt, rows, name, *, x, y, per, title, xlabel, ylabel, scale_y=1.0, lo
         first = members[0]
         label = f"{first['gpus']} GPUs" if per == ("gpus",) else _label(first)
         label += f" ({_batch(first)})" if per != ("gpus",) and _many_batches(rows) else ""
-        label += f" {first['cluster']}" if many_clusters else ""
+        label += f" {label_text(first['cluster'])}" if many_clusters else ""
         label += f" ({first['objective']})" if many_objectives else ""
         ax.plot([r[x] for r in members], [r[y] * scale_y for r in members], marker="o", markersize=3,
                 color=cmap(n / max(1, len(groups) - 1)), label=label)
@@ -94,7 +94,7 @@ def _batch(row: dict) -> str:
 def setting(rows: list[dict], width: int = 115) -> str:
     """What the sweep's points ran with: GPU type(s), global batch [sequences] x sequence length
     [tokens]; wrapped at `width` characters."""
-    gpus = sorted({str(r["gpu"]) for r in rows})
+    gpus = sorted({label_text(r["gpu"]) for r in rows})
     batches: dict[str, list[str]] = {}
     for r in sorted(rows, key=lambda r: r["params"]):
         models = batches.setdefault(_batch(r), [])
@@ -196,7 +196,7 @@ def _layout_chart(plt, rows):
     _heat_maps(fig, axes, fig.add_subplot(grid[0, n]), where, models, counts, labels, small)
     _options_map(fig.add_subplot(grid[0, n + 2]), where, models, counts, small)
     axes[0].set_ylabel("model [parameters]" + (", global batch x seq len" if _many_batches(rows) else ""))
-    note = f" on {first[0]}, objective {first[1]} (blank: infeasible)" if first else ": no feasible point"
+    note = f" on {label_text(first[0])}, objective {first[1]} (blank: infeasible)" if first else ": no feasible point"
     fig.suptitle(f"best layout per model and GPU count{note}\n{setting(rows, 170)}", fontsize=11)
     return fig
 

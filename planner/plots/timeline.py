@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.layout.axes import layout_summary
-from planner.plots.canvas import DPI, figure_path, require_matplotlib, save_figure
+from planner.plots.canvas import DPI, figure_path, label_text, require_matplotlib, save_figure
 from planner.costs.pipeline_ranks import warmup_units
 from planner.timeline import KINDS, Timeline, layout_row, timeline_events
 
@@ -49,7 +49,8 @@ def plot_timeline(model, cluster, scored, path: str | Path) -> DrawnTimeline:
     """The timeline of a scored layout (planner.results.ScoredLayout) in `path` (.png or .svg)."""
     path = figure_path(path, FLAG)
     gpus = int(layout_row(scored.layout).gpus[0])
-    title = f"{model.name} on {gpus} x {cluster.gpu.name} ({cluster.name}): {layout_summary(scored.layout)}"
+    title = (f"{label_text(model.name)} on {gpus} x {label_text(cluster.gpu.name)} ({label_text(cluster.name)}): "
+             f"{layout_summary(scored.layout)}")
     if scored.violations:
         title += " - infeasible: " + ", ".join(v.constraint for v in scored.violations)
     return draw_timeline(timeline_events(model, cluster, scored), path, title)

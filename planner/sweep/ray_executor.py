@@ -56,6 +56,23 @@ def check_address(address: str) -> None:
                         expected=f"a running Ray cluster's address (tried for {CONNECT_TIMEOUT_S:g} s)") from None
 
 
+def _init(ray, address: str | None, workers: int) -> None:
+    """ray.init; a Ray that cannot start or connect (on a loaded machine: "The current node timed out
+    during startup", a plain Exception) is the environment's failure, said in one line (exit 2)."""
+    try:
+        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+                 log_to_driver=False, ignore_reinit_error=True, configure_logging=False)
+    except Exception as exc:  # noqa: BLE001 - Ray raises Exception, ConnectionError, RuntimeError, ...
+        try:
+            ray.shutdown()  # whatever part of the local instance did start
+        except Exception:  # noqa: BLE001
+            pass
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"the Ray cluster at {address[:80]}" if address else "a local Ray instance"
+        raise SpecError(f"cannot start or reach {where} ({first[:200]})", path="--ray-address" if address else "--executor",
+                        expected="a Ray that starts here (rerun: a loaded machine can time out), or --executor local") from None
+
+
 def _rows_of(batch: list, run: Callable | None) -> list[dict]:
     """A task: the rows of a batch of points (run on a Ray worker)."""
     from planner.sweep import rows
@@ -84,8 +101,7 @@ def ray_compute(points: Iterable, *, workers: int, address: str | None = None, g
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local instance for this sweep alone
-        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
-                 log_to_driver=False, ignore_reinit_error=True, configure_logging=False)
+        _init(ray, address, workers)
     task = ray.remote(max_retries=MAX_RETRIES)(_rows_of)
     cpus = max(1, int(ray.cluster_resources().get("CPU", workers)))
     todo, running = iter(points), []

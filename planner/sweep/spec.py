@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -18,6 +18,12 @@ DEFAULT_CLUSTER = "dgx-a100-1024"  # the same default as `plan search`
 Objective = Literal["time", "energy", "cost", "carbon"]
 Framework = Literal[FRAMEWORKS]  # type: ignore[valid-type]  # planner/export/frameworks.py
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+MAX_SWEEP_GPUS = 10_000_000  # as plan search's --gpus (planner/options.py)
+MAX_PARAM_COUNT = 1e16  # as parse_params's LO:HI bound
+# A list's items bounded as the string forms' are (parse_gpus, parse_params): `gpus: [-8]` was an error row
+# (exit 1), `gpus: [1e20 as an int]` a ValueError row from divisors(), `params: [-1e9]` an internal error.
+GpuCount = Annotated[int, Field(gt=0, le=MAX_SWEEP_GPUS)]
+ParamCount = Annotated[float, Field(gt=0, lt=MAX_PARAM_COUNT)]
 
 
 class ScaleSpec(BaseModel):
@@ -25,7 +31,7 @@ class ScaleSpec(BaseModel):
 
     model_config = _STRICT
     base: str = Field(min_length=1, description="model spec to scale: a path or a shipped name")
-    params: str | list[float] = Field(description="'LO:HI:N' (N log-spaced counts) or a list of parameter counts")
+    params: str | list[ParamCount] = Field(description="'LO:HI:N' (N log-spaced counts) or a list of parameter counts")
 
 
 ConstraintsSpec = create_model(
@@ -44,7 +50,7 @@ class SweepSpec(BaseModel):
     models: list[str] = Field(default=[], description="model specs: paths or shipped names")
     scale_model: ScaleSpec | None = None
     cluster: str | list[str] = DEFAULT_CLUSTER
-    gpus: list[int] | str | None = Field(default=None, description="GPU counts, or 'LO:HI' for the powers of two")
+    gpus: list[GpuCount] | str | None = Field(default=None, description="GPU counts, or 'LO:HI' for the powers of two")
     global_batch: int | None = Field(default=None, gt=0, le=100_000_000, description="sequences per step")
     batch_tokens: float | None = Field(default=None, gt=0, le=1e12, description="tokens per step (rule: batch_from_tokens)")
     tokens: float | None = Field(default=None, gt=0, le=1e16, description="token budget: time and energy to train")
@@ -86,8 +92,6 @@ def parse_params(text: str, where: str = "--params") -> list[float]:
         raise SpecError(f"cannot read '{text}'", path=where, expected=expected)
     return list(dict.fromkeys(values))  # 1e9:1e9:1000 is one count, not 1,000 identical points
 
-
-MAX_SWEEP_GPUS = 10_000_000  # as plan search's --gpus (planner/options.py)
 
 
 def _count(text: str) -> bool:

@@ -40,6 +40,18 @@ def test_a_step_five_hundred_times_off_the_prediction_is_bad_input(tmp_path, ste
     assert "internal error" not in r.output
 
 
+def test_a_step_whose_ratio_underflows_is_bad_input(tmp_path):
+    # The smallest subnormal step, 5e-324 s, against a prediction of several seconds (batch 1024: 16 x the
+    # ~0.5 s of batch 64 above): 5e-324 / 8 rounds to 0.0, and saying "how many times faster" divided by
+    # it (ZeroDivisionError, exit 3, before; `plan check` of the file too).
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(RUN.format(step="5e-324").replace("global_batch: 64", "global_batch: 1024"))
+    for command in (["calibrate", str(runs)], ["check", str(runs)]):
+        r = runner.invoke(app, command)
+        assert r.exit_code == 2, r.output
+        assert "measured step 4.94e-324 s, inf times faster than" in r.output and "internal error" not in r.output
+
+
 def test_a_plausible_step_still_calibrates(tmp_path):
     runs = tmp_path / "runs.yaml"
     runs.write_text(RUN.format(step="0.6"))

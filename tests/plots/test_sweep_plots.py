@@ -112,6 +112,23 @@ def test_sweep_figures_name_the_gpu_batch_and_sequence_and_show_zero_and_recompu
         plt.close(fig)
 
 
+def test_names_with_control_characters_are_drawn_escaped_without_font_warnings(rows, tmp_path):
+    # A model named with ESC (an ANSI colour) and a newline. Before: drawn raw, matplotlib printed
+    # "UserWarning: Glyph 27 missing from font(s)" on stderr at every save, and the newline split the label.
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    from planner.plots.sweep import require_matplotlib, sweep_figures, write_plots
+
+    evil = [{**r, "model": "\x1b[31mevil\nname"} if r["model"] == "gpt3-175b" else r for r in rows]
+    labels = [line.get_label() for line in sweep_figures(require_matplotlib(), evil)["mfu_vs_gpus.png"].axes[0].get_lines()]
+    assert "\\x1b[31mevil\\nname (1536 x 2048)" in labels  # as `printable` shows it in the terminal
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_plots(evil, tmp_path)
+    assert [str(w.message) for w in caught] == []
+
+
 # --- the Pareto frontier of a search -----------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from planner.errors import SpecError
 from planner.sweep import Executor, SweepInterrupted, run_sweep
 from planner.sweep.points import Point  # noqa: F401  (the points the sweeps run)
 from planner.sweep.ray_executor import ray_compute
@@ -93,3 +94,18 @@ def test_an_address_that_does_not_answer_is_exit_2_within_30_s():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "127.0.0.1:1 does not answer" in r.stderr
     assert time.monotonic() - start < 30
+
+
+def test_a_local_ray_that_cannot_start_is_bad_input_not_an_internal_error(points, monkeypatch):
+    # Ray's own message on a loaded machine, raised as a plain Exception by ray.init. Before: exit 3.
+    def times_out(**kwargs):
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                        "failed to startup or the GCS has become overloaded.")
+
+    shut = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", times_out)
+    monkeypatch.setattr(ray, "shutdown", lambda: shut.append(True))  # a module fixture's instance is left alone
+    with pytest.raises(SpecError, match="cannot start or reach a local Ray instance \\(The current node timed out") as exc:
+        list(ray_compute(points, workers=1))
+    assert exc.value.path == "--executor" and shut == [True]  # what part of it started is shut down
