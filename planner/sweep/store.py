@@ -52,7 +52,17 @@ def _bool_cell(text: str) -> bool:
 
 # A CSV cell (text) to its column's type, as _typed does for text but without its checks of other types:
 # 100,000 rows read back took 28 s through _typed, cell by cell, on a loaded machine.
-_FROM_TEXT = {str: lambda t: t or None, int: lambda t: int(t) if t else None,
+# A text cell a spreadsheet would run as a formula (=, +, -, @, a tab or a carriage return first: OWASP's
+# "CSV injection") is written behind a ' that Excel, LibreOffice and Sheets show as text; a cell that starts
+# with ' gets one more, so reading back drops exactly one and every name round-trips.
+FORMULA_FIRST = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def _text_cell(text: str) -> str | None:
+    return (text[1:] if text.startswith("'") else text) or None
+
+
+_FROM_TEXT = {str: _text_cell, int: lambda t: int(t) if t else None,
               float: lambda t: float(t) if t else None, bool: lambda t: _bool_cell(t) if t else None}
 _CSV_CELLS = tuple((name, _FROM_TEXT[kind]) for name, kind, _ in COLUMNS)
 
@@ -153,6 +163,8 @@ def is_normal(path: Path, rows: int) -> bool:
 
 
 def _csv_cell(value):
+    if isinstance(value, str) and value.startswith(FORMULA_FIRST):
+        return "'" + value  # not a formula in a spreadsheet (FORMULA_FIRST); read back without it
     return "" if value is None else value
 
 
