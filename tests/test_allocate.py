@@ -45,6 +45,30 @@ def test_granule_is_a_node_or_an_nvlink_domain():
     assert granule_gpus(load_cluster("dgx-gb200-nvl72-1152")) == 72  # 4-GPU trays in 72-GPU NVLink racks
 
 
+def test_jobs_of_one_model_share_its_searches_and_keep_their_own_budgets(monkeypatch):
+    # Two jobs of llama3.1-8b on 64-128 GPUs, 1e12 and 3e12 tokens: one search per count, and each job's time
+    # to train is its tokens over the same goodput, so the second's is 3x the first's at every count; the
+    # first's is what plan search prints for its budget at that count
+    import planner.allocate as alloc
+    from planner.search import search
+    from planner.specs.jobs import with_tokens
+
+    cluster, model = load_cluster("dgx-h100-1024"), load_model("llama3.1-8b")
+    calls = []
+    monkeypatch.setattr(alloc, "search", lambda *a, **k: calls.append(k["gpus"]) or search(*a, **k))
+    cache = {}
+    one = job_instance(JobSpec(name="one", model="llama3.1-8b", min_gpus=64, max_gpus=128, tokens=1e12),
+                       with_tokens(model, 1e12), cluster, cache)
+    three = job_instance(JobSpec(name="three", model="llama3.1-8b", min_gpus=64, max_gpus=128, tokens=3e12),
+                         with_tokens(model, 3e12), cluster, cache)
+    assert sorted(calls) == [64, 96, 128]  # candidate_counts(64, 128, 8, 1024): 8 x (8, 12, 16), searched once each
+    for a, b in zip(one.candidates, three.candidates):
+        assert a.gpus == b.gpus and b.train_days == pytest.approx(3 * a.train_days, rel=1e-12)
+        alone = search(with_tokens(model, 1e12), cluster, gpus=a.gpus, top_k=1, limits=alloc.SEARCH_LIMITS,
+                       split_top=alloc.ALLOCATE_SPLIT_TOP).best
+        assert a.train_days == pytest.approx(alone.training.train_days, rel=1e-12)
+
+
 # --- hand-worked examples ------------------------------------------------------------------------
 
 def two_jobs(cluster_gpus=24, budget=None, objective="throughput"):
