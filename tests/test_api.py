@@ -353,3 +353,23 @@ def test_replan_refuses_what_the_command_refuses():
             planner.replan("gpt3-175b", "dgx-a100-1024", tp=8, pp=4, micro_batch=4, **kwargs)
     with pytest.raises(planner.SpecError, match="JOBS_FILE: got None"):
         planner.allocate(None, "dgx-h100-1024")
+
+
+def test_import_runs_is_plan_runs_import(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from planner.cli.main import app
+
+    log = ROOT / "tests" / "data" / "logs" / "torchtitan.log"
+    data = planner.import_runs(log, cluster="dgx-h100-1024")
+    r = CliRunner().invoke(app, ["runs", "import", str(log), "--cluster", "dgx-h100-1024"])
+    assert r.exit_code == 0, r.output
+    assert yaml.safe_load(r.stdout) == data and data["kind"] == "runs" and len(data["runs"]) == 1
+    # what `plan calibrate` reads: the run's torchtitan stack, as the log's "Compiling each TransformerBlock" says
+    assert data["runs"][0]["stack"] == "torchtitan" and data["runs"][0]["torch_compile"] is True
+    with pytest.raises(planner.SpecError, match="--cluster: got 8 \\(expected a string\\)") as exc:
+        planner.import_runs(log, cluster=8)
+    assert exc.value.exit_code == 2
+    with pytest.raises(planner.SpecError, match="names no cluster"):
+        planner.import_runs([log])

@@ -1,5 +1,6 @@
-"""`planner.check`, `planner.export` and `planner.calibrate`: `plan check`, `--export` and `plan
-calibrate` as functions; the commands call them (planner/cli/check.py, layouts.py, calibrate.py)."""
+"""`planner.check`, `planner.export`, `planner.calibrate` and `planner.import_runs`: `plan check`, `--export`,
+`plan calibrate` and `plan runs import` as functions; the commands call them (planner/cli/check.py, layouts.py,
+calibrate.py)."""
 from __future__ import annotations
 
 import os
@@ -93,6 +94,26 @@ def calibrate(runs: Iterable[Any] | str | os.PathLike, *, stack: str | None = No
     measured += [r for r in items if isinstance(r, MeasuredRun)]
     with args.numbers_checked():
         return _from(Calibration, fit(measured, stack=stack), sources=tuple(os.fspath(p) for p in paths))
+
+
+def import_runs(logs: Iterable[str | os.PathLike] | str | os.PathLike, *, cluster: str | None = None,
+                model: str | None = None) -> dict[str, Any]:
+    """Training logs (Megatron-LM, NeMo / Megatron-Bridge, torchtitan, DeepSpeed) as one runs file's content
+    (`kind: runs`), as `plan runs import` writes it: each log's run checked as `calibrate` would read it.
+    `cluster`: the cluster the logs ran on (a log names none); `model`: where a log prints no model dimensions."""
+    from planner.fidelity.runs import log_entries, runs_from_loaded
+    from planner.specs.yamlio import LoadedYaml
+
+    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    for p in paths:
+        args.typed(p, (str, os.PathLike), "LOGS")
+    args.typed(cluster, str, "--cluster"), args.typed(model, str, "--model")
+    entries = []
+    for log in paths:
+        data = log_entries(log, cluster=cluster, model=model)
+        runs_from_loaded(LoadedYaml(data=data, file=os.fspath(log), lines={}))  # what calibrate would refuse
+        entries += data["runs"]
+    return {"kind": "runs", "runs": entries}
 
 
 def _check_stack(stack: str | None) -> None:

@@ -97,18 +97,15 @@ def runs_import(
 ) -> None:
     """Read training logs into a runs file (kind: runs) to check, edit and calibrate on."""
     def go() -> None:
+        from planner import api
         from planner.atomic import check_output, write_atomic
-        from planner.fidelity.runs import log_entries, runs_from_loaded
-        from planner.specs.yamlio import LoadedYaml, dump_yaml
+        from planner.specs.yamlio import dump_yaml
 
         if output is not None:
             check_output(output, "--output", logs)
-        entries = []
-        for log in logs:
-            data = log_entries(log, cluster=cluster, model=model)
-            runs_from_loaded(LoadedYaml(data=data, file=str(log), lines={}))  # what calibrate would refuse
-            entries += data["runs"]
-        text = dump_yaml({"kind": "runs", "runs": entries})
+        data = api.import_runs(logs, cluster=cluster, model=model)
+        entries = data["runs"]
+        text = dump_yaml(data)
         if output is None:
             sys.stdout.write(text)
         else:
