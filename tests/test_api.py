@@ -373,3 +373,25 @@ def test_import_runs_is_plan_runs_import(tmp_path):
     assert exc.value.exit_code == 2
     with pytest.raises(planner.SpecError, match="names no cluster"):
         planner.import_runs([log])
+
+
+def test_list_specs_and_validate_are_the_commands_json():
+    from typer.testing import CliRunner
+
+    from planner.cli.main import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["list", "gpus", "--json"])
+    assert r.exit_code == 0, r.output
+    gpus = planner.list_specs("gpus")
+    assert json.loads(r.stdout) == {"kind": "gpus", "items": gpus}
+    assert "h100-sxm-80gb" in [g["name"] for g in gpus]
+    profile = str(ROOT / "configs" / "profiles" / "dgxc-h100-gpt3.yaml")
+    r = runner.invoke(app, ["validate", "--profile", profile, "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == json.loads(json.dumps(planner.validate(profile)))
+    # every replayed figure: error = predicted / measured - 1
+    rows = planner.validate()
+    assert rows and all(r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1, rel=1e-9, abs=1e-12) for r in rows)
+    with pytest.raises(planner.SpecError, match="KIND: unknown kind 'model'"):
+        planner.list_specs("model")
