@@ -22,11 +22,11 @@ DISTRIBUTION = "llm-layout-planner"
 # The public surface. A test (tests/test_api.py) fails when it changes and CHANGELOG.md does not name it.
 __all__ = [
     # functions (planner/api/)
-    "search", "estimate", "sweep", "check", "export", "calibrate", "import_runs", "allocate", "replan", "validate", "list_specs",
+    "search", "estimate", "sweep", "check", "export", "calibrate", "import_runs", "allocate", "replan", "validate", "list_specs", "import_hf", "schema",
     "load_model", "load_cluster", "load_gpu", "load_profile", "version",
     # results (planner/api/results.py, planner/results.py)
     "Search", "PoolsSearch", "GpuCounts", "Estimate", "ScoredLayout", "CheckReport", "Finding", "Calibration",
-    "MeasuredRun", "Export", "Allocated", "Replanned",
+    "MeasuredRun", "Export", "Allocated", "Replanned", "ImportedModel",
     # errors (planner/errors.py)
     "PlannerError", "SpecError", "SpecErrors", "InfeasibleError",
     "DISTRIBUTION",
@@ -34,12 +34,13 @@ __all__ = [
 
 _CALLABLE_MODULES = ("search", "estimate", "sweep", "check", "export", "allocate", "replan")  # modules that are also API functions
 _HOMES = {
-    **{name: "planner.api" for name in ("calibrate", "import_runs", "validate", "list_specs", "load_model", "load_cluster", "load_gpu", "load_profile")},
+    **{name: "planner.api" for name in ("calibrate", "import_runs", "validate", "list_specs", "import_hf", "schema", "load_model", "load_cluster", "load_gpu", "load_profile")},
     **{name: "planner.api.results" for name in ("Search", "PoolsSearch", "GpuCounts", "Estimate", "Calibration")},
     "CheckReport": "planner.api.checking",
     "ScoredLayout": "planner.results", "Finding": "planner.check", "MeasuredRun": "planner.fidelity.runs",
     "Export": "planner.export.common",
     **{name: "planner.api.operation_results" for name in ("Allocated", "Replanned")},
+    "ImportedModel": "planner.api.hf",
     **{name: "planner.errors" for name in ("PlannerError", "SpecError", "SpecErrors", "InfeasibleError")},
 }
 

@@ -395,3 +395,20 @@ def test_list_specs_and_validate_are_the_commands_json():
     assert rows and all(r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1, rel=1e-9, abs=1e-12) for r in rows)
     with pytest.raises(planner.SpecError, match="KIND: unknown kind 'model'"):
         planner.list_specs("model")
+
+
+def test_import_hf_and_schema_are_the_commands_output():
+    from typer.testing import CliRunner
+
+    from planner.cli.main import app
+
+    runner = CliRunner()
+    config = str(ROOT / "configs" / "hf" / "qwen3-30b-a3b.json")
+    r = runner.invoke(app, ["import", config, "--seq-len", "4096"])
+    assert r.exit_code == 0, r.output
+    made = planner.import_hf(config, seq_len=4096)
+    assert r.stdout.startswith(made.text) and "qwen3_moe family" in made.summary
+    r = runner.invoke(app, ["schema", "cluster"])
+    assert r.exit_code == 0 and json.loads(r.stdout) == planner.schema("cluster")
+    with pytest.raises(planner.SpecError, match="--seq-len: got the string '4096'"):
+        planner.import_hf(config, seq_len="4096")

@@ -5,6 +5,7 @@ with examples that tests run, is docs/api.md."""
 from __future__ import annotations
 
 from planner.api.catalog import list_specs, validate
+from planner.api.hf import import_hf, schema
 from planner.api.inputs import load_cluster, load_gpu, load_model, load_profile
 from planner.api.operations import allocate, replan
 from planner.api.plan import estimate, search
@@ -12,4 +13,4 @@ from planner.api.sweep import sweep
 from planner.api.tools import calibrate, check, export, import_runs
 
 __all__ = ["search", "estimate", "sweep", "check", "export", "calibrate", "import_runs", "allocate", "replan", "validate",
-           "list_specs", "load_model", "load_cluster", "load_gpu", "load_profile"]
+           "list_specs", "import_hf", "schema", "load_model", "load_cluster", "load_gpu", "load_profile"]

@@ -162,9 +162,9 @@ def register(app: typer.Typer) -> None:
         """Print the JSON Schema of a spec file kind, for editors (yaml-language-server)."""
 
         def go():
-            from planner.specs.schema import any_schema, json_schema
+            from planner import api
 
-            print(json.dumps(any_schema() if kind is None else json_schema(kind), indent=2))
+            print(json.dumps(api.schema(kind), indent=2))
 
         run(go)
 

@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from planner.api import hf as api_hf
 from planner.cli import hf_import as cli_import
 from planner.errors import SpecError
 from planner.specs.hf import (_MLA_KEYS, _MOE_KEYS, _WINDOW_KEYS, CONFIG_CLASSES, DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN_CAP, FAMILIES,
@@ -371,13 +372,13 @@ def test_overlay_errors_name_the_overlay_file_and_line(tmp_path):
     out = _import_error(tmp_path, overlay="training: 5\n")  # a scalar where a mapping belongs
     assert f"{ov}:1: training:" in out
     with pytest.raises(SpecError) as info:
-        cli_import.import_config(HF / "llama.json", overlay=ov)
+        api_hf.import_config(HF / "llama.json", overlay=ov)
     assert (info.value.file, info.value.line, info.value.path) == (str(ov), 1, "training")
 
 
 def test_flag_errors_name_the_flag(tmp_path):
     with pytest.raises(SpecError) as info:
-        cli_import.import_config(HF / "llama.json", precision="fp9")
+        api_hf.import_config(HF / "llama.json", precision="fp9")
     assert (info.value.file, info.value.line, info.value.path) == (None, None, "--precision")
     assert str(info.value).startswith("--precision: ")
     assert "error: --precision: " in _import_error(tmp_path, "--precision", "fp9")
@@ -388,7 +389,7 @@ def test_flag_errors_name_the_flag(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({**json.loads((HF / "llama.json").read_text()), "num_key_value_heads": 5}, indent=2))
     with pytest.raises(SpecError) as info:
-        cli_import.import_config(bad, precision="fp8", overlay=None)
+        api_hf.import_config(bad, precision="fp8", overlay=None)
     assert info.value.file == str(bad) and info.value.path == "kv_heads"
 
 
