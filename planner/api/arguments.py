@@ -53,6 +53,19 @@ def unknown(function: str, given: dict, known: set[str]) -> None:
             raise TypeError(f"{function}() got an unexpected keyword argument {key!r}{hint}")
 
 
+def layout_keywords(function: str, axes: dict) -> None:
+    """The keywords of one given layout (`plan estimate`'s axes and options): an unknown one, or a missing
+    required axis (tp, pp, micro_batch), is a TypeError, as for any Python function."""
+    from planner.layout.axes import fixable
+    from planner.options import options_for
+
+    unknown(function, axes, {o.key for o in options_for("estimate")} | {a.name for a in fixable() if a.given is not None})
+    missing = [a.name for a in fixable() if a.given == "required" and axes.get(a.name) is None]
+    if missing:
+        raise TypeError(f"{function}() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
+                        + ", ".join(repr(n) for n in missing))
+
+
 def option_values(where: str, given: dict) -> dict:
     """The values of the options `where` takes (a command: "search", "estimate"), each the caller's
     or, as on the command line, the option's default (a switch: off). Types checked."""

@@ -37,16 +37,12 @@ def replan(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     from planner.api.inputs import load_cluster, load_model, with_run
     from planner.api.operation_results import Replanned
     from planner.api.results import _from
-    from planner.layout.axes import AXES, fixable
-    from planner.options import GLOBAL_BATCH, GPUS, check_option, options_for
+    from planner.layout.axes import AXES
+    from planner.options import GLOBAL_BATCH, GPUS, check_option
     from planner.replan import replan as engine
     from planner.search import check_precision, with_global_batch
 
-    args.unknown("replan", axes, {o.key for o in options_for("estimate")} | {a.name for a in fixable() if a.given is not None})
-    missing = [a.name for a in fixable() if a.given == "required" and axes.get(a.name) is None]
-    if missing:  # the running layout's axes plan replan requires, as estimate() requires them
-        raise TypeError(f"replan() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
-                        + ", ".join(repr(n) for n in missing))
+    args.layout_keywords("replan", axes)  # the running layout, given as estimate() takes one
     args.required(gpus, int, "--gpus"), args.required(lost_gpus, int, "--lost-gpus")
     for value, kind, flag in ((spares_in_h, float, "--spares-in-h"),
                               (tokens, float, "--tokens"), (global_batch, int, "--global-batch"), (seq_len, int, "--seq-len"),

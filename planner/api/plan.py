@@ -128,15 +128,10 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
     torchtitan); limits by their file keys (`memory_headroom=0.1`). `export`: the framework whose
     launch settings will be asked of the result, checked first. Returns an `Estimate`; an infeasible
     layout is a result (`feasible` False, `violations` say why). `offload_layers`, `torch_compile`: as for `search`."""
-    from planner.layout.axes import AXES, fixable
-    from planner.options import GPUS, OFFLOAD_LAYERS, check_option, options_for
+    from planner.layout.axes import AXES
+    from planner.options import GPUS, OFFLOAD_LAYERS, check_option
 
-    args.unknown("estimate", axes, {o.key for o in options_for("estimate")}
-                 | {a.name for a in fixable() if a.given is not None})
-    missing = [a.name for a in fixable() if a.given == "required" and axes.get(a.name) is None]
-    if missing:
-        raise TypeError(f"estimate() missing required keyword argument{'s' if len(missing) > 1 else ''}: "
-                        + ", ".join(repr(n) for n in missing))
+    args.layout_keywords("estimate", axes)
     _typed_run(gpus, dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
                           precision=precision, stack=stack, framework=framework, offload_layers=offload_layers,
                           torch_compile=torch_compile))
