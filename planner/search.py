@@ -9,6 +9,7 @@ import numpy as np
 
 from planner.layout.axes import AXES, RULES, SpaceContext
 from planner.constraints import Limits, Mask, evaluate
+from planner.costs.compute import eager_block_ops_on
 from planner.costs.offload import count_headroom
 from planner.costs.power_caps import cap_levels
 from planner.costs.pipeline_ranks import layout_default_split
@@ -318,7 +319,7 @@ def _compiled(model: ModelSpec, cluster: ClusterSpec, scores: Scores, chosen: np
     """The best row's step time with training.torch_compile, where the stack's blocks run their elementwise
     ops one by one without it (StackSpec.eager_block_ops) and the model does not compile them: what
     --torch-compile would give. Its stage split is the default one (the change scales the row's time)."""
-    if not chosen.size or not model.training.stack.eager_block_ops or model.training.torch_compile:
+    if not chosen.size or not eager_block_ops_on(model):
         return None
     row = scores.layouts.take(chosen[:1])
     compiled = model.model_copy(update={"training": model.training.model_copy(update={"torch_compile": True})})

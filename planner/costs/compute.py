@@ -230,16 +230,28 @@ def _eager_rope_bytes(model: ModelSpec, tokens, t) -> np.ndarray | float:
     """RoPE beyond the fused kernel's one read and write when Megatron falls back to its eager path
     (mscale != 1: models/common/embeddings/rope_utils.py, 2edffadb): t * cos, the rotated half (negate,
     cat), * sin, the add and the final cat read 6.5 and write 5.5 times each element of q and k,
-    20 B more than the fused kernel's 4 (16-bit)."""
-    if model.position_embedding != "rope" or model.rope_mscale == 1.0:
+    20 B more than the fused kernel's 4 (16-bit). Not again where the stack's eager block ops count it."""
+    if model.rope_mscale == 1.0 or eager_block_ops_on(model):
+        return 0.0
+    return _EAGER_ROPE_BYTES * _rope_elements(model, tokens, t)
+
+
+def _rope_elements(model: ModelSpec, tokens, t) -> np.ndarray | float:
+    """Elements of q and k one GPU rotates (0 without RoPE): MLA's rope part of each query head (split over
+    tp) and its one shared rope key, whole on every tp rank (Megatron-Core multi_latent_attention.py)."""
+    if model.position_embedding != "rope":
         return 0.0
     if model.mla is not None:
-        # the rope part of each query head (split over tp) and the one shared rope key, whole on
-        # every tp rank (Megatron-Core multi_latent_attention.py)
         rope = model.mla.qk_rope_head_dim
-        return 20.0 * tokens * (model.heads * rope / t + rope)
+        return tokens * (model.heads * rope / t + rope)
     d = attention_dims(model)
-    return 20.0 * tokens * (d.q_width + d.k_width) / t
+    return tokens * (d.q_width + d.k_width) / t
+
+
+def eager_block_ops_on(model: ModelSpec) -> bool:
+    """Whether the stack's model code runs the block's elementwise ops one by one (StackSpec.eager_block_ops)
+    and torch.compile does not fuse them."""
+    return model.training.stack.eager_block_ops and not model.training.torch_compile
 
 
 # Bytes per element of the eager ops of torchtitan's Llama block (torchtitan@9dec370, the Dec 2024
@@ -266,7 +278,7 @@ _EAGER_ROPE_BYTES = 20.0
 def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
     """(forward, backward) HBM bytes a layer's eager elementwise ops add on one GPU where the stack's
     model code runs them op by op (StackSpec.eager_block_ops) and torch.compile does not fuse them."""
-    if not model.training.stack.eager_block_ops or model.training.torch_compile:
+    if not eager_block_ops_on(model):
         return 0.0, 0.0
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
     tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
@@ -281,9 +293,8 @@ def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
             rows, local = routed_rows(model, layouts)
             units = units + rows * local * kind.expert[-1].k / layouts.etp.astype(float)
         fwd, bwd = fwd + _EAGER_SWIGLU_BYTES * units, bwd + _EAGER_SWIGLU_BWD_BYTES * units
-    if kind.mixer == "attention" and model.position_embedding == "rope" and model.mla is None:
-        d = attention_dims(model)
-        rope = _EAGER_ROPE_BYTES * tokens * (d.q_width + d.k_width) / t
+    if kind.mixer == "attention" and model.mla is None:
+        rope = _EAGER_ROPE_BYTES * _rope_elements(model, tokens, t)
         fwd, bwd = fwd + rope, bwd + rope
     return fwd, bwd
 

@@ -16,9 +16,9 @@ SMALL = dict(layers=2, hidden=64, heads=4, kv_heads=2, ffn_act="swiglu", ffn_hid
 HBM = 1000e9 * 0.5  # the toy GPU's achieved HBM bandwidth
 
 
-def _layer(make_model, toy_gpu, eager=True, compiled=False, **layout):
+def _layer(make_model, toy_gpu, eager=True, compiled=False, mscale=1.0, **layout):
     stack = {**make_model().training.stack.model_dump(), "eager_block_ops": eager, "selective_ac": "op"}
-    model = make_model(**SMALL, training=dict(stack=stack, torch_compile=compiled))
+    model = make_model(**SMALL, rope_mscale=mscale, training=dict(stack=stack, torch_compile=compiled))
     lay = single_layout(**{**dict(dp=1, tp=1, pp=1, micro_batch=1, num_microbatches=1), **layout})
     return layer_compute_on(model, toy_gpu, lay, layer_kinds(model)[0])
 
@@ -33,6 +33,16 @@ def test_eager_norms_swiglu_and_rope_bytes_by_hand(make_model, toy_gpu):
     bwd = 86 * 8192 + 12 * 2048 + 20 * 6144  # 851,968 B
     assert eager.gpu_fwd_s[0] - fused.gpu_fwd_s[0] == approx(fwd / HBM, rel=1e-9)  # 786.432 ns
     assert eager.gpu_bwd_s[0] - fused.gpu_bwd_s[0] == approx(bwd / HBM, rel=1e-9)  # 1,703.936 ns
+
+
+def test_eager_rope_is_counted_once(make_model, toy_gpu):
+    # a YaRN-scaled RoPE (mscale != 1) runs Megatron's eager path: 20 B more a q/k element, 6,144 elements
+    # (above); torchtitan's eager block already runs RoPE op by op, and counts those 20 B once, not twice
+    fused = _layer(make_model, toy_gpu, eager=False)
+    assert _layer(make_model, toy_gpu, eager=False, mscale=1.2).gpu_fwd_s[0] - fused.gpu_fwd_s[0] == approx(
+        20 * 6144 / HBM, rel=1e-9)
+    eager = _layer(make_model, toy_gpu)
+    assert _layer(make_model, toy_gpu, mscale=1.2).gpu_fwd_s[0] == approx(eager.gpu_fwd_s[0], rel=1e-12)
 
 
 def test_torch_compile_fuses_them(make_model, toy_gpu):
