@@ -412,3 +412,11 @@ def test_import_hf_and_schema_are_the_commands_output():
     assert r.exit_code == 0 and json.loads(r.stdout) == planner.schema("cluster")
     with pytest.raises(planner.SpecError, match="--seq-len: got the string '4096'"):
         planner.import_hf(config, seq_len="4096")
+
+
+def test_runs_and_logs_arguments_are_bad_input_not_type_errors():
+    # one path, a list of them, or a SpecError naming the argument (a number was a TypeError from list())
+    with pytest.raises(planner.SpecError, match="LOGS: got 5"):
+        planner.import_runs(5, cluster="dgx-h100-1024")
+    with pytest.raises(planner.SpecError, match="RUNS: got 5"):
+        planner.calibrate(5)

@@ -36,6 +36,29 @@ def typed(value: Any, kind: type, flag: str) -> Any:
     return value
 
 
+# Values read from one list argument at most: a sweep has at most MAX_POINTS (100,000) points, and a
+# list may repeat names; `gpus=range(1, 10**12)` was joined into one string for minutes, an endless
+# generator forever.
+MAX_ITEMS = 1_000_000
+
+
+def items(value: Any, flag: str, one: tuple, expected: str) -> list:
+    """`value` as a list: one item of the types `one` alone, else the items of a list (a tuple, a range, a
+    generator), at most MAX_ITEMS of them; anything else is a SpecError naming the flag."""
+    from collections.abc import Mapping
+    from itertools import islice
+
+    if isinstance(value, one):
+        return [value]
+    if isinstance(value, (Mapping, bytes)) or not hasattr(value, "__iter__"):
+        typed(value, one, flag)  # says what it got
+        raise SpecError(f"got {type(value).__name__}", path=flag, expected=expected)  # one of `one` after all
+    out = list(islice(value, MAX_ITEMS + 1))
+    if len(out) > MAX_ITEMS:
+        raise SpecError(f"more than {MAX_ITEMS:,} values", path=flag, expected=f"at most {MAX_ITEMS:,} ({expected})")
+    return out
+
+
 def required(value: Any, kind: type, flag: str) -> Any:
     """`typed` for an argument that has no default: None is a SpecError too (the command line requires it)."""
     if value is None:

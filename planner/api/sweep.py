@@ -11,31 +11,11 @@ from planner.api import arguments as args
 from planner.errors import SpecError
 
 MAX_WORKERS = 256  # as `plan sweep --workers`
-# Values read from one list argument at most: a sweep has at most MAX_POINTS (100,000) points, and a
-# list may repeat names; `gpus=range(1, 10**12)` was joined into one string for minutes, an endless
-# generator forever.
-MAX_ITEMS = 1_000_000
-
-
-def _items(value, flag: str, one: tuple, expected: str) -> list:
-    """`value` as a list: one item of the types `one` alone, else the items of a list (a tuple, a range, a
-    generator), at most MAX_ITEMS of them; anything else is a SpecError naming the flag."""
-    if isinstance(value, one):
-        return [value]
-    if isinstance(value, (Mapping, bytes)) or not hasattr(value, "__iter__"):
-        args.typed(value, one, flag)  # says what it got
-        raise SpecError(f"got {type(value).__name__}", path=flag, expected=expected)  # one of `one` after all
-    from itertools import islice
-
-    items = list(islice(value, MAX_ITEMS + 1))
-    if len(items) > MAX_ITEMS:
-        raise SpecError(f"more than {MAX_ITEMS:,} values", path=flag, expected=f"at most {MAX_ITEMS:,} ({expected})")
-    return items
 
 
 def _names(value, flag: str) -> list[str]:
     """A list of names, or one string of comma-separated names (as a repeated flag takes them)."""
-    items = _items(value, flag, (str, os.PathLike), "a name, a path or a list of them")
+    items = args.items(value, flag, (str, os.PathLike), "a name, a path or a list of them")
     for v in items:
         args.required(v, (str, os.PathLike), flag)
     return [v.strip() for text in items for v in os.fspath(text).split(",") if v.strip()]
@@ -58,7 +38,7 @@ def overrides(*, models, scale_model, params, cluster, gpus, global_batch, batch
                 raise SpecError("an empty list", path=f"--{key}",
                                 expected="time | energy | cost | carbon" if key == "objective" else "cluster specs")
             out[key] = names[0] if len(names) == 1 else names
-    counts = [] if gpus is None else _items(gpus, "--gpus", (str, int), "GPU counts")  # an empty list: not given
+    counts = [] if gpus is None else args.items(gpus, "--gpus", (str, int), "GPU counts")  # an empty list: not given
     if counts and gpus != "":
         out["gpus"] = parse_gpus(gpus if isinstance(gpus, str) else [",".join(map(str, counts))])
     if framework is not None:
@@ -68,7 +48,7 @@ def overrides(*, models, scale_model, params, cluster, gpus, global_batch, batch
         framework_stack(framework, None)  # an unknown name, said as `plan search` says it
         out["framework"] = framework
     if params is not None and not isinstance(params, str):
-        params = ",".join(map(str, _items(params, "--params", (int, float), "parameter counts")))
+        params = ",".join(map(str, args.items(params, "--params", (int, float), "parameter counts")))
     scale = {k: v for k, v in dict(base=scale_model, params=None if params is None else parse_params(params)).items()
              if v is not None}
     if scale:

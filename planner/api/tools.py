@@ -84,7 +84,7 @@ def calibrate(runs: Iterable[Any] | str | os.PathLike, *, stack: str | None = No
     from planner.fidelity.own import calibrate as fit
     from planner.fidelity.runs import MeasuredRun, read_runs
 
-    items = [runs] if isinstance(runs, (str, os.PathLike, MeasuredRun)) else list(runs)
+    items = args.items(runs, "RUNS", (str, os.PathLike, MeasuredRun), "runs files, training logs or MeasuredRuns")
     paths = [r for r in items if not isinstance(r, MeasuredRun)]
     for p in paths:
         args.typed(p, (str, os.PathLike), "RUNS")
@@ -104,7 +104,7 @@ def import_runs(logs: Iterable[str | os.PathLike] | str | os.PathLike, *, cluste
     from planner.fidelity.runs import log_entries, runs_from_loaded
     from planner.specs.yamlio import LoadedYaml
 
-    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    paths = args.items(logs, "LOGS", (str, os.PathLike), "a training log's path or a list of them")
     for p in paths:
         args.typed(p, (str, os.PathLike), "LOGS")
     args.typed(cluster, str, "--cluster"), args.typed(model, str, "--model")
