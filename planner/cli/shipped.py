@@ -32,7 +32,7 @@ def validate(json_out: AsJson = False, profile: ProfileOpt = None) -> None:
         for r in result:
             t.add_row(r["case"], r["metric"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}", f"{r['error']:+.1%}")
         out.print(t)
-        s = summary([(None, r["metric"], r["measured"], r["predicted"], r["error"]) for r in result])
+        s = summary([r["error"] for r in result])
         out.print(f"{s['n']} figures: mean |error| {s['mean_abs']:.2%}, max {s['max_abs']:.2%}")
 
     run(go, json_out=json_out)

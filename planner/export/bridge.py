@@ -29,8 +29,8 @@ RECIPES = {
 GENERIC = "vanilla_gpt_pretrain_config"
 # recipes that set optimizer.use_precision_aware_optimizer = True (recipes/deepseek/h100/deepseek_v3.py)
 PRECISION_AWARE = {"deepseek_v3_pretrain_config"}
-MIXED = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed",
-         "mxfp8": "bf16_with_mxfp8_mixed", "nvfp4": "bf16_with_nvfp4_mixed"}  # training/mixed_precision.py @register names
+MIXED = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "mxfp8": "bf16_with_mxfp8_mixed",
+         "nvfp4": "bf16_with_nvfp4_mixed"}  # training/mixed_precision.py @register names (fp8: FP8_RECIPES)
 FP8_RECIPES = {"delayed": "bf16_with_fp8_delayed_scaling_mixed", "tensorwise": "bf16_with_fp8_current_scaling_mixed",
                "blockwise": "bf16_with_fp8_subchannel_scaling_mixed"}  # the same file: per-tensor FP8 by its scaling
 

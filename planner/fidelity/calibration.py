@@ -460,8 +460,9 @@ def errors(cases: list[Case], predictions: dict | None = None) -> list[tuple]:
     return rows
 
 
-def summary(rows) -> dict:
-    err = np.abs(np.array([r[4] for r in rows])) if rows else np.zeros(0)
+def summary(errors) -> dict:
+    """Count, mean and max of relative errors (predicted / measured - 1)."""
+    err = np.abs(np.asarray(errors, dtype=float))
     return {"n": int(err.size), "mean_abs": float(err.mean()) if err.size else 0.0, "max_abs": float(err.max()) if err.size else 0.0}
 
 

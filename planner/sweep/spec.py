@@ -20,6 +20,7 @@ Framework = Literal[FRAMEWORKS]  # type: ignore[valid-type]  # planner/export/fr
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 MAX_SWEEP_GPUS = 10_000_000  # as plan search's --gpus (planner/options.py)
 MAX_PARAM_COUNT = 1e16  # as parse_params's LO:HI bound
+MAX_PARAM_TEXT = f"{MAX_PARAM_COUNT:.0e}".replace("e+", "e")  # 1e16, as a user writes it
 # A list's items bounded as the string forms' are (parse_gpus, parse_params): `gpus: [-8]` was an error row
 # (exit 1), `gpus: [1e20 as an int]` a ValueError row from divisors(), `params: [-1e9]` an internal error.
 GpuCount = Annotated[int, Field(gt=0, le=MAX_SWEEP_GPUS)]
@@ -75,20 +76,20 @@ class SweepSpec(BaseModel):
 
 def parse_params(text: str, where: str = "--params") -> list[float]:
     """'LO:HI:N' -> N log-spaced counts from LO to HI; 'A,B,C' -> those counts."""
-    expected = ("LO:HI:N (N log-spaced counts, 1 <= N <= 1,000, 0 < LO <= HI < 1e16, e.g. 1e9:1e12:8) or a "
-                "comma-separated list of counts in (0, 1e16)")
+    expected = (f"LO:HI:N (N log-spaced counts, 1 <= N <= {MAX_PARAMS:,}, 0 < LO <= HI < {MAX_PARAM_TEXT}, e.g. "
+                f"1e9:1e12:8) or a comma-separated list of counts in (0, {MAX_PARAM_TEXT})")
     try:
         if ":" in text:
             lo, hi, n = text.split(":")
             lo, hi, steps = float(lo), float(hi), int(n)
-            if not (0 < lo <= hi < 1e16 and 1 <= steps <= 1000):
+            if not (0 < lo <= hi < MAX_PARAM_COUNT and 1 <= steps <= MAX_PARAMS):
                 raise ValueError
             values = [float(v) for v in np.geomspace(lo, hi, steps)]
         else:
             values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise SpecError(f"cannot read '{text}'", path=where, expected=expected) from None
-    if not values or not all(0 < v < 1e16 for v in values):
+    if not values or not all(0 < v < MAX_PARAM_COUNT for v in values):
         raise SpecError(f"cannot read '{text}'", path=where, expected=expected)
     return list(dict.fromkeys(values))  # 1e9:1e9:1000 is one count, not 1,000 identical points
 
