@@ -26,7 +26,7 @@ from calibrate import PREDICTED_SOURCES  # noqa: E402
 from planner.fidelity.calibration import family_of  # noqa: E402
 from planner.fidelity.calibration import load_cases  # noqa: E402
 from planner.fidelity.error_bands import (COVERAGE_Z, NEAREST, OTHER_GPU_FACTOR, UNMEASURED_FACTOR,  # noqa: E402
-                                          unmeasured_parts, band_of_cases)
+                                          band_of_cases, carried_over_pct, unmeasured_parts)
 
 def load() -> list[dict]:
     with open(ROOT / "data" / "calibration" / "residuals.csv") as f:
@@ -42,18 +42,12 @@ def rms_rule(cases: np.ndarray, gpus: float, params_b: float) -> float:
     return float(band_of_cases(cases, np.array([gpus]), params_b)[0])
 
 
-def carried_over_pct(rows: list[dict], without: str) -> float:
-    """benchmarks/calibrate.py's carried_over_error_pct, without the source `without`: the mean
-    RMS |error| per case of the sources alone on their (GPU family, stack), left out."""
-    alone: dict = defaultdict(set)
-    for r in rows:
-        alone[(family_of(r["gpu"]), r["stack"])].add(r["source"])
-    solo = {next(iter(v)) for v in alone.values() if len(v) == 1} - {without}
-    per_case = defaultdict(list)
-    for r in rows:
-        if r["source"] in solo:
-            per_case[r["case"]].append(r["pct"])
-    return float(np.mean([np.sqrt(np.mean(np.square(v))) for v in per_case.values()]))
+def carried_over_without(rows: list[dict], without: str) -> float:
+    """benchmarks/calibrate.py's carried_over_error_pct, without the source `without`
+    (planner/fidelity/error_bands.py carried_over_pct: each source alone on its GPU family and
+    stack counts once)."""
+    return carried_over_pct((r["source"], family_of(r["gpu"]), r["stack"], r["pct"])
+                            for r in rows if r["source"] != without)
 
 
 def out_of_sample_band(row: dict, rows: list[dict], rule, carried: dict) -> float:
@@ -88,7 +82,7 @@ def coverage(rows: list[dict], z: float, with_bias: bool = False, factors: dict 
     """(share of runs inside z x the band, median over sources of each source's share, per source);
     `with_bias`: the band is z x sqrt(band^2 + source_bias_pct^2); `factors`: unmeasured_factors()."""
     factors = factors or {}
-    carried = {src: carried_over_pct(rows, src) for src in {r["source"] for r in rows}}
+    carried = {src: carried_over_without(rows, src) for src in {r["source"] for r in rows}}
     tau = {src: source_bias_pct(rows, src) if with_bias else 0.0 for src in {r["source"] for r in rows}}
     base = {}  # the band before the factor, once per (source, stack, gpu, GPUs, parameters)
     inside = defaultdict(list)

@@ -41,6 +41,7 @@ from planner.fidelity.calibration import (  # noqa: E402
 from planner.fidelity.held_out import SOURCES as NEW_SOURCES, fitting_cases, load_held_out  # noqa: E402
 
 from planner.fidelity.bounds import HARDWARE, STACK, STACK_EXTRA  # noqa: E402  (their citations there)
+from planner.fidelity.error_bands import carried_over_pct  # noqa: E402
 # Weak priors (a ridge term) keep constants that no source separates near published figures:
 # FlashAttention-2 forward reaches 50-70 % of peak on A100 and 35-50 % on H100 (Dao 2023, Fig. 5-6).
 # On Hopper and Blackwell `flash_attention` is the fused cuDNN / FA3-class kernel, whose published rates
@@ -485,23 +486,11 @@ def write_outputs(fitted, rows, loso, table) -> None:
                 cases = [(c, loso[c.id]) for c, _ in rows.values()
                          if c.gpu == gpu and c.stack == key[2] and c.id in loso]
                 by_stack.setdefault(key[2], {})[gpu] = {"fitted_on": srcs, **v, "error_cases": cases}
-    carried = carried_over_error_pct(rows, loso)
     for path in sorted((ROOT / "configs" / "stacks").glob("*.yaml")):
-        _write_stack(path, by_stack.get(path.stem, {}), carried)
+        _write_stack(path, by_stack.get(path.stem, {}))
     _write_residuals(rows, loso)
     write_band_figures()
     (ROOT / "data" / "calibration" / "fidelity.json").write_text(json.dumps(table, indent=1) + "\n")
-
-
-def carried_over_error_pct(rows, loso) -> float | None:
-    """Mean |error| of sources predicted left out whose (family, stack) no other source informs:
-    what a prediction with carried-over constants can expect."""
-    keys = {}
-    for case, _ in rows.values():
-        keys.setdefault((family_of(case.gpu), case.stack), set()).add(case.source)
-    alone = {next(iter(srcs)) for srcs in keys.values() if len(srcs) == 1}
-    errs = [np.sqrt(np.mean(loso[c.id] ** 2)) for c, _ in rows.values() if c.source in alone and c.id in loso]
-    return 100 * float(np.mean(errs)) if errs else None
 
 
 def source_bias_pct(residuals: list[dict]) -> float:
@@ -515,21 +504,30 @@ def source_bias_pct(residuals: list[dict]) -> float:
 
 
 def write_band_figures() -> None:
-    """source_bias_pct into every stack profile, from data/calibration/residuals.csv (also alone:
-    `--bands`, after a fit, without refitting)."""
+    """source_bias_pct and carried_over_error_pct into every stack profile, from data/calibration/
+    residuals.csv (also alone: `--bands`, after a fit, without refitting)."""
     import csv
 
     with open(ROOT / "data" / "calibration" / "residuals.csv") as fh:
-        bias = source_bias_pct(list(csv.DictReader(fh)))
-    line = f"source_bias_pct: {bias:.1f}  # benchmarks/calibrate.py: RMS of the fitted sources' mean left-out errors"
+        residuals = list(csv.DictReader(fh))
+    bias = source_bias_pct(residuals)
+    carried = carried_over_pct((r["source"], family_of(r["gpu"]), r["stack"], 100 * abs(float(r["loso_error"])))
+                               for r in residuals if r["loso_error"] not in ("", "nan"))
+    lines = {"carried_over_error_pct": f"carried_over_error_pct: {carried:.1f}  # benchmarks/calibrate.py: RMS over the "
+                                       "sources predicted with carried-over constants of each one's RMS left-out error",
+             "source_bias_pct": f"source_bias_pct: {bias:.1f}  # benchmarks/calibrate.py: RMS of the fitted sources' "
+                                "mean left-out errors"}
     for path in sorted((ROOT / "configs" / "stacks").glob("*.yaml")):
         text = path.read_text()
-        if re.search(r"^source_bias_pct: .*$", text, flags=re.M):
-            text = re.sub(r"^source_bias_pct: .*$", line, text, flags=re.M)
-        else:
-            text = re.sub(r"^(carried_over_error_pct: .*)$", lambda m: m.group(1) + "\n" + line, text, count=1, flags=re.M)
+        for key, line in lines.items():
+            if re.search(rf"^{key}: .*$", text, flags=re.M):
+                text = re.sub(rf"^{key}: .*$", line, text, flags=re.M)
+            elif "\ngpus:" in text:
+                text = text.replace("\ngpus:", f"\n{line}\ngpus:", 1)
+            else:
+                text = text.rstrip("\n") + "\n" + line + "\n"
         path.write_text(text)
-    print(f"source_bias_pct {bias:.1f} written to configs/stacks/*.yaml")
+    print(f"source_bias_pct {bias:.1f}, carried_over_error_pct {carried:.1f} written to configs/stacks/*.yaml")
 
 
 def _write_gpu(path: Path, hw: dict, fitted_on) -> None:
@@ -545,13 +543,9 @@ def _write_gpu(path: Path, hw: dict, fitted_on) -> None:
     path.write_text(text)
 
 
-def _write_stack(path: Path, gpus: dict, carried: float | None) -> None:
+def _write_stack(path: Path, gpus: dict) -> None:
     text = path.read_text()
     text = text[: text.index("\ngpus:")] if "\ngpus:" in text else text.rstrip("\n")
-    if carried is not None:
-        line = f"carried_over_error_pct: {carried:.1f}  # benchmarks/calibrate.py: sources predicted with carried-over constants"
-        text = re.sub(r"^carried_over_error_pct: .*$", line, text, flags=re.M) if "carried_over_error_pct" in text \
-            else text + "\n" + line
     lines = ["gpus:  # fitted by benchmarks/calibrate.py (do not edit by hand)" if gpus else "gpus: {}"]
     for gpu, v in sorted(gpus.items()):
         lines.append(f"  {gpu}:")

@@ -88,3 +88,16 @@ def test_the_sources_own_spread_adds_in_quadrature(monkeypatch):
     # nearest two at 8 GPUs: sqrt((9 + 16) / 2) = 3.536; with a 5 % source spread: sqrt(12.5 + 25) = 6.124;
     # x 1.2816 = 7.848
     assert band.pct == approx([Z * np.sqrt(12.5 + 25.0)])
+
+
+def test_carried_over_counts_each_lone_source_once():
+    from planner.fidelity.error_bands import carried_over_pct
+
+    errors = [("a", "f1", "s1", 3.0), ("a", "f1", "s1", 4.0),  # alone on (f1, s1): RMS sqrt((9 + 16) / 2) = 3.536
+              ("b", "f2", "s2", 12.0),                          # alone on (f2, s2): 12
+              ("c", "f3", "s3", 50.0), ("d", "f3", "s3", 1.0)]  # (f3, s3) informed by two sources: not carried over
+    # RMS over the two lone sources: sqrt((12.5 + 144) / 2) = sqrt(78.25) = 8.846
+    assert carried_over_pct(errors) == approx(np.sqrt(78.25))
+    # a hundred more runs of a's size move nothing: a source counts once, whatever its runs
+    assert carried_over_pct(errors + [("a", "f1", "s1", np.sqrt(12.5))] * 100) == approx(np.sqrt(78.25))
+    assert carried_over_pct(errors[3:]) is None  # c and d share their stack: none alone
