@@ -245,18 +245,33 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     """ZeRO-3/FSDP traffic of one layer per micro-batch [s]: (one parameter all-gather pass,
     the gradient reduce-scatter). Per unit (a layer, or a weight matrix with `zero3_gather:
     module`), so small units pay the group's latency many times (Rajbhandari et al. 2020 Sec. 7;
-    Zhao et al. 2023 Sec. 3.2)."""
-    dp, stride = data_group(layouts)
+    Zhao et al. 2023 Sec. 3.2). A MoE layer's routed experts are a unit of their own: this rank's
+    E / (ep x etp) of them, sharded over the expert-data-parallel group (Megatron-FSDP and torchtitan's
+    FSDP2 shard experts over the expert-data mesh), gathered and reduced after the dense part."""
+    kind = max(layer_kinds(model), key=lambda k: k.params)
+    dense = kind.tp_params / layouts.tp.astype(float)
+    gather, reduce = _zero3_unit_s(cluster, layouts, prec, stack, dense, data_group(layouts),
+                                   zero3_units_per_layer(model))
+    if kind.is_moe:
+        experts = kind.expert_params / (layouts.ep * layouts.etp).astype(float)
+        g, r = _zero3_unit_s(cluster, layouts, prec, stack, experts, expert_data_group(layouts), 1)
+        gather, reduce = gather + g, reduce + r
+    return gather, reduce
+
+
+def _zero3_unit_s(cluster: ClusterSpec, layouts, prec: Precision, stack, layer, group, module_units) -> tuple:
+    """(all-gather, reduce-scatter) [s] of `layer` parameters per GPU over `group` (size, stride)."""
+    dp, stride = group
     links = group_links(cluster, dp, stride, layouts)
-    layer = np.max([k.params for k in layer_kinds(model)]) / layouts.tp.astype(float)
-    units = zero3_units_per_layer(model) if stack.zero3_gather == "module" else 1
+    units = module_units if stack.zero3_gather == "module" else 1
     # DeepSpeed coalesces prefetched units up to its prefetch bucket; FSDP gathers one unit a call.
     if stack.zero3_prefetch_params > 0:
         units = np.maximum(np.minimum(units, np.ceil(layer / stack.zero3_prefetch_params)), 1)
     # A stack that gathers into one view per rank pays host time per rank and unit (`zero3_gather_rank_us`).
     host_s = units * dp * stack.zero3_gather_rank_us * US
     # and HBM passes over the gathered bytes outside the collective (`zero3_gather_copy_passes`)
-    copies_s = stack.zero3_gather_copy_passes * prec.param_gather_bytes * layer / (cluster.gpu.hbm_bytes_per_s * cluster.gpu.efficiency.hbm)
+    hbm = cluster.gpu.hbm_bytes_per_s * cluster.gpu.efficiency.hbm
+    copies_s = stack.zero3_gather_copy_passes * prec.param_gather_bytes * layer / hbm
     gather = units * all_gather_s(prec.param_gather_bytes * layer / units, dp, links) + host_s + copies_s
     buckets = np.ceil(layer / stack.zero3_reduce_bucket_params) if stack.zero3_reduce_bucket_params > 0 else units
     if stack.zero3_grad_reduce == "all_reduce":  # the 16-bit gradients, all-reduced, then each keeps its part
@@ -264,7 +279,7 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     else:
         reduce = buckets * reduce_scatter_s(prec.grad_bytes * layer / buckets, dp, links)
     # HBM passes over the bucket's 16-bit gradients outside the collective (`zero3_reduce_copy_passes`)
-    reduce = reduce + stack.zero3_reduce_copy_passes * prec.weight_bytes * layer / (cluster.gpu.hbm_bytes_per_s * cluster.gpu.efficiency.hbm)
+    reduce = reduce + stack.zero3_reduce_copy_passes * prec.weight_bytes * layer / hbm
     return gather, reduce
 
 

@@ -162,18 +162,27 @@ def _p2p_s(model: ModelSpec, cluster: ClusterSpec, layouts) -> np.ndarray:
 # The axes dense data-parallel traffic and ZeRO-3's per-layer traffic depend on (the dense
 # parameters per GPU follow tp, pp and vpp); the routed experts' follow their own group (below).
 DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero")
+# One ZeRO-3 layer's gather and reduce-scatter: the groups (and, for a MoE layer, ep and etp) and the job's
+# GPUs (its NVLink-domain placement).
+ZERO3_AXES = ("tp", "cp", "dp", "pp")
 
 
 def _dp_traffic(job: JobContext, dense, experts) -> tuple:
     """(dense gradient/parameter traffic per step, the routed experts', one ZeRO-3 layer gather,
-    its reduce-scatter) [s] before overlap, once per distinct combination of the axes each reads."""
+    its reduce-scatter) [s] before overlap, once per distinct combination of the axes each reads;
+    the ZeRO-3 layer traffic only for the rows at ZeRO-3 (0 elsewhere: unread)."""
     model, cluster, layouts, prec = job.model, job.cluster, job.layouts, job.numerics
     first, inverse = unique_rows([getattr(layouts, a) for a in DP_AXES])
-    sub = layouts.take(first)
-    raw_dense = comm.dp_comm_s(cluster, dense[first], sub, prec)
-    gather, reduce = comm.zero3_layer_comm_s(cluster, model, sub, prec, job.profile)
-    raw_experts = _expert_dp_traffic(model, cluster, layouts, experts) if model.moe else 0 * raw_dense[inverse]
-    return raw_dense[inverse], raw_experts, gather[inverse], reduce[inverse]
+    raw_dense = comm.dp_comm_s(cluster, dense[first], layouts.take(first), prec)[inverse]
+    gather, reduce = np.zeros(len(layouts)), np.zeros(len(layouts))
+    z3 = np.flatnonzero(layouts.zero >= 3)
+    if z3.size:
+        on = layouts.take(z3)
+        first3, inverse3 = unique_rows([getattr(on, a) for a in ZERO3_AXES + (("ep", "etp") if model.moe else ())])
+        g, r = comm.zero3_layer_comm_s(cluster, model, on.take(first3), prec, job.profile)
+        gather[z3], reduce[z3] = g[inverse3], r[inverse3]
+    raw_experts = _expert_dp_traffic(model, cluster, layouts, experts) if model.moe else 0 * raw_dense
+    return raw_dense, raw_experts, gather, reduce
 
 
 def _expert_dp_traffic(model: ModelSpec, cluster: ClusterSpec, layouts, experts) -> np.ndarray:
