@@ -52,8 +52,8 @@ def replan(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
         running = args.read_axes({a.name: axes.get(a.name) for a in AXES if a.given is not None})
         limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)
         # gpus=None: the engine bounds --gpus itself (from 2, and the GPUs lost within them)
-        m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=None, seq_len=seq_len,
-                       precision=precision, nvlink_domain_gpus=None, profile=None)
+        m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=None, nvlink_domain_gpus=None,
+                       profile=None, overrides=dict(seq_len=seq_len, precision=precision))
         result = _from(Replanned, engine(m, c, gpus=gpus, lost_gpus=lost_gpus, running=running, spares_eta_h=spares_in_h,
                                          remaining_tokens=tokens, limits=limits), model=m, cluster=c)
         args.require_finite(result.to_dict())
