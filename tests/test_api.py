@@ -420,3 +420,24 @@ def test_runs_and_logs_arguments_are_bad_input_not_type_errors():
         planner.import_runs(5, cluster="dgx-h100-1024")
     with pytest.raises(planner.SpecError, match="RUNS: got 5"):
         planner.calibrate(5)
+
+
+def test_every_declared_override_is_a_keyword_of_the_api_and_a_spec_field():
+    # OVERRIDES (planner/api/inputs.py) is threaded as one mapping; each must stay a keyword users can give
+    import inspect
+
+    from planner.api.inputs import OVERRIDES, with_run
+    from planner.specs.loading import load_model
+
+    for fn in (planner.search, planner.estimate, planner.sweep):
+        assert set(OVERRIDES) <= set(inspect.signature(fn).parameters), fn.__name__
+    model = load_model("gpt3-1.3b")
+    for key, (path, flag, kind) in OVERRIDES.items():
+        node = type(model)
+        for part in path.split("."):  # seq_len, training.torch_compile, ...: a field of the model spec
+            assert part in node.model_fields, path
+            node = node.model_fields[part].annotation
+        assert flag.startswith("--") and kind in (int, str, bool)
+    assert with_run(model, {"seq_len": 4096, "torch_compile": None}).seq_len == 4096
+    with pytest.raises(TypeError, match="fp8_recipe"):  # not declared: a caller's mistake
+        with_run(model, {"fp8_recipe": "tensorwise"})

@@ -13,8 +13,14 @@ if TYPE_CHECKING:
     from planner.specs import ClusterSpec, GpuSpec, ModelSpec
     from planner.specs.profile import ProfileSpec
 
-RUN_FLAGS = {"seq_len": "--seq-len", "training.precision": "--precision",
-             "training.offload_layers": "--offload-layers", "training.torch_compile": "--torch-compile"}  # spec path -> flag
+# The run stated beside a model, over its spec (`--seq-len`, `planner.search(seq_len=...)`): keyword -> (spec
+# path, flag, type). prepare, with_run and the sweep's with_stated take them as one `overrides` mapping, so a new
+# one is a line here, plus its keyword and flag where users give it (planner/api/plan.py, sweep.py, cli/).
+OVERRIDES: dict[str, tuple[str, str, type]] = {
+    "seq_len": ("seq_len", "--seq-len", int), "precision": ("training.precision", "--precision", str),
+    "offload_layers": ("training.offload_layers", "--offload-layers", int),
+    "torch_compile": ("training.torch_compile", "--torch-compile", bool)}
+RUN_FLAGS = {path: flag for path, flag, _ in OVERRIDES.values()}  # spec path -> flag
 
 
 def _loaded(data: Mapping, what: str):
@@ -109,12 +115,14 @@ def framework_stack(framework: str | None, stack: str | None, export: str | None
     return stack if stack is not None else FRAMEWORK_STACK[framework]
 
 
-def with_run(model: ModelSpec, *, seq_len: int | None = None, precision: str | None = None,
-             offload_layers: int | None = None, torch_compile: bool | None = None) -> ModelSpec:
+def with_run(model: ModelSpec, overrides: Mapping[str, Any]) -> ModelSpec:
+    """`model` with the `overrides` given (keywords of OVERRIDES; None: not given) as if its spec said them."""
     from planner.search import with_run as run_as
 
-    return run_as(model, seq_len=seq_len, precision=precision, offload_layers=offload_layers,
-                  torch_compile=torch_compile, flags=RUN_FLAGS)
+    unknown = sorted(set(overrides) - set(OVERRIDES))
+    if unknown:  # a caller's mistake, not the user's
+        raise TypeError(f"not a declared override (planner/api/inputs.py OVERRIDES): {', '.join(unknown)}")
+    return run_as(model, **overrides, flags=RUN_FLAGS)
 
 
 def with_nvlink_segment(cluster: ClusterSpec, gpus: int | None, flag: str = "--nvlink-domain-gpus") -> ClusterSpec:
@@ -143,20 +151,20 @@ def with_profile(model: ModelSpec, cluster: ClusterSpec, profile: Any, stack: st
 
 
 def prepare(model: Any, cluster: Any, *, global_batch: int | None, gpus: int | None, stack: str | None,
-            seq_len: int | None, precision: str | None, nvlink_domain_gpus: int | None, profile: Any,
-            offload_layers: int | None = None, torch_compile: bool | None = None):
+            nvlink_domain_gpus: int | None, profile: Any, overrides: Mapping[str, Any] | None = None):
     """(model, cluster) as `plan search`/`plan estimate` load them: options checked, the run stated
-    applied, the profile's constants in, the precision checked against the GPU, `gpus` within the cluster."""
+    (`overrides`: keywords of OVERRIDES) applied, the profile's constants in, the precision checked
+    against the GPU, `gpus` within the cluster."""
     from planner.options import GLOBAL_BATCH, GPUS, OFFLOAD_LAYERS, check_option
     from planner.search import check_precision, with_global_batch, with_stack
     from planner.specs.loading import precision_line
 
     check_option(GPUS, gpus)
     check_option(GLOBAL_BATCH, global_batch)
-    check_option(OFFLOAD_LAYERS, offload_layers)
+    overrides = dict(overrides or {})
+    check_option(OFFLOAD_LAYERS, overrides.get("offload_layers"))
     check_stack_name(stack)
-    m = with_run(load_model(model), seq_len=seq_len, precision=precision, offload_layers=offload_layers,
-                 torch_compile=torch_compile)
+    m = with_run(load_model(model), overrides)
     m = with_stack(with_global_batch(m, global_batch), stack)
     c = with_nvlink_segment(load_cluster(cluster), nvlink_domain_gpus)
     if profile is not None:
@@ -164,7 +172,7 @@ def prepare(model: Any, cluster: Any, *, global_batch: int | None, gpus: int | N
     try:
         check_precision(m, c, *(precision_line(model) if isinstance(model, (str, os.PathLike)) else (None, None)))
     except SpecError as exc:
-        if precision is None:
+        if overrides.get("precision") is None:
             raise
         raise SpecError(exc.message, path="--precision", expected=exc.expected) from None
     total = sum(c.pool_cluster(n).total_gpus for n in c.pool_names)

@@ -34,13 +34,12 @@ def replan(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
     `micro_batch` required, the other axes as `plan estimate` takes them; limits by their file keys)
     scored, the best layout on the GPUs left, the change's cost, and shrink now or wait for spares
     (`spares_in_h`; `tokens` left to train set the horizon). No layout on the GPUs left: InfeasibleError."""
-    from planner.api.inputs import load_cluster, load_model, with_run
+    from planner.api.inputs import prepare
     from planner.api.operation_results import Replanned
     from planner.api.results import _from
     from planner.layout.axes import AXES
-    from planner.options import GLOBAL_BATCH, GPUS, check_option
+    from planner.options import GPUS, check_option
     from planner.replan import replan as engine
-    from planner.search import check_precision, with_global_batch
 
     args.layout_keywords("replan", axes)  # the running layout, given as estimate() takes one
     args.required(gpus, int, "--gpus"), args.required(lost_gpus, int, "--lost-gpus")
@@ -50,12 +49,11 @@ def replan(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
         args.typed(value, kind, flag)
     with args.numbers_checked():
         check_option(GPUS, gpus)
-        check_option(GLOBAL_BATCH, global_batch)
         running = args.read_axes({a.name: axes.get(a.name) for a in AXES if a.given is not None})
         limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)
-        m = with_global_batch(with_run(load_model(model), seq_len=seq_len, precision=precision), global_batch)
-        c = load_cluster(cluster)
-        check_precision(m, c)
+        # gpus=None: the engine bounds --gpus itself (from 2, and the GPUs lost within them)
+        m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=None, nvlink_domain_gpus=None,
+                       profile=None, overrides=dict(seq_len=seq_len, precision=precision))
         result = _from(Replanned, engine(m, c, gpus=gpus, lost_gpus=lost_gpus, running=running, spares_eta_h=spares_in_h,
                                          remaining_tokens=tokens, limits=limits), model=m, cluster=c)
         args.require_finite(result.to_dict())

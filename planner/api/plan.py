@@ -6,15 +6,15 @@ import os
 from typing import Any, Mapping
 
 from planner.api import arguments as args
-from planner.api.inputs import framework_stack, prepare
+from planner.api.inputs import OVERRIDES, framework_stack, prepare
 from planner.api.tools import export_kind
 from planner.errors import SpecError
 
-_RUN = dict(global_batch=int, seq_len=int, nvlink_domain_gpus=int, offload_layers=int,
-            torch_compile=bool)  # keyword -> type (flag: --global-batch, ...)
-_FLAGS = {"global_batch": "--global-batch", "seq_len": "--seq-len", "nvlink_domain_gpus": "--nvlink-domain-gpus",
-          "offload_layers": "--offload-layers", "torch_compile": "--torch-compile",
-          "precision": "--precision", "stack": "--stack", "framework": "--framework", "objective": "--objective"}
+_RUN = dict(global_batch=int, nvlink_domain_gpus=int,
+            **{k: kind for k, (_, _, kind) in OVERRIDES.items()})  # keyword -> type (flag: --global-batch, ...)
+_FLAGS = {"global_batch": "--global-batch", "nvlink_domain_gpus": "--nvlink-domain-gpus",
+          **{k: flag for k, (_, flag, _) in OVERRIDES.items()},
+          "stack": "--stack", "framework": "--framework", "objective": "--objective"}
 
 
 def _typed_run(gpus, run: dict) -> None:
@@ -46,10 +46,9 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
                                  check_option, options_for)
 
     args.unknown("search", options, {o.key for o in options_for("search")} | {a.name for a in fixable()})
-    run = dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
-               precision=precision, stack=stack, framework=framework, objective=objective,
-               offload_layers=offload_layers, torch_compile=torch_compile)
-    _typed_run(gpus, run)
+    stated = dict(seq_len=seq_len, precision=precision, offload_layers=offload_layers, torch_compile=torch_compile)
+    _typed_run(gpus, dict(global_batch=global_batch, nvlink_domain_gpus=nvlink_domain_gpus, stack=stack,
+                          framework=framework, objective=objective, **stated))
     args.typed(top, int, TOP.flag), args.typed(frontier, bool, "--frontier"), args.typed(power_caps, bool, "--power-caps")
     with args.numbers_checked():
         check_option(TOP, top)
@@ -70,9 +69,8 @@ def search(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLike 
                       critical_batch_tokens=args.read_options(values, "search").get(CRITICAL_BATCH.key),
                       framework=framework)
         span = None if gpus_range is None else _span(gpus_range)
-        m, c = prepare(model, cluster, global_batch=global_batch, gpus=gpus, stack=stack_, seq_len=seq_len,
-                       precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
-                       offload_layers=offload_layers, torch_compile=torch_compile)
+        m, c = prepare(model, cluster, global_batch=global_batch, gpus=gpus, stack=stack_,
+                       nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, overrides=stated)
         if export is not None and span is None and len(c.pool_names) > 1:
             raise SpecError(f"{c.name} has {len(c.pool_names)} pools; launch settings are for one pool", path="--export",
                             expected="a cluster of one pool (e.g. one of its pools as its own cluster spec)")
@@ -132,9 +130,9 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
     from planner.options import GPUS, OFFLOAD_LAYERS, check_option
 
     args.layout_keywords("estimate", axes)
-    _typed_run(gpus, dict(global_batch=global_batch, seq_len=seq_len, nvlink_domain_gpus=nvlink_domain_gpus,
-                          precision=precision, stack=stack, framework=framework, offload_layers=offload_layers,
-                          torch_compile=torch_compile))
+    stated = dict(seq_len=seq_len, precision=precision, offload_layers=offload_layers, torch_compile=torch_compile)
+    _typed_run(gpus, dict(global_batch=global_batch, nvlink_domain_gpus=nvlink_domain_gpus, stack=stack,
+                          framework=framework, **stated))
     with args.numbers_checked():
         check_option(GPUS, gpus)
         check_option(OFFLOAD_LAYERS, offload_layers)
@@ -145,9 +143,8 @@ def estimate(model: str | os.PathLike | Mapping | Any, cluster: str | os.PathLik
         _offload_layers_need_activations(offload_layers, given.get("offload"))
         limits = args.read_limits(args.option_values("estimate", axes), "estimate", fix=False)
         split = parse_split(stage_layers)
-        m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=stack_, seq_len=seq_len,
-                       precision=precision, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
-                       offload_layers=offload_layers, torch_compile=torch_compile)
+        m, c = prepare(model, cluster, global_batch=global_batch, gpus=None, stack=stack_,
+                       nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, overrides=stated)
         result = _estimated(m, c, gpus, limits, split, given, framework, export)
         args.require_finite(result.to_dict())
     return result

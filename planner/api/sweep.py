@@ -151,16 +151,17 @@ def sweep_spec(spec, given: dict):
     return load_sweep(spec, given), Path(spec).resolve().parent
 
 
-def sweep_points(spec, base_dir: Path | None, *, seq_len=None, precision=None, nvlink_domain_gpus=None,
-                 profile=None, offload_layers=None, torch_compile=None) -> list:
-    """The points of a checked sweep spec, with the run stated beside it applied (`with_stated`)."""
+def sweep_points(spec, base_dir: Path | None, *, nvlink_domain_gpus=None, profile=None,
+                 overrides: Mapping[str, Any] | None = None) -> list:
+    """The points of a checked sweep spec, with the run stated beside it applied (`with_stated`;
+    `overrides`: keywords of planner/api/inputs.py OVERRIDES)."""
     from planner.sweep import expand
 
-    check_offload_layers(offload_layers)
-    args.typed(torch_compile, bool, "--torch-compile")
-    return with_stated(expand(spec, base_dir), spec, seq_len=seq_len, precision=precision,
-                       nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, offload_layers=offload_layers,
-                       torch_compile=torch_compile)
+    overrides = dict(overrides or {})
+    check_offload_layers(overrides.get("offload_layers"))
+    args.typed(overrides.get("torch_compile"), bool, "--torch-compile")
+    return with_stated(expand(spec, base_dir), spec, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
+                       overrides=overrides)
 
 
 def check_offload_layers(offload_layers: Any) -> None:
@@ -170,12 +171,11 @@ def check_offload_layers(offload_layers: Any) -> None:
     check_option(OFFLOAD_LAYERS, args.typed(offload_layers, int, OFFLOAD_LAYERS.flag))
 
 
-def with_stated(points: list, spec, *, seq_len=None, precision=None, nvlink_domain_gpus=None, profile=None,
-                offload_layers=None, torch_compile=None) -> list:
-    """The points with seq_len, precision, training.offload_layers, training.torch_compile and the NVLink
-    segment applied as if
-    each spec said so, and a profile's constants in (the key of each point holds them); points that
-    become identical run once."""
+def with_stated(points: list, spec, *, nvlink_domain_gpus=None, profile=None,
+                overrides: Mapping[str, Any] | None = None) -> list:
+    """The points with the `overrides` (seq_len, precision, training.offload_layers, ...: planner/api/inputs.py
+    OVERRIDES) and the NVLink segment applied as if each spec said so, and a profile's constants in (the key
+    of each point holds them); points that become identical run once."""
     from planner.api.inputs import load_profile, with_nvlink_segment, with_run
     from planner.fidelity.profile import apply_profile
     from planner.search import check_precision
@@ -187,22 +187,21 @@ def with_stated(points: list, spec, *, seq_len=None, precision=None, nvlink_doma
             done.setdefault((id(p.model), id(p.cluster)), (p, apply_profile(p.model, p.cluster, prof)))
         points = [replace(p, model=done[(id(p.model), id(p.cluster))][1][0],
                           cluster=done[(id(p.model), id(p.cluster))][1][1]) for p in points]
-    if seq_len is None and precision is None and nvlink_domain_gpus is None and offload_layers is None \
-            and torch_compile is None:
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if nvlink_domain_gpus is None and not given:
         return points
     models, clusters, unique = {}, {}, {}
     for p in points:
         if id(p.model) not in models:
-            m = with_run(p.model, seq_len=seq_len, precision=precision, offload_layers=offload_layers,
-                         torch_compile=torch_compile)
-            if seq_len is not None and spec.global_batch is None and spec.batch_tokens is not None:
+            m = with_run(p.model, given)
+            if "seq_len" in given and spec.global_batch is None and spec.batch_tokens is not None:
                 batch = batch_from_tokens(spec.batch_tokens, m.seq_len)
                 m = m.model_copy(update={"training": m.training.model_copy(update={"global_batch": batch})})
             models[id(p.model)] = (p.model, m)
         if id(p.cluster) not in clusters:
             clusters[id(p.cluster)] = (p.cluster, with_nvlink_segment(p.cluster, nvlink_domain_gpus))
         q = replace(p, model=models[id(p.model)][1], cluster=clusters[id(p.cluster)][1])
-        if precision is not None:
+        if "precision" in given:
             try:
                 check_precision(q.model, q.cluster)
             except SpecError as exc:
@@ -246,9 +245,9 @@ def sweep(spec: str | os.PathLike | Mapping | None = None, *, models=None, scale
                       framework=framework, constraints=constraints)
     sweep_spec_, base_dir = sweep_spec(spec, given)
     out = check_out(out)
-    points = sweep_points(sweep_spec_, base_dir, seq_len=seq_len, precision=precision,
-                          nvlink_domain_gpus=nvlink_domain_gpus, profile=profile, offload_layers=offload_layers,
-                          torch_compile=torch_compile)
+    points = sweep_points(sweep_spec_, base_dir, nvlink_domain_gpus=nvlink_domain_gpus, profile=profile,
+                          overrides=dict(seq_len=seq_len, precision=precision, offload_layers=offload_layers,
+                                         torch_compile=torch_compile))
     return _rows(points, out, n, force, on_row, ex)
 
 

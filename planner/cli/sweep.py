@@ -183,7 +183,9 @@ def run_command(sweep_file: Optional[Path], flags: dict, options: dict, *, out_f
         make_folder(Path(plot), "--plot")  # before the work: a folder that cannot be made fails at once
     if not quiet:  # first words before the models are generated and the first search ends
         err.print(f"plan sweep: {check_size(spec):,} points on {n} worker{'s' if n > 1 else ''}", highlight=False)
-    points = sweep_points(spec, base_dir, **(stated or {}))
+    stated = dict(stated or {})  # nvlink_domain_gpus and profile; the rest are the model's overrides
+    points = sweep_points(spec, base_dir, nvlink_domain_gpus=stated.pop("nvlink_domain_gpus", None),
+                          profile=stated.pop("profile", None), overrides=stated)
     result = _run_points(points, out_file, n, force, quiet, err, executor)
     from planner.report import name_text
 

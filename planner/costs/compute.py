@@ -25,7 +25,8 @@ import numpy as np
 
 from planner.costs.scan import scan_core_s, scan_traffic_bytes
 from planner.specs.layers import (LayerKind, Matrix, attention_core_flops_per_seq, attention_dims, eager_clamp,
-                                  expert_rows, flash_work_fraction, layer_kinds, window_work_fraction)
+                                  expert_rows, flash_work_fraction, layer_kinds, micro_batch_tokens,
+                                  window_work_fraction)
 from planner.specs.precision import BF16, FP32_BYTES, Precision, precision
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from planner.specs import GpuSpec, ModelSpec, StackConstants
@@ -281,14 +282,14 @@ def eager_block_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tuple:
     if not eager_block_ops_on(model):
         return 0.0, 0.0
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    tokens = micro_batch_tokens(model, layouts)
     norm_rows = np.where(sp, tokens / t, tokens)  # DTensor sequence parallelism shards the norms
     # RMSNorm (Llama-style, or not stated); torchtitan's "layernorm" is nn.LayerNorm, one fused kernel
     norms = 0.0 if model.normalization == "layernorm" else (1 if kind.sublayer else 2) * norm_rows * model.hidden
     fwd, bwd = _EAGER_NORM_BYTES * norms, _EAGER_NORM_BWD_BYTES * norms
     if model.ffn_act == "swiglu":
         # the dense or shared-expert MLP's hidden units, and torchtitan's grouped experts' silu(x @ w1) * (x @ w3)
-        units = tokens / t * sum(m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down"))
+        units = tokens / t * kind.mlp_width
         if kind.is_moe:
             rows, local = routed_rows(model, layouts)
             units = units + rows * local * kind.expert[-1].k / layouts.etp.astype(float)
@@ -334,10 +335,9 @@ def _gemms_and_traffic(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind)
     """(forward GEMM time [s], forward memory-bound bytes, backward extra bytes) of one layer."""
     prec = model.training.numerics
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)  # rows; with sp all-gathered first
+    tokens = micro_batch_tokens(model, layouts)  # rows; with sp all-gathered first
     gemm, cast_in, cast_out = _gemm_set(kind.tp_matrices, tokens, t, gpu, prec)
-    mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
-    traffic = _mlp_traffic(model, tokens / t, mlp_width)
+    traffic = _mlp_traffic(model, tokens / t, kind.mlp_width)
     # layer norms 2 x (read+write) and bias-dropout-add 2 x (two reads, write, mask): 22 bytes per
     # element of s b h, split over tp by sequence parallelism (Korthikanti et al. 2022 Sec. 4.2.2)
     if kind.sublayer:  # one norm and one bias-dropout-add: half of a transformer layer's
@@ -422,7 +422,7 @@ def _op_sac_gemms_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind):
     width = next((m.k for m in kind.tp_matrices if m.name == "mlp_down"), 0)
     rerun = (Matrix("wk", h, d.k_width, "col"), Matrix("wo", d.out_width, h, "row"),
              Matrix("w3", h, width, "col") if model.ffn_act == "swiglu" else Matrix("w2", width, h, "row"))
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    tokens = micro_batch_tokens(model, layouts)
     return _gemm_set(rerun, tokens, layouts.tp.astype(float), gpu, model.training.numerics)[0]
 
 
@@ -431,7 +431,7 @@ def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_
     (Megatron-Core --recompute-modules, TrainingSpec.recompute_modules; default core_attn)."""
     modules, prec = model.training.recomputed, model.training.numerics
     t, sp = layouts.tp.astype(float), layouts.sequence_parallel == 1
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    tokens = micro_batch_tokens(model, layouts)
     out = core_fwd if "core_attn" in modules and kind.mixer == "attention" else 0.0
 
     def gemms(prefix: str):  # GEMMs named prefix_* of the tp matrices, and their activation's traffic
@@ -459,7 +459,7 @@ def _selective_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, core_
 def _logits_s(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, peak16: float) -> np.ndarray:
     """Output layer (vocab-parallel, 16-bit) and cross-entropy in fp32 over s b V / (tp cp) logits."""
     t = layouts.tp.astype(float)
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    tokens = micro_batch_tokens(model, layouts)
     v, hbm = model.vocab, gpu.hbm_bytes_per_s
     logits_gemm = gemm_s(tokens, model.hidden, v / t, peak16, hbm, gpu)
     # The loss reads and writes the fp32 logits a number of times that depends on the kernels: an

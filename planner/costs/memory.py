@@ -77,7 +77,7 @@ def activation_bytes_per_layer(model: ModelSpec, layouts, kind: LayerKind | None
     gemm_inputs = 2 * g * sb * h * (1.0 if model.training.stack.tp_saves_gathered_inputs else 1.0 / t)
     replicated = np.where(sp, 6.0 * sb * h / t + gemm_inputs, replicated)
     # Q, K, V (16-bit, for the attention kernel), the attention-output GEMM input, MLP intermediates: split over tp.
-    mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
+    mlp_width = kind.mlp_width
     tp_region = (2.0 * (d.q_width + d.k_width + d.v_width) + g * d.out_width + _mlp_bytes(model, g) * mlp_width) * sb / t
     if kind.is_moe:
         tp_region = tp_region + _expert_activations(model, layouts, kind, g)
@@ -146,8 +146,7 @@ def _sublayer_activation_bytes(model: ModelSpec, layouts, kind: LayerKind) -> tu
         width = m.d_inner if kind.mixer == "mamba" else m.v_dim
         tp_region = (2.0 * m.in_proj_width + 2.0 * conv + (2.0 + g) * width) * sb / t
     else:
-        mlp_width = next((m.k for m in kind.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
-        tp_region = _mlp_bytes(model, g) * mlp_width * sb / t
+        tp_region = _mlp_bytes(model, g) * kind.mlp_width * sb / t
         if kind.is_moe:
             tp_region = tp_region + _expert_activations(model, layouts, kind, g)
     # standard attention's scores stay unless recomputed (selective: core_attn)

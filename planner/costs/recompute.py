@@ -18,7 +18,7 @@ import numpy as np
 from planner.costs.compute import _eager_expert_bytes, _gemm_set, _mlp_traffic, gemm_s, routed_rows
 from planner.layout.space import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from planner.specs import GpuSpec, ModelSpec, StackConstants
-from planner.specs.layers import LayerKind
+from planner.specs.layers import LayerKind, micro_batch_tokens
 from planner.specs.precision import BF16
 from planner.units import US
 
@@ -38,7 +38,7 @@ def moe_forward_s(model: ModelSpec, gpu: GpuSpec, st: StackConstants, layouts, k
     prec = model.training.numerics
     hbm = gpu.hbm_bytes_per_s * gpu.efficiency.hbm
     t = layouts.tp.astype(float)
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    tokens = micro_batch_tokens(model, layouts)
     rows, local = routed_rows(model, layouts)
     etp = layouts.etp.astype(float)
     experts, cast_in, _ = _gemm_set(kind.expert, rows, etp, gpu, prec, groups=local)

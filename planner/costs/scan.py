@@ -20,7 +20,7 @@ import numpy as np
 from planner.costs.collectives import all_gather_s
 from planner.layout.space import RECOMPUTE_FULL
 from planner.specs import GpuSpec, ModelSpec
-from planner.specs.layers import LayerKind
+from planner.specs.layers import LayerKind, micro_batch_tokens
 from planner.specs.precision import BF16
 
 
@@ -33,7 +33,7 @@ def scan_core_s(model: ModelSpec, gpu: GpuSpec, layouts, kind: LayerKind, peak16
     (0 for a layer without a scan: a hybrid model's MLP and MoE layers)."""
     if kind.mixer not in ("mamba", "deltanet"):
         return 0.0, 0.0
-    tokens = layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
+    tokens = micro_batch_tokens(model, layouts)
     flops = _mixer(model, kind).scan_flops_per_token() * tokens / layouts.tp.astype(float)
     fwd = flops / (peak16 * gpu.efficiency.flash_attention)
     return fwd, 2.5 * fwd

@@ -12,7 +12,7 @@ import os
 
 from planner.errors import SpecError
 from planner.fidelity.own import Calibration, with_constants
-from planner.specs import ClusterSpec, ModelSpec, is_plain_name
+from planner.specs import ClusterSpec, ModelSpec
 from planner.specs.profile import ProfileSpec
 from planner.specs.stack import MeasuredRange, OwnRuns
 
@@ -30,6 +30,9 @@ def measured_range(cal: Calibration) -> MeasuredRange:
 
 def profile_data(cal: Calibration, name: str, version: str = "") -> dict:
     """The profile file's content (kind: profile) of a calibration, validated."""
+    from planner.specs.loading import validate
+    from planner.specs.yamlio import LoadedYaml
+
     def const(c):
         return {"value": round(c.value, 6), "prior": round(c.prior, 6), "bounds": list(c.bounds), "fitted": c.fitted}
 
@@ -51,7 +54,8 @@ def profile_data(cal: Calibration, name: str, version: str = "") -> dict:
             "memory": {c.name: const(c) for c in cal.constants if c.group == "memory"},
             "runs": runs, "measured": measured_range(cal).model_dump(mode="json"), "notes": list(cal.notes)}
     data = _json_types(data)
-    ProfileSpec.model_validate(data)  # as load_profile will read it back
+    # as load_profile will read it back: runs priced with an inline stack make no profile --profile takes (exit 2)
+    validate(ProfileSpec, data, LoadedYaml(data, None, {}))
     return data
 
 
@@ -102,8 +106,6 @@ def apply_profile(model: ModelSpec, cluster: ClusterSpec, profile: ProfileSpec,
         raise SpecError(f"profile {profile.name} was measured on {profile.gpu}; {cluster.name} has "
                         f"{', '.join(sorted(names))}", path=flag,
                         expected=f"a cluster of {profile.gpu} GPUs, or a profile calibrated on this cluster's GPUs")
-    if not is_plain_name(profile.stack):
-        raise SpecError(f"stack {profile.stack[:40]!r} is not a shipped stack name", path=f"{flag} stack")
     model = with_stack(model, profile.stack)
     model, cluster = with_constants(model, cluster, {k: c.value for k, c in profile.hardware.items()},
                                     {k: c.value for k, c in profile.stack_constants.items()},

@@ -15,6 +15,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from planner.errors import SpecError, SpecErrors
+from planner.export.frameworks import FRAMEWORK_STACK
 from planner.layout.axes import AXES
 from planner.options import axis_field
 from planner.specs import ClusterSpec, ModelSpec
@@ -172,6 +173,11 @@ def load_runs(path) -> list[MeasuredRun]:
 
 
 MAX_LOG_BYTES = 256 * 2**20  # a training log of a long run; more is not a log to read whole
+# The frameworks whose log alone tells the stack it ran: torchtitan's model code and FSDP2, not Megatron's
+# (configs/stacks/torchtitan.yaml). The others leave it to the model: a Megatron-LM log may be of any revision
+# (megatron-core, megatron-lm-2022), and a DeepSpeed log may be Megatron-DeepSpeed's (megatron-deepspeed),
+# not the ZeRO-3 engine FRAMEWORK_STACK prices DeepSpeed exports with.
+LOG_STATES_STACK = ("torchtitan",)
 
 
 def read_runs(paths: list, *, cluster: str | None = None, model: str | None = None) -> list[MeasuredRun]:
@@ -203,8 +209,9 @@ def log_entries(path, *, cluster: str | None, model: str | None) -> dict:
     text = raw.decode("utf-8", errors="replace")
     run = parse_log(text, file)
     entry = {k: v for k, v in run.items() if k in RunEntry.model_fields and v is not None and k not in ("model",)}
-    if run["source"]["framework"] == "torchtitan":
-        entry.setdefault("stack", "torchtitan")  # its model code and FSDP2, not Megatron's (configs/stacks/torchtitan.yaml)
+    framework = run["source"]["framework"]
+    if framework in LOG_STATES_STACK:
+        entry.setdefault("stack", FRAMEWORK_STACK[framework])
     if model is not None:
         entry["model"] = model
     elif run.get("model"):

@@ -122,6 +122,12 @@ class LayerKind:
         return self.experts > 0
 
     @property
+    def mlp_width(self) -> int:
+        """The FFN width of the tp-split MLP (the dense MLP's, or the shared experts' together): the
+        down projection's input; 0 without one (a MoE layer without shared experts, a mixer layer)."""
+        return next((m.k for m in self.tp_matrices if m.name in ("mlp_down", "shared_down")), 0)
+
+    @property
     def tp_params(self) -> int:
         """Parameters split over tp (or replicated: norms, router, MLA down projections)."""
         router = self.router.params if self.router else 0
@@ -242,6 +248,12 @@ def flash_work_fraction(model: Any, window_tile_cost: float = 1.0) -> float:
     layer's tile (GpuEfficiency.flash_window_tile_cost), never more than the full layer."""
     return _layer_mean(model, lambda s, w: flash_tiles(s, w) * (1.0 if w is None else window_tile_cost),
                        cap=1.0)
+
+
+def micro_batch_tokens(model: Any, layouts):
+    """Tokens of one micro-batch on one GPU: b s / cp (a context-parallel rank's share of the sequence),
+    the rows of its layers' GEMMs before tp or sequence parallelism splits them."""
+    return layouts.micro_batch * model.seq_len / layouts.cp.astype(float)
 
 
 def expert_rows(model: Any, layouts) -> tuple:

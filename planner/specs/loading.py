@@ -122,6 +122,8 @@ def _expected(err: dict) -> str | None:
             return f"a value {op} {ctx[key]}"
     if kind == "literal_error":
         return f"one of {ctx.get('expected')}"
+    if kind == "value_error" and isinstance(ctx.get("expected"), str):  # a validator's PydanticCustomError
+        return ctx["expected"]
     if kind == "string_too_short":
         return "a non-empty string" if ctx.get("min_length") == 1 else f"a string of at least {ctx.get('min_length')} characters"
     if kind == "string_too_long":

@@ -146,9 +146,8 @@ class TrainingSpec(Spec):
         """Bytes per value and peaks of this run's precision (planner/specs/precision.py)."""
         # torch.compile fuses torchao's current-scaling amax into the cast (torchtitan's Float8 runs compiled):
         # one read, as delayed scaling's; Transformer Engine's current scaling reads twice, compiled or not
-        fused = self.torch_compile and self.stack.eager_block_ops
-        return precision(self.precision, self.fp8_param_gather, self.grad_reduce_dtype,
-                         "delayed" if fused and self.fp8_recipe == "tensorwise" else self.fp8_recipe)
+        return precision(self.precision, self.fp8_param_gather, self.grad_reduce_dtype, self.fp8_recipe,
+                         amax_fused=self.torch_compile and self.stack.eager_block_ops)
 
     @model_validator(mode="after")
     def _stack_defaults(self) -> "TrainingSpec":

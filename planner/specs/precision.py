@@ -118,7 +118,7 @@ FP8_RECIPE_EXTRA_READ_BYTES = {"delayed": 0.0, "tensorwise": 2.0, "blockwise": 0
 
 
 def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str = "fp32",
-              fp8_recipe: str = "delayed") -> Precision:
+              fp8_recipe: str = "delayed", amax_fused: bool = False) -> Precision:
     """The record of a training precision. With `fp8_param_gather` (Megatron --fp8-param-gather) the
     parameters themselves are FP8: 1 byte each instead of the 16-bit copy; MXFP8 still keeps its
     column-wise copy (1 + 1/32 bytes). Only per-tensor FP8 is gathered in FP8 (1 byte): Megatron-Core
@@ -126,10 +126,13 @@ def precision(name: str, fp8_param_gather: bool = False, grad_reduce_dtype: str 
     core_r0.17.0 megatron/core/distributed/param_and_grad_buffer.py, reuse_grad_buf_for_mxfp8_param_ag:
     "only half of the buffer is used to store params in bf16"). `grad_reduce_dtype` bf16 (Megatron-Core
     DDP grad_reduce_in_fp32=False, Megatron-LM --grad-reduce-in-bf16): the main_grad buffer and the
-    data-parallel reduce(-scatter) are BF16, 2 bytes per parameter instead of 4."""
+    data-parallel reduce(-scatter) are BF16, 2 bytes per parameter instead of 4. `amax_fused`: the
+    recipe's amax read is fused into the cast (torch.compile over torchao's current scaling), so the
+    cast reads the tensor once whatever the recipe."""
     rec = PRECISIONS[name]
-    if rec.name == "fp8" and FP8_RECIPE_EXTRA_READ_BYTES[fp8_recipe]:
-        rec = replace(rec, quantize_bytes=rec.quantize_bytes + FP8_RECIPE_EXTRA_READ_BYTES[fp8_recipe])
+    extra_read_bytes = 0.0 if amax_fused else FP8_RECIPE_EXTRA_READ_BYTES[fp8_recipe]
+    if rec.name == "fp8" and extra_read_bytes:
+        rec = replace(rec, quantize_bytes=rec.quantize_bytes + extra_read_bytes)
     if grad_reduce_dtype != "fp32":
         rec = replace(rec, grad_bytes=GRAD_REDUCE_BYTES[grad_reduce_dtype])
     if not fp8_param_gather or not rec.is_fp8:

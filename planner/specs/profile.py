@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from planner.specs.base import PLAIN_NAME, Spec
+from planner.specs.base import PLAIN_NAME, Spec, is_plain_name
 from planner.specs.stack import AxisValue, MeasuredRange
 
 
@@ -63,3 +64,14 @@ class ProfileSpec(Spec):
     runs: tuple[ProfileRun, ...] = Field(strict=False, min_length=1, max_length=1000)
     measured: MeasuredRange
     notes: tuple[str, ...] = Field(default=(), strict=False, max_length=1100)
+
+    @field_validator("stack")
+    @classmethod
+    def _shipped_stack(cls, stack: str) -> str:
+        """The stack --profile prices with: a shipped one, never a path (as every command refuses it)."""
+        from planner.specs.shipped import shipped_names, unknown_stack_message
+
+        if not is_plain_name(stack) or stack not in shipped_names("stack"):
+            raise PydanticCustomError("value_error", unknown_stack_message(stack[:40]),
+                                      {"expected": "the shipped stack the profile was fitted from (plan list stacks)"})
+        return stack

@@ -162,3 +162,20 @@ def test_a_sweep_with_a_profile_prices_every_point_with_it(profile, tmp_path):
     result = invoke("sweep", "--models", "llama3.1-8b", "--cluster", "dgx-a100-1024", "--gpus", "8", "--quiet",
                     "--profile", path)
     assert result.exit_code == 2 and "measured on h100-sxm-80gb" in result.stderr
+
+
+def test_runs_of_an_inline_stack_make_no_profile_exit_2(tmp_path):
+    # --profile prices with a shipped stack (ProfileSpec's validator). Before: -o wrote `stack: mine`, a profile
+    # every command then refused; then, with the validator alone, a pydantic ValidationError (exit 3)
+    import yaml
+
+    stack = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "stacks" / "megatron-core.yaml").read_text())
+    stack["name"] = "mine"
+    model = {"name": "tiny", "layers": 4, "hidden": 1024, "heads": 16, "vocab": 32000, "seq_len": 2048,
+             "training": {"global_batch": 128, "stack": stack}}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(model))
+    (tmp_path / "runs.yaml").write_text(RUNS.replace("model: llama3.1-8b", "model: tiny.yaml")
+                                        .replace("model: llama3.1-70b", "model: tiny.yaml"))
+    r = runner.invoke(app, ["calibrate", str(tmp_path / "runs.yaml"), "-o", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2, r.output
+    assert "unknown software stack 'mine'" in r.stderr and not (tmp_path / "p.yaml").exists()

@@ -559,6 +559,8 @@ def test_current_scaling_reads_each_fp8_input_once_more(toy_gpu_data):
     assert precision("fp8", fp8_recipe="tensorwise").quantize_bytes == 6
     assert precision("fp8", fp8_recipe="blockwise").quantize_bytes == 4
     assert precision("mxfp8", fp8_recipe="tensorwise") == precision("mxfp8")  # its own recipe
+    # the amax read fused into the cast (torch.compile over torchao): one read, 2 + 1 + 1 = 4 B
+    assert precision("fp8", fp8_recipe="tensorwise", amax_fused=True).quantize_bytes == 4
     gpu = GpuSpec.model_validate(toy_gpu_data(peak_tflops=dict(bf16=100.0, fp16=100.0, fp8=200.0)))
     mats = (Matrix("a", 64, 32, "none"),)
     # a 128 x 64 input: 8,192 elements cast, 4 B each delayed, 6 B current scaling

@@ -1,6 +1,7 @@
 """planner.specs.layers: sliding-window attention work, against numbers worked out by hand."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pytest import approx
 
@@ -70,3 +71,22 @@ def test_attention_core_flops_follow_the_pairs():
 def test_bad_windows_are_refused(fields, fragment):
     with pytest.raises(ValueError, match=fragment):
         _model(**fields)
+
+
+def test_mlp_width_is_the_tp_split_mlps_down_projection_input():
+    from planner.specs.layers import layer_kinds, micro_batch_tokens
+    from planner.specs.loading import load_model
+
+    # DeepSeek-V3's config.json: first_k_dense_replace 3 dense layers of intermediate_size 18,432; 58 MoE layers,
+    # n_shared_experts 1 x moe_intermediate_size 2,048 split over tp (the routed experts are not: ep)
+    assert [(k.name, k.count, k.mlp_width) for k in layer_kinds(load_model("deepseek-v3"))] == [
+        ("dense", 3, 18432), ("moe", 58, 2048)]
+    # Mixtral 8x7B: every layer MoE, no shared experts, so no tp-split MLP; GPT-3 175B: 4 x 12,288 = 49,152
+    assert [k.mlp_width for k in layer_kinds(load_model("mixtral-8x7b"))] == [0]
+    assert [k.mlp_width for k in layer_kinds(load_model("gpt3-175b"))] == [4 * 12288]
+
+    class Rows:  # two layouts: b 2, cp 1 and b 1, cp 4
+        micro_batch = np.array([2, 1])
+        cp = np.array([1, 4])
+    # b s / cp of a 4,096-token sequence: 8,192 and 1,024 tokens
+    assert micro_batch_tokens(_model(), Rows).tolist() == [8192.0, 1024.0]

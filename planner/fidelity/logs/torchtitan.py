@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from planner.errors import SpecError
-from planner.fidelity.logs.common import (NUMBER, InOrder, Step, checked_rate, checked_seconds, count, number,
-                                          positive_int, run, strip_ansi)
+from planner.fidelity.logs.common import (NUMBER, InOrder, Step, checked_rate, checked_seconds, count, keep,
+                                          number, positive_int, run, strip_ansi)
 
 STEP_LINE = InOrder(r"(?<!validate )step:\s*(\d+)\s+loss:",
                     rf"memory:\s*({NUMBER})\s*GiB\(({NUMBER})%\)\s+tps:\s*({NUMBER})\s+tflops:\s*({NUMBER})"
@@ -32,6 +32,8 @@ TRAINER_V02 = re.compile(r"Trainer is initialized with local batch size (\d+), g
 TRAINER_MAIN = re.compile(r"Trainer is initialized with (\d+) tokens per DP rank, (\d+) tokens per "
                           r"train step, gradient accumulation steps (\d+), maximum context length "
                           r"(\d+)")
+# What the trainer's line gives, as the runs file names it: a restart printing another value is a second run
+TRAINER_FIELDS = ("global_batch", "seq_len", "tokens_per_step", "micro_batch")
 CHECKPOINTING = re.compile(r"Applied (\w+) activation checkpointing to the model")
 # llama3/infra/parallelize.py apply_compile (v0.2.2), distributed/compile.py (main): printed only when
 # compile.enable; its absence is torchtitan's default, eager blocks
@@ -44,7 +46,7 @@ MODEL_KEYS = {"n_layers": "layers", "dim": "hidden", "n_heads": "heads", "n_kv_h
 
 def _mesh(lines: list[str], path: str) -> dict[str, int]:
     """The degrees of the mesh line; a later one (a restart) must give the same."""
-    first: tuple[dict[str, int], int] | None = None
+    mesh: dict[str, tuple[Any, int]] = {}
     for line_no, line in enumerate(lines, 1):
         if (match := MESH.search(line)):
             degrees: dict[str, int] = {}
@@ -55,16 +57,8 @@ def _mesh(lines: list[str], path: str) -> dict[str, int]:
                 digits = count(value.removeprefix("-"), path=path, line=line_no, field=key)
                 degrees[key] = positive_int(-digits if value.startswith("-") else digits, path=path,
                                             line=line_no, field=key)
-            if first is None:
-                first = degrees, line_no
-            elif degrees != first[0]:
-                raise _two_runs("the device mesh", first[1], path, line_no)
-    return first[0] if first else {}
-
-
-def _two_runs(what: str, first_line: int, path: str, line: int) -> SpecError:
-    return SpecError(f"{what} differs from line {first_line}'s: two runs of different settings in one log", file=path,
-                     line=line, expected="the log of one run (split a restarted job's log where its settings changed)")
+            keep(mesh, "device mesh", degrees, line_no, path=path, read={"device mesh"})
+    return mesh["device mesh"][0] if mesh else {}
 
 
 def _model(lines: list[str]) -> dict[str, int] | None:
@@ -113,7 +107,7 @@ def _trainer(lines: list[str], path: str) -> tuple:
     """(global batch, sequence length, tokens a step, micro-batch) from the trainer's line; the same line
     printed again with other numbers is a restarted run (exit 2 naming both)."""
     batch = seq_len = tokens = micro = None
-    trainer: tuple[tuple, int] | None = None
+    trainer: dict[str, tuple[Any, int]] = {}
     for line_no, line in enumerate(lines, 1):
         def whole(index: int, field: str) -> int:
             return count(match.group(index), path=path, line=line_no, field=field)
@@ -132,11 +126,9 @@ def _trainer(lines: list[str], path: str) -> tuple:
             micro = per_rank // seq_len if per_rank % seq_len == 0 else None
         else:
             continue
-        if trainer is None:
-            trainer = (batch, seq_len, tokens, micro), line_no
-        elif trainer[0] != (batch, seq_len, tokens, micro):
-            raise _two_runs("the trainer's batch", trainer[1], path, line_no)
-    return (None, None, None, None) if trainer is None else trainer[0]
+        for key, value in zip(TRAINER_FIELDS, (batch, seq_len, tokens, micro)):
+            keep(trainer, key, value, line_no, path=path, read=frozenset(TRAINER_FIELDS))
+    return batch, seq_len, tokens, micro
 
 
 def parse_torchtitan(lines: list[str], path: str, name: str) -> dict[str, Any]:
