@@ -107,6 +107,20 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
                      band.memory_pct)
 
 
+def shipped_band_pct(model: ModelSpec, cases, gpus) -> np.ndarray:
+    """The band error_band states from a stack's calibration cases on the GPU ((GPUs, parameters, |error| %)
+    rows), with the model's unmeasured parts; the stack's carried-over figure where there are none."""
+    gpus = np.asarray(gpus, dtype=float)
+    stack = model.training.stack
+    if len(cases):
+        cases = np.array(cases, dtype=float)
+        pct = _widen_beyond(COVERAGE_Z * np.hypot(band_of_cases(cases, gpus, model.total_params() / 1e9),
+                                                  stack.source_bias_pct), cases, gpus)[0]
+    else:
+        pct = np.full(gpus.shape, COVERAGE_Z * stack.carried_over_error_pct)
+    return pct * UNMEASURED_FACTOR ** len(unmeasured_parts(model))
+
+
 def _error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     stack = model.training.stack
     gpus = np.asarray(gpus, dtype=float)

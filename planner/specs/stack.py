@@ -102,6 +102,9 @@ class OwnRuns(Spec):
         strict=False, max_length=10_000, description="(GPUs, parameters [billions], leave-one-out |error| [%]) per run")
     memory_errors_pct: tuple[float, ...] = Field(default=(), strict=False, max_length=10_000)
     measured: MeasuredRange
+    shipped_errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)], Annotated[float, Field(ge=0, le=1000)]], ...] = Field(
+        default=(), strict=False, max_length=10_000, description=(
+            "the shipped calibration's cases of this stack on this GPU, as error_cases: the band beyond the runs"))
 
 
 class StackSpec(StackConstants):
