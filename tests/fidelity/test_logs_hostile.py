@@ -232,3 +232,13 @@ def test_a_torchtitan_restart_with_another_mesh_or_batch_is_two_runs(old, new):
     with pytest.raises(SpecError, match="two runs of different settings in one log") as error:
         parse_log(text + restart.replace(old, new), "two.log")
     assert error.value.line == text.count("\n") + line_of(restart, old)
+
+
+def test_a_model_other_than_the_logs_is_refused_not_fitted():
+    # the sample Bridge log prints hidden_size 2048, num_layers 16 and ffn_hidden_size 8192; llama3-8b is
+    # 4096, 32 and 14336 (Meta's config.json): fitted on those shapes, the measured times of the log's
+    # smaller model moved the GEMM constant 7 % with no word
+    from planner.fidelity.runs import log_entries
+
+    with pytest.raises(SpecError, match="layers 16 \\(the log\\) against 32.*hidden 2048 \\(the log\\) against 4096"):
+        log_entries(DATA / "megatron-bridge.log", cluster="dgx-h100-1024", model="llama3-8b")
