@@ -59,6 +59,24 @@ DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_CLUSTER = "dgx-a100-1024"
 
 
+def warn_implausible(*specs: Any) -> None:
+    """On stderr, the plausibility warnings `plan check` gives (a unit slip: 400 GB/s per NIC written for
+    400 Gb/s) of the spec files among `specs` (a shipped name or a mapping is not checked: shipped specs
+    pass `plan check`), so that a command that prices them says what `plan check` would."""
+    from planner.check import check_paths
+
+    files = [os.fspath(s) for s in specs if isinstance(s, (str, os.PathLike)) and Path(s).suffix in (".yaml", ".yml")
+             and Path(s).is_file()]
+    if not files:
+        return
+    _, findings = check_paths(files)
+    for f in findings:
+        if f.severity == "warning":
+            where = f"{f.file}:{f.line}" if f.line else f.file
+            consoles()[1].print(f"[yellow]warning:[/yellow] {escape(where)}: {escape(f.path or '')}: {escape(f.message)}",
+                                highlight=False, soft_wrap=True)
+
+
 def run(fn: Callable[[], Any], json_out: bool = False) -> Any:
     """Turn planner errors, and failures of the environment (planner/cli/edge.py), into one red line
     on stderr and the documented exit status; with `json_out` (the command's --json) the error as JSON on

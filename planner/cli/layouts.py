@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from planner.cli.common import (DEFAULT_CLUSTER, DEFAULT_MODEL, axis_params, err, numbers_checked, option_params, out,
+                                 warn_implausible,
                                 run, with_params)
 from planner.errors import SpecError
 from planner.specs.precision import PRECISIONS
@@ -74,6 +75,7 @@ def search(
 
         check_export(export, json_out, gpus_range=gpus_range, plot=plot)
         figure = _figure(plot, "--plot")  # every option is checked before the files are read
+        warn_implausible(model, cluster)
         result = api.search(model, cluster, gpus=gpus, profile=profile, framework=framework, objective=objective,
                             top=top, global_batch=global_batch, seq_len=seq_len, precision=precision,
                             nvlink_domain_gpus=nvlink_domain_gpus, stack=stack, frontier=frontier or figure is not None,
@@ -164,6 +166,7 @@ def estimate(model: ModelArg, cluster: ClusterArg, global_batch: GlobalBatch = N
 
         check_export(export, json_out)
         figure = _figure(timeline, "--timeline")
+        warn_implausible(model, cluster)
         result = api.estimate(model, cluster, gpus=gpus, profile=profile, framework=framework,
                               global_batch=global_batch, seq_len=seq_len, precision=precision,
                               nvlink_domain_gpus=nvlink_domain_gpus, stack=stack, stage_layers=stage_layers,

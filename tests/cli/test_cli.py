@@ -252,3 +252,20 @@ def test_the_memory_table_lists_gib_only():
     out = invoke("estimate", "llama3-8b", "dgx-h100-1024", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1")
     assert out.exit_code in (0, 1), out.output  # infeasible or not, the breakdown is printed
     assert "weights" in out.output and "offload_layers" not in out.output
+
+
+def test_search_and_estimate_warn_of_a_unit_slip_plan_check_finds(tmp_path):
+    # dgx-a100-1024's 25 GB/s per GPU written as its NIC's 200 (Gb/s): plan check warns "bandwidth-unit";
+    # a search of that file must say so too, not price 200 GB/s in silence. A shipped name is not checked.
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "clusters" / "dgx-a100-1024.yaml"
+    slip = tmp_path / "c.yaml"
+    slip.write_text(shipped.read_text().replace("network_gbps: 25", "network_gbps: 200"))
+    runner = CliRunner()
+    for cmd in (["search", "gpt3-175b", str(slip), "--gpus", "64", "--top", "1"],
+                ["estimate", "gpt3-175b", str(slip), "--gpus", "64", "--tp", "8", "--pp", "8", "--micro-batch", "1"]):
+        res = runner.invoke(app, cmd)
+        assert "200 Gb/s is 25 GB/s" in res.stderr and "node.network_gbps" in res.stderr, res.stderr
+    quiet = runner.invoke(app, ["search", "gpt3-175b", "dgx-a100-1024", "--gpus", "64", "--top", "1"])
+    assert "warning" not in quiet.stderr
