@@ -126,6 +126,16 @@ def test_validate_prints_the_table(plan_once):
     assert r.exit_code == 0 and "mean |error|" in r.stdout
 
 
+def test_validate_says_its_error_is_in_sample(plan_once):
+    # The replay uses the constants fitted on these runs: its mean error is not what a new run can expect (the
+    # README quotes the left-out error), so the summary line says so and where the left-out figures are
+    r = plan_once("validate")
+    lines = r.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "figures: mean |error|" in line)
+    assert lines[at].endswith("in sample (the shipped constants were fitted on these runs)")
+    assert "left out of the fit" in lines[at + 1] and lines[at + 1].endswith("docs/fidelity.md")
+
+
 # --- issue #15: strict JSON, literal values, a solver that stops is not "infeasible" ----------------
 
 def strict_json(text: str):
