@@ -262,3 +262,14 @@ def test_the_memory_table_lists_gib_only():
     out = invoke("estimate", "llama3-8b", "dgx-h100-1024", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1")
     assert out.exit_code in (0, 1), out.output  # infeasible or not, the breakdown is printed
     assert "weights" in out.output and "offload_layers" not in out.output
+
+
+def test_estimate_names_its_micro_batches_in_text_and_keeps_the_json_key():
+    # gpt3-1.3b's global batch is 512 sequences (Brown et al. 2020 Table 2.1: 1M tokens / 2048); on 8 GPUs with
+    # tp 1, pp 1: dp 8, micro-batch 1 -> 512 / (8 x 1) = 64 micro-batches per step per data-parallel rank
+    argv = ["estimate", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1"]
+    text = runner.invoke(app, argv).stdout
+    first = text.splitlines()[0]
+    assert "num_microbatches=64" in first and " m=64" not in first, first
+    data = json.loads(runner.invoke(app, argv + ["--json"]).stdout)
+    assert data["layout"]["num_microbatches"] == 64
