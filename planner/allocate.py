@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
-from planner.cpsat.job_allocation import OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance, solve
+from planner.cpsat.job_allocation import (OBJECTIVES, AllocationInstance, AllocationSolve, Candidate, JobInstance,
+                                          objective_value, solve)
 from planner.constraints import Limits, constraint_of_option
 from planner.costs.reliability import TrainingTotals, training_totals
 from planner.errors import InfeasibleError, SpecError
@@ -147,6 +148,13 @@ class Allocation:
     @property
     def candidates(self) -> int:
         return sum(len(j.candidates) for j in self.instance.jobs)
+
+    @property
+    def objective_value(self) -> float | None:
+        """The objective in its unit (None when infeasible): throughput, the sum over jobs of weight x model
+        work [TFLOP/s], maximised; makespan, the longest time to train [days], minimised. CP-SAT's own
+        `solve.objective` is its scaled integer form (planner/cpsat/job_allocation.py `scaled`)."""
+        return objective_value(self.instance, self.solve.choice) if self.feasible else None
 
 
 def allocate(jobs: Jobs, cluster: ClusterSpec, objective: str = "throughput", *, time_limit_s: float = 10.0) -> Allocation:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from planner.layout.axes import AXES, layout_cell, layout_summary
 from planner.export import is_even, megatron_pipeline_args, runs
+from planner.export.common import word
 from planner.results import ScoredLayout
 from planner.choose import TIE_PCT
 from planner.mixed_pools import PoolSearch
@@ -249,13 +250,23 @@ def render_breakdown(r: ScoredLayout, memory_gib: float, console: Console, title
     console.print(t)
 
 
+def split_flags_line(args: list[str]) -> str:
+    """Megatron-LM's split flags as one pasteable shell line: each word shell-quoted (a layout string holds
+    `|`, `(`, `*`, which a shell reads as a pipe, a subshell and a glob)."""
+    return " ".join(word(a) for a in args)
+
+
 def _render_split(r: ScoredLayout, console: Console) -> None:
     split = r.layout.get("stage_layers")
-    if split is not None and not is_even(split):
-        said = ("Megatron-LM core_v0.15.0 has no flags for it (MambaStack splits a hybrid pattern evenly)" if r.hybrid
-                else f"Megatron-LM: {' '.join(_split_args(r))}" if r.megatron_schedule
-                else f"Megatron-LM does not run schedule {r.layout['schedule']}")
-        console.print(f"uneven stages, layers per virtual stage in schedule order: {runs(split)}; {said}")
+    if split is None or is_even(split):
+        return
+    args = _split_args(r) if not r.hybrid and r.megatron_schedule else []
+    said = ("Megatron-LM core_v0.15.0 has no flags for it (MambaStack splits a hybrid pattern evenly)" if r.hybrid
+            else "Megatron-LM flags (one line, shell-quoted):" if args
+            else f"Megatron-LM does not run schedule {r.layout['schedule']}")
+    console.print(f"uneven stages, layers per virtual stage in schedule order: {runs(split)}; {said}")
+    if args:  # never wrapped, never read as markup: a flag and its value stay on one line to paste
+        console.print("  " + split_flags_line(args), markup=False, highlight=False, soft_wrap=True)
 
 
 def render_estimate(r: ScoredLayout, console: Console, memory_gib: float, title: str = "this layout") -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -341,3 +342,32 @@ def test_json_contract_and_table_of_a_small_allocation(tmp_path):
     assert "train_days" not in data["jobs"][1]
     text = invoke("allocate", path, "dgx-h100-1024").output
     assert "TFLOP/s/GPU" in text and "total:" in text and "solver OPTIMAL" in text
+
+
+def _objective_figure(text: str, what: str) -> float:
+    line = next(x for x in text.splitlines() if x.startswith("objective:"))
+    assert what in line, line
+    return float(re.search(rf"{what} ([\d,.]+)", line).group(1).replace(",", ""))
+
+
+def test_the_objective_is_printed_in_its_unit(tmp_path):
+    # Before: "objective -15,811,410", CP-SAT's scaled integer (parts per 100,000 of the largest candidate's figure,
+    # negated, times a tie weight, plus GPU granules), with no unit. Now the objective itself: for throughput the
+    # sum over jobs of weight x GPUs x model TFLOP/s per GPU, here a x 1 + b x 2, in PFLOP/s (/ 1000)
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - {name: a, model: llama3.1-8b, min_gpus: 8, max_gpus: 16, tokens: 1.0e9}\n"
+                    "  - {name: b, model: llama3.1-8b, weight: 2, min_gpus: 8, max_gpus: 16, tokens: 2.0e9}\n"
+                    "power_budget_kw: 1000\n")
+    for objective in ("throughput", "makespan"):
+        data = json.loads(invoke("allocate", path, "dgx-h100-1024", "--objective", objective, "--json").stdout)
+        text = invoke("allocate", path, "dgx-h100-1024", "--objective", objective).output
+        a, b = data["jobs"]
+        if objective == "throughput":
+            work_pflops = (1 * a["gpus"] * a["model_tflops_per_gpu"] + 2 * b["gpus"] * b["model_tflops_per_gpu"]) / 1e3
+            assert _objective_figure(text, "weighted model work") == pytest.approx(work_pflops, abs=0.05)
+            assert "PFLOP/s" in text and "maximised" in text
+        else:  # the longest of the two jobs' times to train [days]
+            days = max(a["train_days"], b["train_days"])
+            assert _objective_figure(text, "makespan") == pytest.approx(days, abs=0.05)
+            assert "days" in text and "minimised" in text
+        assert "scaled integer objective" in text  # CP-SAT's figure kept, named for what it is

@@ -28,7 +28,7 @@ def test_the_json_split_of_deepseek_v3_places_its_mtp_layer():
 
 def test_the_text_line_shows_the_same_split():
     r = CliRunner().invoke(app, ESTIMATE)
-    assert "Megatron-LM: --pipeline-model-parallel-layout Et*2|(t*2|)*28(t|)*2tmL" in r.output, r.output
+    assert "  --pipeline-model-parallel-layout 'Et*2|(t*2|)*28(t|)*2tmL'\n" in r.output, r.output
 
 
 def test_a_model_without_mtp_has_no_m():

@@ -51,9 +51,22 @@ def render_allocation(a: Allocation, console: Console) -> None:
     _solver_line(a, console)
 
 
+def _objective_line(a: Allocation) -> str:
+    """What the solver optimised, in its unit (the integer CP-SAT reports is scaled: no unit of its own)."""
+    value = a.objective_value
+    if a.instance.objective == "makespan":
+        return f"objective: makespan {value:,.1f} days (the longest job's time to train), minimised"
+    return (f"objective: weighted model work {value / 1e3:,.1f} PFLOP/s (sum over jobs of weight x GPUs x model "
+            "TFLOP/s per GPU), maximised")
+
+
 def _solver_line(a: Allocation, console: Console) -> None:
     s = a.solve
-    figures = "" if s.objective is None else f" (objective {s.objective:,}, bound {s.bound:,.0f})"
+    if a.feasible:
+        console.print(_objective_line(a), highlight=False)
+    # CP-SAT minimises integers: each job's figure in parts per job_allocation.SCALE of the largest candidate's
+    # (negated for throughput), times a tie weight, plus the GPU granules used (fewer GPUs break a tie)
+    figures = "" if s.objective is None else f" (its scaled integer objective {s.objective:,}, bound {s.bound:,.0f})"
     n = a.candidates
     console.print(f"solver {s.status} in {s.wall_s * 1e3:.0f} ms{figures}; {n} candidate{'s' * (n != 1)} "
                   f"(fastest layout per GPU count) over {len(a.instance.jobs)} jobs", highlight=False)

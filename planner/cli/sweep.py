@@ -97,6 +97,10 @@ def progress_bar(console: "Console", quiet: bool) -> "Progress":
                     disable=quiet or not console.is_terminal, transient=False)
 
 
+# Suffixes of a picture file: a --plot value ending in one is a file name given where a folder is asked for.
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
+
+
 def register(app: typer.Typer) -> None:
     """Add the commands of this module to `app`."""
     from planner.cli.common import axis_params, numbers_checked, option_params, run, with_params
@@ -121,7 +125,7 @@ def register(app: typer.Typer) -> None:
             "only layouts this framework runs at every point (megatron | megatron-bridge | nemo | torchtitan | "
             "torchtitan@main | torchtitan@0.2 | deepspeed), priced with its stack profile; overrides the file's framework:"))] = None,
         out_file: Annotated[Optional[Path], typer.Option("--out", help="results.csv | .jsonl | .parquet; rerunning skips the points in it")] = None,
-        plot: Annotated[Optional[str], typer.Option("--plot", help=escape("folder for PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
+        plot: Annotated[Optional[str], typer.Option("--plot", help=escape("folder (not a file name) for the five PNG figures (needs matplotlib: pip install matplotlib)"))] = None,
         workers: Annotated[Optional[int], typer.Option("--workers", help="processes (default: the core count)")] = None,
         force: Annotated[bool, typer.Option("--force", help="recompute points already in --out")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar or summary (for CI)")] = False,
@@ -178,6 +182,10 @@ def run_command(sweep_file: Optional[Path], flags: dict, options: dict, *, out_f
     out_file = check_out(out_file)  # before the work: unknown suffix, parquet without pyarrow, a FIFO
     if plot is not None and not plot.strip():  # Path('') is '.': figures would land wherever we run
         raise SpecError("an empty folder name", path="--plot", expected="a folder for the figures, e.g. plots/")
+    if plot is not None and Path(plot).suffix.lower() in PICTURE_SUFFIXES:
+        # `plan search --plot` and `estimate --timeline` take a file: `sweep --plot sweep.png` made a folder of that name
+        raise SpecError(f"'{plot}' names a picture, but plan sweep --plot takes a folder (it writes five figures)",
+                        path="--plot", expected=f"a folder for the figures, e.g. {Path(plot).stem or 'plots'}/")
     if plot is not None:
         _require_matplotlib(err)
         make_folder(Path(plot), "--plot")  # before the work: a folder that cannot be made fails at once

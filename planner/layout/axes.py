@@ -272,7 +272,7 @@ AXES: tuple[Axis, ...] = (
          candidates=lambda ctx, chosen: [0], tiebreak=6.5, short="offload=", show="cell", hide_default=True),
     Axis("num_microbatches", "micro-batches per step per data-parallel rank", "derived",
          derive=_num_microbatches,
-         short="m", show="detail", csv=False),
+         show="detail", csv=False),  # printed by its name: a bare `m=64` said nothing
     # Power caps expand the space (every layout under every cap level of the GPU preset) when the
     # search tries them; the level's cap and speed are reported by the scores, not in `layout`.
     Axis("power_cap", "power-cap level (index into the GPU preset's levels, 0 = uncapped)", "outer", default=0,
@@ -495,7 +495,7 @@ def layout_cell(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str
 
 
 def layout_summary(layout: Mapping[str, Any], axes: tuple[Axis, ...] = AXES) -> str:
-    """`dp32 tp4 pp8 mb1 vpp6 recompute=none sp=True zero=1 m=48`: one layout on one line."""
+    """`dp32 tp4 pp8 mb1 vpp6 recompute=none sp=True zero=1 num_microbatches=48`: one layout on one line."""
     rest = " ".join(f"{a.label}={layout[a.name]}" for a in axes if a.show in ("column", "detail"))
     return f"{layout_cell(layout, axes)} {rest}"
 

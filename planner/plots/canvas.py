@@ -29,6 +29,30 @@ def label_text(value: object) -> str:
     return printable(str(value))
 
 
+# Short suffixes for large values on log axes: parameters read "1B", "10B" (the sweep's params_label);
+# the same for tokens/s and counts. No "G": a tick of a parameter axis is not a giga-anything.
+_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def tick_text(value: float) -> str:
+    """A log axis's tick as plain text: 1e9 -> '1B', 2e5 -> '200k', 10 -> '10', 0.05 -> '0.05'.
+    matplotlib's LogFormatter writes mathtext (`$\\mathdefault{10^{9}}$`), drawn raw under LITERAL_TEXT."""
+    for scale, suffix in _SUFFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def log_ticks(axis, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
+    """Plain-text major ticks at `subs` of each decade on a log `axis` (ax.xaxis / ax.yaxis), no labels
+    on the minor ones: a range of less than a decade still gets labelled ticks, and none collide."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 class Matplotlib:
     """What the pictures use of matplotlib: figures on the Agg canvas, colormaps, patches."""
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.layout.axes import layout_cell
 from planner.frontier import pareto_front
-from planner.plots.canvas import DPI, figure_path, label_text, require_matplotlib, save_figure
+from planner.plots.canvas import DPI, figure_path, label_text, log_ticks, require_matplotlib, save_figure
 from planner.layout.space import tiebreak_rank
 
 SIZE_PX = (1500, 650)
@@ -147,9 +147,5 @@ def _line(ax, gid: str) -> np.ndarray:
 
 def _log_ticks(ax) -> None:
     """Plain numbers on the major ticks of log axes, no labels on the minor ones (they collide)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(NullFormatter())
+        log_ticks(axis, subs=(1.0, 3.0))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from planner.layout.axes import AXES, filling
 from planner.errors import SpecError
-from planner.plots.canvas import DPI, FORMATS, figure_path, label_text, require_matplotlib, save_figure  # noqa: F401 - re-exported
+from planner.plots.canvas import DPI, FORMATS, figure_path, label_text, log_ticks, require_matplotlib, save_figure  # noqa: F401 - re-exported
 from planner.sweep import params_label
 
 # The parallel degrees, one heat map each: the given ones in registry order, then the filling one (dp).
@@ -69,13 +69,16 @@ def _lines(plt, rows, name, *, x, y, per, title, xlabel, ylabel, scale_y=1.0, lo
         counts = sorted({r[x] for r in rows if r["status"] == "ok"})
         ax.set_xticks(counts, [str(c) for c in counts])
         ax.minorticks_off()
+    else:
+        log_ticks(ax.xaxis)
     if log_y:
         ax.set_yscale("log")
+        log_ticks(ax.yaxis)
     fig.suptitle(f"{title}\n{setting(rows)}", fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.3)
-    fig.subplots_adjust(left=0.09, right=0.78 if groups else 0.95, bottom=0.1, top=0.86)
+    fig.subplots_adjust(left=0.1, right=0.78 if groups else 0.95, bottom=0.1, top=0.86)
     if groups:
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, ncol=2 if len(groups) > 14 else 1)
     else:

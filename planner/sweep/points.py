@@ -50,6 +50,11 @@ class Point:
                 **framework, "gpus": self.gpus, "objective": self.objective, "limits": limits,
                 "space": asdict(self.space), "time_limit_s": self.time_limit_s}
 
+    @property
+    def job_nodes(self) -> int:
+        """Nodes the job spans: ceil(gpus / GPUs per node) (8 GPUs on a 128-node DGX cluster: 1)."""
+        return math.ceil(self.gpus / self.cluster.node.gpus)
+
     @cached_property  # kept with the point (and sent with it to a worker)
     def key(self) -> str:
         """sha256 of the canonical JSON of every input of the point (first 16 hex digits): the text of

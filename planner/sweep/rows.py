@@ -23,7 +23,7 @@ INPUT_COLUMNS: tuple[tuple[str, type, str], ...] = (
     ("kv_heads", int, "key/value heads (GQA)"),
     ("cluster", str, "cluster name as given"),
     ("gpu", str, "GPU type"),
-    ("nodes", int, "nodes of the cluster used (enlarged to hold gpus when needed)"),
+    ("nodes", int, "nodes the point's job spans: ceil(gpus / GPUs per node) (not the cluster's node count)"),
     ("gpus", int, "GPUs of the point"),
     ("global_batch", int, "sequences per step"),
     ("seq_len", int, "tokens per sequence"),
@@ -88,7 +88,7 @@ def _input_columns(p: Point) -> dict:
     m = p.model
     return {"point_id": p.key, "model": m.name, "params": m.total_params(), "layers": m.layers, "hidden": m.hidden,
             "heads": m.heads, "kv_heads": m.num_kv_heads, "cluster": p.cluster_label, "gpu": p.cluster.gpu.name,
-            "nodes": p.cluster.nodes, "gpus": p.gpus, "global_batch": m.training.global_batch, "seq_len": m.seq_len,
+            "nodes": p.job_nodes, "gpus": p.gpus, "global_batch": m.training.global_batch, "seq_len": m.seq_len,
             "tokens": m.training.tokens, "objective": p.objective, "planner_version": planner_version()}
 
 

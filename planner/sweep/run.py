@@ -176,6 +176,8 @@ class _Output:
             self.keys.append(p.key)
             if p.key in self.done:
                 self.skipped += 1
+                # rows written before `nodes` was the job's (it was the cluster's): the same column, one meaning
+                self.done[p.key]["nodes"] = p.job_nodes
             else:
                 yield p
 

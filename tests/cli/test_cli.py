@@ -126,6 +126,16 @@ def test_validate_prints_the_table(plan_once):
     assert r.exit_code == 0 and "mean |error|" in r.stdout
 
 
+def test_validate_says_its_error_is_in_sample(plan_once):
+    # The replay uses the constants fitted on these runs: its mean error is not what a new run can expect (the
+    # README quotes the left-out error), so the summary line says so and where the left-out figures are
+    r = plan_once("validate")
+    lines = r.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "figures: mean |error|" in line)
+    assert lines[at].endswith("in sample (the shipped constants were fitted on these runs)")
+    assert "left out of the fit" in lines[at + 1] and lines[at + 1].endswith("docs/fidelity.md")
+
+
 # --- issue #15: strict JSON, literal values, a solver that stops is not "infeasible" ----------------
 
 def strict_json(text: str):
@@ -269,3 +279,14 @@ def test_search_and_estimate_warn_of_a_unit_slip_plan_check_finds(tmp_path):
         assert "200 Gb/s is 25 GB/s" in res.stderr and "node.network_gbps" in res.stderr, res.stderr
     quiet = runner.invoke(app, ["search", "gpt3-175b", "dgx-a100-1024", "--gpus", "64", "--top", "1"])
     assert "warning" not in quiet.stderr
+
+
+def test_estimate_names_its_micro_batches_in_text_and_keeps_the_json_key():
+    # gpt3-1.3b's global batch is 512 sequences (Brown et al. 2020 Table 2.1: 1M tokens / 2048); on 8 GPUs with
+    # tp 1, pp 1: dp 8, micro-batch 1 -> 512 / (8 x 1) = 64 micro-batches per step per data-parallel rank
+    argv = ["estimate", "gpt3-1.3b", "dgx-a100-1024", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1"]
+    text = runner.invoke(app, argv).stdout
+    first = text.splitlines()[0]
+    assert "num_microbatches=64" in first and " m=64" not in first, first
+    data = json.loads(runner.invoke(app, argv + ["--json"]).stdout)
+    assert data["layout"]["num_microbatches"] == 64

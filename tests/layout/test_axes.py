@@ -71,7 +71,8 @@ def test_printing_reads_the_registry():
                num_microbatches=48)
     assert layout_cell(row) == "dp32 tp4 pp8 mb1 vpp6"
     assert layout_cell({**row, "vpp": 1}) == "dp32 tp4 pp8 mb1"  # vpp at its default is left out
-    assert layout_summary(row) == "dp32 tp4 pp8 mb1 vpp6 recompute=none sp=True zero=1 m=48"
+    # micro-batches per step by their name (a bare `m=48` was never explained)
+    assert layout_summary(row) == "dp32 tp4 pp8 mb1 vpp6 recompute=none sp=True zero=1 num_microbatches=48"
     assert layout_assignments(row) == "dp=32 tp=4 pp=8 micro_batch=1 vpp=6 recompute=none sequence_parallel=true zero=1"
 
 

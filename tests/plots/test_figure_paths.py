@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from planner.cli.main import app
@@ -46,3 +47,23 @@ def test_a_plot_folder_that_cannot_be_made_is_refused_before_the_points(tmp_path
                                  "--workers", "1", "--plot", str(long)])
     assert r.exit_code == 2 and "cannot create the folder" in r.stderr
     assert "points on" not in r.stderr and "plan sweep (" not in r.stdout  # no point ran, no table
+
+
+@pytest.mark.parametrize("name", ["sweep.png", "sweep.SVG", "figures.pdf", "a.jpg", "out/sweep.jpeg"])
+def test_a_picture_name_as_the_sweeps_plot_folder_is_refused(tmp_path, monkeypatch, name):
+    # `plan search --plot` and `estimate --timeline` take a file; `sweep --plot sweep.png` made a folder 'sweep.png'
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["sweep", "--models", "gpt3-1.3b", "--cluster", "dgx-a100-1024", "--gpus", "8",
+                                 "--quiet", "--workers", "1", "--plot", name])
+    assert r.exit_code == 2, r.output
+    assert "--plot" in r.stderr and "takes a folder" in r.stderr
+    assert list(tmp_path.iterdir()) == []  # no folder, no rows: refused before the points
+
+
+def test_a_folder_as_the_sweeps_plot_still_gets_the_figures(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["sweep", "--models", "gpt3-1.3b", "--cluster", "dgx-a100-1024", "--gpus", "8",
+                                 "--quiet", "--workers", "1", "--plot", "figures.d"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "figures.d" / "mfu_vs_gpus.png").is_file()

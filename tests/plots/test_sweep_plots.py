@@ -129,6 +129,68 @@ def test_names_with_control_characters_are_drawn_escaped_without_font_warnings(r
     assert [str(w.message) for w in caught] == []
 
 
+LINE_FIGURES = ("mfu_vs_gpus.png", "tokens_per_s_vs_gpus.png", "step_time_vs_params.png", "energy_per_token_vs_params.png")
+
+
+def _drawn(plt, fig):
+    """The figure drawn as when saved (tick labels are made at draw time), and its renderer."""
+    with plt.literal():
+        fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def test_log_axes_label_their_ticks_in_plain_text(rows):
+    # Before: matplotlib's LogFormatter wrote `$\mathdefault{10^{9}}$`, drawn raw (every text is literal, canvas.py)
+    pytest.importorskip("matplotlib")
+    from planner.plots.sweep import require_matplotlib, sweep_figures
+
+    plt = require_matplotlib()
+    figures = sweep_figures(plt, rows)
+    for name in LINE_FIGURES:
+        ax = figures[name].axes[0]
+        _drawn(plt, figures[name])
+        texts = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+        assert texts and not any("$" in t or "mathdefault" in t for t in texts), (name, texts)
+    # the parameter axis spans 1e9 .. 1.75e11 (the fixture's 1B, 10B and gpt3-175b): ticks at 1, 2 and 5 of each
+    # decade, named with the suffix of params_label: 1e9 = 1B, 1e10 = 10B, 1e11 = 100B
+    ax = figures["step_time_vs_params.png"].axes[0]
+    shown = {t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    assert {"1B", "2B", "5B", "10B", "20B", "50B", "100B"} <= shown, shown
+
+
+@pytest.mark.parametrize("value,text", [(1e9, "1B"), (1e10, "10B"), (2e11, "200B"), (1e12, "1T"), (5e6, "5M"),
+                                        (2e5, "200k"), (1e3, "1k"), (20, "20"), (0.05, "0.05"), (1, "1")])
+def test_a_tick_reads_as_a_plain_number(value, text):
+    from planner.plots.canvas import tick_text
+
+    assert tick_text(value) == text
+
+
+def _shown_ticks(axis) -> list:
+    """The tick labels matplotlib draws: those of ticks within the view (it makes some beyond it, undrawn)."""
+    low, high = sorted(axis.get_view_interval())
+    return [label for loc, label in zip(axis.get_majorticklocs(), axis.get_ticklabels()) if low <= loc <= high]
+
+
+def test_axis_titles_and_tick_labels_are_inside_the_figure(rows):
+    # Before: the y axis title of the log figures was drawn left of x = 0 (cut off), tick labels clipped at the edge
+    pytest.importorskip("matplotlib")
+    from planner.plots.sweep import require_matplotlib, sweep_figures
+
+    plt = require_matplotlib()
+    figures = sweep_figures(plt, rows)
+    for name in LINE_FIGURES:
+        fig = figures[name]
+        ax = fig.axes[0]
+        renderer = _drawn(plt, fig)
+        w, h = EXPECTED_PX[name]
+        for text in [ax.xaxis.label, ax.yaxis.label] + _shown_ticks(ax.xaxis) + _shown_ticks(ax.yaxis):
+            if not text.get_text():
+                continue
+            box = text.get_window_extent(renderer)
+            assert 0 <= box.x0 and box.x1 <= w and 0 <= box.y0 and box.y1 <= h, (name, text.get_text(), box)
+
+
 # --- the Pareto frontier of a search -----------------------------------------------------------------
 
 

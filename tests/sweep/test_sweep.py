@@ -220,8 +220,30 @@ def test_cost_and_carbon_per_million_tokens_follow_the_prices():
 
 def test_a_count_above_the_cluster_enlarges_it():
     rows = [sw.run_point(p) for p in sw.expand(small_spec(gpus=[512, 2048], objective="time"))]
-    assert [(r["gpus"], r["nodes"]) for r in rows] == [(512, 128), (2048, 256)]  # 8 GPUs per DGX node
+    # 8 GPUs per DGX node: the job's nodes are 512 / 8 = 64 (on the 128 of dgx-a100-1024) and 2048 / 8 = 256 (the
+    # cluster enlarged to hold them)
+    assert [(r["gpus"], r["nodes"]) for r in rows] == [(512, 64), (2048, 256)]
     assert {r["cluster"] for r in rows} == {"dgx-a100-1024"}
+
+
+@pytest.mark.parametrize("gpus,nodes", [(8, 1), (4, 1), (12, 2), (64, 8)])
+def test_nodes_are_the_jobs_not_the_clusters(gpus, nodes):
+    # dgx-a100-1024: 128 nodes of 8 GPUs; a point of `gpus` spans ceil(gpus / 8) of them (4 -> 1, 12 -> 2, 64 -> 8).
+    # Before: every row said 128, the cluster's count
+    [row] = [sw.run_point(p) for p in sw.expand(small_spec(gpus=[gpus], objective="time"))]
+    assert row["nodes"] == nodes
+
+
+def test_a_resumed_file_reports_the_jobs_nodes_for_rows_written_before(tmp_path):
+    # rows of a planner that wrote the cluster's node count (128) under `nodes`: kept as done on a resume, and
+    # rewritten with the job's (8 GPUs on 8-GPU nodes: 1), so one column has one meaning in the file
+    out = tmp_path / "rows.csv"
+    points = sw.expand(small_spec(gpus=[8], objective="time"))
+    sw.run_sweep(points, out=out, workers=1)
+    rows = sw.read_rows(out)
+    sw.write_rows(out, [{**r, "nodes": 128} for r in rows])
+    again = sw.run_sweep(points, out=out, workers=1)
+    assert again.computed == 0 and [r["nodes"] for r in sw.read_rows(out)] == [1]
 
 
 # --- the scaling and batch rules -----------------------------------------------------------------
