@@ -65,8 +65,13 @@ def warn_implausible(*specs: Any) -> None:
     pass `plan check`), so that a command that prices them says what `plan check` would."""
     from planner.check import check_paths
 
-    files = [os.fspath(s) for s in specs if isinstance(s, (str, os.PathLike)) and Path(s).suffix in (".yaml", ".yml")
-             and Path(s).is_file()]
+    def is_file(s: Any) -> bool:
+        try:  # a name too long for the system is the loader's error to say, not this one's
+            return isinstance(s, (str, os.PathLike)) and Path(s).suffix in (".yaml", ".yml") and Path(s).is_file()
+        except (OSError, ValueError):
+            return False
+
+    files = [os.fspath(s) for s in specs if is_file(s)]
     if not files:
         return
     _, findings = check_paths(files)

@@ -161,16 +161,28 @@ def tp_passes(layouts) -> np.ndarray:
     return 2.0 + (layouts.recompute == RECOMPUTE_FULL)
 
 
-def tp_exposed(tp_comm_overlap: bool, st: StackConstants) -> float:
-    """Fraction of TP communication left on the critical path (overlap with GEMMs, when on)."""
-    return st.tp_overlap_exposed if tp_comm_overlap else 1.0
+def tp_exposed(model: ModelSpec, gpu, st: StackConstants, layouts) -> np.ndarray | float:
+    """Fraction of TP communication left on the critical path (overlap with GEMMs, when on); all of it
+    where the stack's FSDP and TP overlap cannot share a GPU before Blackwell (fsdp_serializes_tp_overlap)."""
+    if not model.training.tp_comm_overlap:
+        return 1.0
+    if fsdp_blocks_tp_overlap(model, gpu):
+        return np.where(layouts.zero >= 2, 1.0, st.tp_overlap_exposed)
+    return st.tp_overlap_exposed
+
+
+def fsdp_blocks_tp_overlap(model: ModelSpec, gpu) -> bool:
+    """Whether ZeRO-2/3 rows lose TP overlap: the stack's FSDP wants CUDA_DEVICE_MAX_CONNECTIONS > 1 where TP
+    overlap wants 1 (GPUs before sm_version 100; StackSpec.fsdp_serializes_tp_overlap)."""
+    return (model.training.stack.fsdp_serializes_tp_overlap and gpu.sm_version is not None
+            and gpu.sm_version < 100)
 
 
 def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, st: StackConstants, layouts) -> np.ndarray:
     """Exposed TP communication of one layer per micro-batch, all passes [s]."""
     act = model.training.numerics.activation_bytes
     tp_fwd = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, layouts, act)
-    return tp_fwd * tp_passes(layouts) * tp_exposed(model.training.tp_comm_overlap, st)
+    return tp_fwd * tp_passes(layouts) * tp_exposed(model, cluster.gpu, st, layouts)
 
 
 def pp_p2p_s(cluster: ClusterSpec, hidden: int, seq_len: int, layouts,

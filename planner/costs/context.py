@@ -64,7 +64,7 @@ class JobContext:
     @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(first, inverse) of the rows alike in what a layer costs in time and stored activations."""
-        return layer_rows(self.layouts, self.model)
+        return layer_rows(self.layouts, self.model, self.cluster.gpu)
 
     @cached_property
     def kinds(self) -> list[KindTimes]:

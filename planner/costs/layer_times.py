@@ -60,18 +60,21 @@ def kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layou
             if k.moe else k for k in kinds]
 
 
-def layer_rows(layouts, model: ModelSpec | None = None) -> tuple[np.ndarray, np.ndarray]:
+def layer_rows(layouts, model: ModelSpec | None = None, gpu=None) -> tuple[np.ndarray, np.ndarray]:
     """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them;
     and pp and vpp, when full recomputation goes by method and layers (planner/costs/recompute.py:
     the layers of a model chunk then count)."""
     extra = ("pp", "vpp") if model is not None and recompute.by_method(model) else ()
-    return unique_rows([getattr(layouts, a) for a in (*LAYER_AXES, *extra)])
+    columns = [getattr(layouts, a) for a in (*LAYER_AXES, *extra)]
+    if gpu is not None and comm.fsdp_blocks_tp_overlap(model, gpu):  # TP overlap lost at ZeRO-2/3
+        columns.append((layouts.zero >= 2).astype(np.int64))
+    return unique_rows(columns)
 
 
 def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple:
     """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
     when every row is one). `rows`: layer_rows(layouts), when already known."""
-    first, inverse = rows or layer_rows(layouts, model)
+    first, inverse = rows or layer_rows(layouts, model, cluster.gpu)
     if first.size == len(layouts):
         return _kind_times(model, cluster, st, layouts), None
     return _kind_times(model, cluster, st, layouts.take(first)), inverse
@@ -203,7 +206,7 @@ def _kind_times_as_given(model: ModelSpec, cluster: ClusterSpec, st: StackConsta
             tp = tp + np.where(moe_again, per_pair if shared else 0.0, 0.0)
             lc = replace(lc, recompute_s=lc.recompute_s + np.where(
                 moe_again, recompute.moe_forward_s(model, cluster.gpu, st, layouts, kind), 0.0))
-        tp = tp * comm.tp_exposed(model.training.tp_comm_overlap, st)
+        tp = tp * comm.tp_exposed(model, cluster.gpu, st, layouts)
         if kind.mixer == "attention":
             cp = comm.cp_comm_per_layer_s(cluster, model, layouts, lc, st)
         elif kind.mixer in ("mamba", "deltanet"):

@@ -35,6 +35,9 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
         raise ValueError(f"unknown export {kind!r}; choose one of: {', '.join(EXPORTS)}")
     refuse_unrunnable(framework_of_export(kind), scored.layout, model)
     lay = launch(scored.layout, model)
+    serialized = _fsdp_without_tp_overlap(kind, lay, model, cluster)
+    if serialized:
+        model = model.model_copy(update={"training": model.training.model_copy(update={"tp_comm_overlap": False})})
     if kind == "megatron":
         settings = megatron_settings(lay, model)
     elif kind == "megatron-bridge":
@@ -45,7 +48,24 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
         settings = torchtitan_settings(lay, model, rev=_TITAN_REV[kind])
     else:
         settings = deepspeed_settings(lay, model)
+    if serialized:
+        text = settings.text if kind == "deepspeed" else "\n".join([*comments([serialized]), settings.text])
+        settings = replace(settings, text=text, notes=[visible(serialized), *settings.notes])
     return _with_power_cap(settings, kind, scored)
+
+
+def _fsdp_without_tp_overlap(kind: str, lay, model: ModelSpec, cluster: ClusterSpec) -> str | None:
+    """The note of a Megatron FSDP layout (ZeRO-2/3) with tp > 1 on a GPU before Blackwell, which the
+    search prices without TP overlap (planner/costs/comm.py fsdp_blocks_tp_overlap); None otherwise."""
+    from planner.costs.comm import fsdp_blocks_tp_overlap
+
+    if kind not in ("megatron", "megatron-bridge", "nemo") or lay.zero < 2 or lay.tp == 1 or not model.training.tp_comm_overlap:
+        return None
+    if not fsdp_blocks_tp_overlap(model, cluster.gpu):
+        return None
+    return (f"no TP communication overlap: Megatron FSDP (ZeRO-{lay.zero}) needs CUDA_DEVICE_MAX_CONNECTIONS unset, "
+            f"which TP overlap before Blackwell wants set to 1 (Megatron-LM arguments.py: 'Try not to using them "
+            f"together'); priced so")
 
 
 def _with_power_cap(settings: Export, kind: str, scored: ScoredLayout) -> Export:

@@ -428,7 +428,7 @@ def _layer_times(case: Case, model: ModelSpec, cluster: ClusterSpec) -> dict:
     lay, lc = job.layouts, job.kinds[0].lc
     act = model.training.numerics.activation_bytes
     # One forward pass of TP collectives in the forward; the rest (backward, recomputed forward) in backward.
-    tp = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, lay, act) * tp_exposed(model.training.tp_comm_overlap, job.stack)
+    tp = tp_comm_per_layer_s(cluster, model.hidden, model.seq_len, lay, act) * tp_exposed(model, cluster.gpu, job.stack, lay)
     fwd = lc.fwd_s[0] + tp[0]
     bwd = lc.bwd_s[0] + lc.recompute_s[0] + tp[0] * (tp_passes(lay)[0] - 1.0)
     return {"layer_forward_ms": fwd * 1e3, "layer_backward_ms": bwd * 1e3, "layer_total_ms": (fwd + bwd) * 1e3}

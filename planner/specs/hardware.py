@@ -104,6 +104,10 @@ class GpuSpec(Spec):
     memory_reserve_gib: float = Field(default=2.0, ge=0, le=4096, description="CUDA context, NCCL buffers, allocator fragmentation")
     sms: int | None = Field(default=None, gt=0, le=100_000, description=(
         "streaming multiprocessors: GEMM tiles run in waves of this many (None: no wave quantisation)"))
+    sm_version: int | None = Field(default=None, ge=10, le=1000, description=(
+        "NVIDIA compute capability x 10 (A100 80, H100/H200 90, B200/GB200 100, B300/GB300 103); None: not "
+        "NVIDIA or not stated. Before 100, Megatron-LM wants CUDA_DEVICE_MAX_CONNECTIONS=1 for tp or cp > 1, "
+        "which its FSDP cannot have (StackSpec.fsdp_serializes_tp_overlap)"))
     gemm_tiles: tuple[Annotated[tuple[Annotated[int, Field(gt=0, le=4096)], Annotated[int, Field(gt=0, le=4096)]],
                                 Strict(False)], ...] = Field(
         default=((128, 256), (256, 128), (128, 128), (64, 128)), strict=False, min_length=1, max_length=16,

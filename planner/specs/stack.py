@@ -124,6 +124,11 @@ class StackSpec(StackConstants):
         "host work full recomputation adds to a layer beside its forward run again: the checkpoint function's "
         "RNG states saved and restored, inputs detached, its re-entrant backward [us] (DeepSpeed's "
         "CheckpointFunction: ~18 calls); counted where the stack's code was read, else 0"))
+    fsdp_serializes_tp_overlap: bool = Field(default=False, description=(
+        "ZeRO-2/3 (the stack's FSDP) needs CUDA_DEVICE_MAX_CONNECTIONS > 1 and TP communication overlap 1 on GPUs "
+        "before sm_version 100: with both, TP communication is priced unhidden and the export drops the "
+        "overlap flag (Megatron-LM arguments.py core_v0.15.0 lines 934-947: 'Try not to using them together'; "
+        "without FSDP it asserts the variable is 1)"))
     zero1_dp_overlap: bool = Field(default=True, description=(
         "with ZeRO-1 the gradients' reduction overlaps the backward as without it; false: the stack "
         "reduces them in one collective after the backward (nanotron: no DDP under ZeRO-1, "

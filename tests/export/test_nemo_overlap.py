@@ -78,3 +78,21 @@ def test_overlap_names_are_vendored():
     # NeMo-Run's assignment regex (cli_parser.py parse) reads the line's key and operation
     key = re.match(r"^([\w\[\]\.]+)\s*(=|\+=)", WORD)
     assert key.groups() == ("trainer.callbacks", "+=")
+
+
+def _shell_words(text: str) -> list[str]:
+    """The words a shell reads from an export: comments dropped, backslash-newline a continuation."""
+    return shlex.split("\n".join(l for l in text.splitlines() if not l.startswith("#")).replace("\\\n", " "))
+
+
+def test_megatron_fsdp_with_tp_before_blackwell_exports_no_tp_overlap():
+    # ZeRO-2 is Megatron FSDP, which asserts CUDA_DEVICE_MAX_CONNECTIONS != 1, while TP overlap on an A100
+    # (sm 80) wants 1 (Megatron-LM arguments.py core_v0.15.0 650-651, 934-947): no overlap flag in any of the
+    # three Megatron exports, and said; ZeRO-1 (the distributed optimizer) keeps it
+    for kind in ("megatron", "nemo", "megatron-bridge"):
+        fsdp = _export(kind, tp=4, sequence_parallel=True, zero=2)
+        words = _shell_words(fsdp.text)
+        assert "--tp-comm-overlap" not in words and not any("tp_comm_overlap=True" in w for w in words), kind
+        assert any("no TP communication overlap" in n for n in fsdp.notes), kind
+    megatron = _export("megatron", tp=4, sequence_parallel=True, zero=1).text
+    assert "--tp-comm-overlap" in _shell_words(megatron)
