@@ -63,8 +63,9 @@ def search(
     frontier: Annotated[bool, typer.Option("--frontier", help="also list the Pareto frontier of step time vs energy per token")] = False,
     gpus_range: Annotated[Optional[str], typer.Option("--gpus-range", help="LO:HI: best layout per power-of-two GPU count and the recommended count")] = None,
     plot: Annotated[Optional[str], typer.Option("--plot", help=(
-        "draw the step time / energy per token frontier to FILE (.png or .svg; needs matplotlib)"))] = None,
-    power_caps: Annotated[Optional[bool], typer.Option("--power-caps/--no-power-caps", help="try the GPU preset's power caps (default: unless --objective time without energy limits or --frontier)")] = None,
+        "draw the step time / energy per token frontier to FILE (.png or .svg; needs matplotlib); as --frontier, "
+        "tries the power caps, so capped layouts join the table (--no-power-caps: not)"))] = None,
+    power_caps: Annotated[Optional[bool], typer.Option("--power-caps/--no-power-caps", help="try the GPU preset's power caps (default: unless --objective time without energy limits, or with --frontier or --plot)")] = None,
     **options,
 ) -> None:
     """Find the best layouts for MODEL on CLUSTER (default: GPT-3 175B on 1024 A100s)."""
