@@ -14,7 +14,7 @@ from planner.options import check_axis
 from planner.results import ScoredLayout, Violation, scored_layout
 from planner.score import score
 from planner.layout.space import derive_dp, rule_violations, single_layout
-from planner.costs.pipeline_ranks import layout_default_split, split_ranks
+from planner.costs.pipeline_ranks import cost_balanced, layout_default_split, split_ranks
 from planner.errors import SpecError
 from planner.specs import ClusterSpec, ModelSpec
 
@@ -72,7 +72,8 @@ def estimate_layout(model: ModelSpec, cluster: ClusterSpec, *, gpus: int | None 
     masks = evaluate(model, cluster, scores, replace(limits, fixed={**limits.fixed, "tp": int(lay.tp[0])}))
     violations = structural + [Violation(m.name, m.explain(0), m.family) for m in masks if not bool(np.asarray(m.ok)[0])]
     split = stage_layers or layout_default_split(model, lay)
-    return scored_layout(scores, 0, tuple(violations), split, model.mtp_layers or 0, model.layer_pattern is not None)
+    return scored_layout(scores, 0, tuple(violations), split, model.mtp_layers or 0, model.layer_pattern is not None,
+                         stage_layers is None and cost_balanced(model))
 
 
 def _check_expert_groups(lay, in_file: bool) -> None:

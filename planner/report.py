@@ -260,6 +260,10 @@ def _render_split(r: ScoredLayout, console: Console) -> None:
     split = r.layout.get("stage_layers")
     if split is None or is_even(split):
         return
+    if r.stack_split:  # nanotron's own balance: nothing to set
+        console.print(f"stages as the stack splits them by cost (nanotron build_model), layers per rank: {runs(split)}; "
+                      "not a setting")
+        return
     args = _split_args(r) if not r.hybrid and r.megatron_schedule else []
     said = ("Megatron-LM core_v0.15.0 has no flags for it (MambaStack splits a hybrid pattern evenly)" if r.hybrid
             else "Megatron-LM flags (one line, shell-quoted):" if args

@@ -58,6 +58,9 @@ class ScoredLayout:
     # A hybrid model (layer_pattern): Megatron-LM runs it with pretrain_mamba.py, whose MambaStack reads no
     # pipeline layout (planner/export/megatron.py): an uneven split has no Megatron flags to show
     hybrid: bool = False
+    # The split is the stack's own (StackSpec.pipeline_split cost_balanced: nanotron balances layers by cost),
+    # which no flag sets: not shown as Megatron flags
+    stack_split: bool = False
 
     @property
     def megatron_schedule(self) -> bool:
@@ -138,7 +141,7 @@ class ScoredLayout:
 
 
 def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_layers=None,
-                  mtp_layers: int = 0, hybrid: bool = False) -> ScoredLayout:
+                  mtp_layers: int = 0, hybrid: bool = False, stack_split: bool = False) -> ScoredLayout:
     """Row i of `scores` (planner.score.Scores) as a ScoredLayout. `stage_layers`: transformer
     layers per virtual stage in schedule order (JSON `layout.stage_layers`); `mtp_layers`: the model's."""
     i = int(i)
@@ -174,6 +177,7 @@ def scored_layout(scores, i: int, violations: tuple[Violation, ...] = (), stage_
         co2e_g_per_step=None if scores.co2e_g_per_step is None else float(scores.co2e_g_per_step[i]),
         mtp_layers=int(mtp_layers),
         hybrid=bool(hybrid),
+        stack_split=bool(stack_split),
     )
 
 

@@ -13,6 +13,7 @@ from planner.costs.compute import eager_block_ops_on
 from planner.costs.offload import count_headroom
 from planner.costs.power_caps import cap_levels
 from planner.costs.pipeline_ranks import layout_default_split
+from planner.costs.pipeline_ranks import cost_balanced
 from planner.refine import SPLIT_TIME_LIMIT, SPLIT_TOP, refine
 from planner.errors import InfeasibleError, SpecError, SpecErrors
 from planner.frontier import pareto_front
@@ -64,7 +65,7 @@ class SearchResult:
 
     def _scored(self, i: int, violations: tuple = ()) -> ScoredLayout:
         s = scored_layout(self.scores, int(i), violations, self.stage_layers(i), self.model.mtp_layers or 0,
-                          self.model.layer_pattern is not None)
+                          self.model.layer_pattern is not None, cost_balanced(self.model) and int(i) not in self.splits)
         if self.pool is not None:  # every pipeline rank in the one pool searched
             s.layout["stage_pools"] = [self.pool] * int(self.scores.layouts.pp[int(i)])
         return s
@@ -371,8 +372,9 @@ def _refined(model, cluster, scores, objective, limits, reference, levels, criti
     splits for its best rows (planner/refine.py)."""
     if masks is None:
         masks = evaluate(model, cluster, scores, limits, reference)
+    # a stack that splits by its own cost (nanotron) has no split to choose: no CP-SAT split
     refined = refine(model, cluster, scores, masks, lambda s: objective_cost(cluster, s, objective), limits,
-                     top=split_top, reference=reference, levels=levels, critical_batch_tokens=critical_batch_tokens,
+                     top=0 if cost_balanced(model) else split_top, reference=reference, levels=levels, critical_batch_tokens=critical_batch_tokens,
                      time_limit_s=min(time_limit_s, SPLIT_TIME_LIMIT), in_place=True)  # search drops `scores`
     if refined.splits:
         masks = evaluate(model, cluster, refined.scores, limits, reference)

@@ -23,7 +23,7 @@ and splits that are not monotone (uneven stages chosen per rank) will need it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -278,10 +278,37 @@ def held_layers(ranks: PipelineRanks, moe: list) -> list:
 _RANK_FIELDS = ("rank", "layers", "moe_layers", "first", "last")
 
 
+def cost_balanced(model: ModelSpec) -> bool:
+    """Whether the stack splits this model's layers by cost (StackSpec.pipeline_split; dense, one kind)."""
+    return (model.training.stack.pipeline_split == "cost_balanced" and model.moe is None
+            and model.layer_pattern is None)
+
+
+def cost_balanced_split(model: ModelSpec, p: int) -> list[int]:
+    """Decoder layers per rank as nanotron's build_model splits them (src/nanotron/models/base.py, as of
+    e24d248 and 2411b02): the pipeline blocks in order - the embedding, the layers, the final norm, the
+    output layer - cost 0, 4 h^2 + 3 f h each (models/llama.py get_block_compute_costs: heads x head dim
+    = h), 0 and V h; a block goes to the current rank, which moves on once the running cost passes
+    total x (r + 1) / p. The output layer's rank is the last to take a block: ranks after it hold
+    nothing (the planner keeps them, empty)."""
+    layer, head = 4 * model.hidden * model.hidden + 3 * model.ffn_hidden * model.hidden, model.vocab * model.hidden
+    costs = [0] + [layer] * model.layers + [0, head]
+    total, running, rank, held = sum(costs), 0, 0, [0] * p
+    for i, c in enumerate(costs):
+        running += c
+        if 1 <= i <= model.layers:
+            held[rank] += 1
+        if running > total * ((rank + 1) / p):  # nanotron's threshold, in its order of operations
+            rank = min(rank + 1, p - 1)
+    return held
+
+
 def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) -> PipelineRanks:
     """The ranks `rank` (default: the bounding ranks) of each layout. The bounding ranks and what
     they hold follow (pp, vpp) alone: computed once per distinct pair (a handful in a full space)
     and spread back over the rows, integers and booleans, so exactly as row by row."""
+    if cost_balanced(model):
+        return _balanced_ranks(model, layouts, rank)
     if rank is None:
         first, inverse = unique_rows([layouts.pp, layouts.vpp, is_v(layouts)])
         if first.size < len(layouts):
@@ -290,6 +317,36 @@ def pipeline_ranks(model: ModelSpec, layouts, rank: np.ndarray | None = None) ->
             return PipelineRanks(*(np.take(getattr(few, f), inverse, axis=1) for f in _RANK_FIELDS), by_kind=by_kind)
         rank = bounding_ranks(layouts, model)
     return _ranks_of(model, layouts, rank)
+
+
+def _balanced_ranks(model: ModelSpec, layouts, rank: np.ndarray | None) -> PipelineRanks:
+    """pipeline_ranks under the stack's cost-balanced split (`cost_balanced_split`) where it applies (pp > 1,
+    vpp 1, no V schedule), as `split_ranks` prices an explicit split: every rank (or those of `rank`), with
+    its in-flight layers; once per distinct (pp, vpp, V, micro-batches), shorter lists repeating their last rank."""
+    v_shape = is_v(layouts)
+    first, inverse = unique_rows([layouts.pp, layouts.vpp, v_shape, layouts.num_microbatches])
+    parts = []
+    for i, row in enumerate(first.tolist()):
+        one = layouts.take(np.array([row]))
+        wanted = None if rank is None else np.asarray(rank)[:, row] if np.ndim(rank) == 2 else np.atleast_1d(rank)
+        p = int(one.pp[0])
+        if p > 1 and int(one.vpp[0]) == 1 and not bool(v_shape[row]):
+            every = split_ranks(model, one, cost_balanced_split(model, p))
+            pick = np.arange(p) if wanted is None else np.minimum(np.asarray(wanted, dtype=np.int64), p - 1)
+            parts.append(PipelineRanks(*(getattr(every, f)[pick] for f in (*_RANK_FIELDS, "in_flight", "in_flight_moe"))))
+        else:
+            r = bounding_ranks(one, model) if wanted is None else np.asarray(wanted, dtype=np.int64).reshape(-1, 1)
+            even = _ranks_of(model, one, r)
+            flight = layers_in_flight(model, one, even.rank, even.layers)
+            parts.append(replace(even, in_flight=flight, in_flight_moe=np.zeros_like(flight, dtype=float)))
+    width = max(part.rank.shape[0] for part in parts)
+
+    def padded(x: np.ndarray) -> np.ndarray:  # (k, 1) -> (width, 1), the last rank repeated
+        return np.concatenate([x, np.repeat(x[-1:], width - x.shape[0], axis=0)], axis=0)
+
+    fields = (*_RANK_FIELDS, "in_flight", "in_flight_moe")
+    table = {f: np.concatenate([padded(np.asarray(getattr(part, f)).reshape(-1, 1)) for part in parts], axis=1) for f in fields}
+    return PipelineRanks(**{f: np.take(table[f], inverse, axis=1) for f in fields})
 
 
 def _ranks_of(model: ModelSpec, layouts, rank: np.ndarray) -> PipelineRanks:
@@ -330,7 +387,10 @@ def split_counts(layers: int, stages: int) -> list[int]:
 
 def default_split(model: ModelSpec, p: int, v: int, v_shape: bool = False) -> list[int]:
     """Transformer layers per virtual stage in schedule order (stage j p + r is chunk j of rank r)
-    under the default split (stage_starts; `v_shape`: a V schedule's, `is_v`)."""
+    under the default split (stage_starts; `v_shape`: a V schedule's, `is_v`), or the stack's own
+    (`cost_balanced_split`)."""
+    if cost_balanced(model) and p > 1 and v == 1 and not v_shape:
+        return cost_balanced_split(model, p)
     if not v_shape:
         return split_counts(model.layers, p * v)
     q, e = divmod(model.layers, p * v)

@@ -124,6 +124,11 @@ class StackSpec(StackConstants):
         "host work full recomputation adds to a layer beside its forward run again: the checkpoint function's "
         "RNG states saved and restored, inputs detached, its re-entrant backward [us] (DeepSpeed's "
         "CheckpointFunction: ~18 calls); counted where the stack's code was read, else 0"))
+    pipeline_split: Literal["even", "cost_balanced"] = Field(default="even", description=(
+        "how the stack splits layers over pipeline ranks when no split is given: even (Megatron-LM's default, "
+        "extra layers first) or cost_balanced (nanotron's build_model, models/base.py: each decoder layer costs "
+        "4 h^2 + 3 f h, the output layer V h, a rank takes blocks until the running cost passes its share; "
+        "dense models at vpp 1; its split is not a knob, so no CP-SAT split is searched)"))
     fsdp_serializes_tp_overlap: bool = Field(default=False, description=(
         "ZeRO-2/3 (the stack's FSDP) needs CUDA_DEVICE_MAX_CONNECTIONS > 1 and TP communication overlap 1 on GPUs "
         "before sm_version 100: with both, TP communication is priced unhidden and the export drops the "

@@ -1,0 +1,38 @@
+"""nanotron's pipeline split (StackSpec.pipeline_split cost_balanced; src/nanotron/models/base.py build_model):
+each decoder layer costs 4 h^2 + 3 f h, the output layer V h, and a rank takes blocks until the running cost
+passes its share. Worked out by hand; search and estimate price the same split."""
+from __future__ import annotations
+
+import numpy as np
+from pytest import approx
+
+from planner.costs.pipeline_ranks import cost_balanced_split
+from planner.specs import ModelSpec
+
+
+def model(layers=16, hidden=2048, ffn=8192, vocab=128256, stack="nanotron"):
+    return ModelSpec.model_validate(dict(name="m", layers=layers, hidden=hidden, heads=16, ffn_hidden=ffn, vocab=vocab,
+                                         seq_len=4096, ffn_act="swiglu", training=dict(global_batch=64, stack=stack)))
+
+
+def test_the_output_layer_takes_a_share_of_the_last_rank():
+    # layer: 4 x 2048^2 + 3 x 8192 x 2048 = 16,777,216 + 50,331,648 = 67,108,864; head 128,256 x 2048 = 262,668,288
+    # total 16 x 67,108,864 + 262,668,288 = 1,336,410,112; pp 4 thresholds: 334.1M, 668.2M, 1,002.3M, 1,336.4M.
+    # rank 0 takes layers until the running cost passes 334.1M: layer 5 (335.5M) is its last -> 5 layers;
+    # rank 1 to 671.1M (layer 10) -> 5; rank 2 to 1,006.6M (layer 15) -> 5; rank 3: layer 16 and the head -> 1
+    assert cost_balanced_split(model(), 4) == [5, 5, 5, 1]
+    # pp 2: threshold 668.2M: rank 0 takes 10 layers (671.1M), rank 1 the 6 others and the head
+    assert cost_balanced_split(model(), 2) == [10, 6]
+
+
+def test_search_prices_the_split_estimate_prices():
+    from planner.api import estimate, search
+    m = model()
+    best = search(m, "dgx-h100-1024", gpus=64, pp=4, top=1).best
+    assert best.layout["stage_layers"] == [5, 5, 5, 1] and best.stack_split
+    given = {k: best.layout[k] for k in ("dp", "tp", "pp", "cp", "micro_batch", "zero", "recompute")}
+    same = estimate(m, "dgx-h100-1024", gpus=64, **given)
+    assert same.step_time_s == approx(best.step_time_s, rel=1e-12) and same.layout["stage_layers"] == [5, 5, 5, 1]
+    # Megatron's stack splits evenly: 4 layers a rank
+    even = search(model(stack="megatron-core"), "dgx-h100-1024", gpus=64, pp=4, vpp=1, top=1).best
+    assert even.layout["stage_layers"] == [4, 4, 4, 4] and not even.stack_split
