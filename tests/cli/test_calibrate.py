@@ -179,3 +179,17 @@ def test_runs_of_an_inline_stack_make_no_profile_exit_2(tmp_path):
     r = runner.invoke(app, ["calibrate", str(tmp_path / "runs.yaml"), "-o", str(tmp_path / "p.yaml")])
     assert r.exit_code == 2, r.output
     assert "unknown software stack 'mine'" in r.stderr and not (tmp_path / "p.yaml").exists()
+
+
+def test_one_log_never_writes_its_memory_leftover_as_the_reserve(tmp_path):
+    # A UX review: the sample Megatron-LM log (one run, 'max allocated' 63488 MB = 62.0 GiB) printed
+    # `memory_reserve_gib 2.5 -> 16 (at bound)` and wrote it into the profile every --profile search then used.
+    # One run leaves no left-out memory error: the H100 preset's 2.5 GiB stays, and the note says why.
+    result = invoke("calibrate", LOGS / "megatron.log", "--cluster", "dgx-h100-1024", "-o", tmp_path / "p.yaml")
+    assert result.exit_code == 0, result.output
+    assert "memory_reserve_gib keeps its prior 2.5 GiB" in result.stdout and "of 62.0 measured" in result.stdout
+    assert "(at bound)" not in result.stdout
+    import yaml
+
+    reserve = yaml.safe_load((tmp_path / "p.yaml").read_text())["memory"]["memory_reserve_gib"]
+    assert reserve["value"] == 2.5 and reserve["fitted"] is False
