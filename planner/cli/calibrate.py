@@ -29,13 +29,16 @@ def render_calibration(cal, data: dict, console) -> None:
     console.print(f"calibrated {escape(cal.stack)} on {escape(cal.gpu)} from {len(cal.runs)} run"
                   f"{'s' if len(cal.runs) != 1 else ''}", highlight=False)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    for col in ("run", "model", "GPUs", "layout", "measured s", "fitted s", "error", "left out", "mem GiB meas/fit"):
+    memory = any(r.run.peak_memory_gib is not None for r in cal.runs)  # no run states memory: no empty column
+    for col in ("run", "model", "GPUs", "layout", "measured s", "fitted s", "error", "left out") + (
+            ("mem GiB meas/fit",) if memory else ()):
         t.add_column(col, justify="left" if col in ("run", "model", "layout") else "right", no_wrap=col == "layout")
     for r in cal.runs:
         mem = "" if r.run.peak_memory_gib is None else f"{r.run.peak_memory_gib:.1f}/{r.fitted_memory_gib:.1f}"
         left = "" if r.loo_error_pct is None else f"{r.loo_error_pct:+.1f}%"
         t.add_row(escape(r.run.name), escape(r.run.model.name), f"{r.run.gpus:,}", layout_cell(r.layout),
-                  f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left, mem)
+                  f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left,
+                  *((mem,) if memory else ()))
     console.print(t)
     c = Table(title="constants (prior -> fitted, cited bounds)", title_justify="left", box=box.SIMPLE_HEAD,
               pad_edge=False, padding=(0, 1, 0, 0))

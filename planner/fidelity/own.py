@@ -403,9 +403,7 @@ def notes_of(cal: Calibration, n_free: int, ridge: float = RIDGE) -> list[str]:
     runs that contradict each other, runs far off the fit, runs the planner would refuse."""
     n = len(cal.runs)
     fitted = [c.name for c in cal.constants if c.fitted and c.group != "memory"]
-    out = [f"{n} run{'s' if n != 1 else ''} fit {n_free} constant{'s' if n_free != 1 else ''} "
-           f"({', '.join(fitted) or 'none'}; at most {max_free(n)} of {n} run{'s' if n != 1 else ''}); "
-           f"the others keep their priors; prior weight {ridge:g}"
+    out = [constants_note(n, fitted) + f"; prior weight {ridge:g}"
            + (" (the smallest left-out error of " + ", ".join(f"{r:g}" for r in RIDGES) + ")" if n >= 2 else "")]
     if n == 1:
         out.append("one run: no leave-one-out error, so bands stay those of the shipped calibration")
@@ -422,6 +420,24 @@ def notes_of(cal: Calibration, n_free: int, ridge: float = RIDGE) -> list[str]:
     out += [f"{r.run.name}: the planner calls this layout infeasible ({'; '.join(r.infeasible)}), yet it was measured; "
             "kept in the fit" for r in cal.runs if r.infeasible]
     return out
+
+
+def constants_note(n_runs: int, fitted: list[str]) -> str:
+    """How many time constants were fitted and what stopped there: the runs' count (max_free), or
+    select_free finding no other constant that moves the runs' times beyond what the chosen ones do."""
+    limit, k = max_free(n_runs), len(fitted)
+    runs = f"{n_runs} run{'s' if n_runs != 1 else ''} fit{'s' if n_runs == 1 else ''} at most {limit} constant" \
+           f"{'s' if limit != 1 else ''}"
+    if k == 0:
+        return (f"no constant fitted: none moves the runs' step times by {100 * MIN_SENSITIVITY:g} % over its cited "
+                "range; every constant keeps its prior")
+    head = f"{k} constant{'s' if k != 1 else ''} fitted ({', '.join(fitted)})"
+    if k >= limit:
+        why = f"{runs} (one of one run, one more per two runs)"
+    else:
+        why = (f"{runs}, and no other constant moves their step times by {100 * MIN_SENSITIVITY:g} % over its cited "
+               f"range beyond what {' and '.join(fitted)} already {'does' if k == 1 else 'do'}")
+    return f"{head}: {why}; the others keep their priors"
 
 
 def _memory_notes(cal: Calibration) -> list[str]:

@@ -193,3 +193,15 @@ def test_one_log_never_writes_its_memory_leftover_as_the_reserve(tmp_path):
 
     reserve = yaml.safe_load((tmp_path / "p.yaml").read_text())["memory"]["memory_reserve_gib"]
     assert reserve["value"] == 2.5 and reserve["fitted"] is False
+
+
+def test_the_constants_note_reads_without_contradiction_and_no_empty_memory_column(tmp_path):
+    # The shipped runs file: five gpt3-175b runs that state no memory. A UX review: "1 constant (gemm; at most 3
+    # of 5 runs)" read as a contradiction, and the `mem GiB meas/fit` column was always empty. ceil(5 / 2) = 3
+    result = invoke("calibrate", Path(__file__).resolve().parents[2] / "configs" / "runs" / "dgxc-h100-gpt3.yaml")
+    assert result.exit_code == 0, result.output
+    assert "1 constant fitted (gemm): 5 runs fit at most 3 constants, and no other constant moves" in result.stdout
+    assert "at most 3 of 5" not in result.stdout and "mem GiB" not in result.stdout
+    # runs that state memory keep the column (the fixture's two of three)
+    (tmp_path / "runs.yaml").write_text(RUNS)
+    assert "mem GiB meas/fit" in invoke("calibrate", tmp_path / "runs.yaml").stdout

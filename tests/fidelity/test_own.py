@@ -14,7 +14,7 @@ import pytest
 from planner.costs.context import job_context
 from planner.costs.pipeline import step_time
 from planner.errors import SpecError, SpecErrors
-from planner.fidelity.own import _fit_reserve, calibrate, max_free, select_free, with_constants
+from planner.fidelity.own import _fit_reserve, calibrate, constants_note, max_free, select_free, with_constants
 from planner.fidelity.own_bands import NOISE_FLOOR_PCT, band, t80
 from planner.fidelity.profile import apply_profile, profile_data
 from planner.fidelity.runs import MeasuredRun, runs_from_loaded
@@ -229,3 +229,16 @@ def test_two_runs_stating_memory_fit_the_reserve():
     (a, _), (b, _) = _with_memory(runs[0], 5.5), _with_memory(runs[1], 5.5)
     reserve = calibrate([a, b]).constant("memory_reserve_gib")
     assert reserve.fitted and reserve.value == pytest.approx(6.9)
+
+
+def test_the_note_says_what_limited_the_constants_fitted():
+    # A UX review read "1 constant (gemm; at most 3 of 5 runs)" as a contradiction. ceil(5 / 2) = 3 may be
+    # fitted: one fitted means select_free found no other that moves the runs' times by 0.5 % beyond gemm's
+    assert constants_note(5, ["gemm"]) == (
+        "1 constant fitted (gemm): 5 runs fit at most 3 constants, and no other constant moves their step times "
+        "by 0.5 % over its cited range beyond what gemm already does; the others keep their priors")
+    # three of five: the runs' count is the limit
+    assert constants_note(5, ["gemm", "hbm", "network"]).startswith(
+        "3 constants fitted (gemm, hbm, network): 5 runs fit at most 3 constants (one of one run")
+    assert constants_note(1, ["gemm"]).startswith("1 constant fitted (gemm): 1 run fits at most 1 constant (")
+    assert constants_note(4, []).startswith("no constant fitted: none moves the runs' step times by 0.5 %")
