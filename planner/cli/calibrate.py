@@ -106,6 +106,8 @@ def runs_import(
 
         if output is not None:
             check_output(output, "--output", logs)
+        from planner.fidelity.runs import unstated
+
         data = api.import_runs(logs, cluster=cluster, model=model)
         entries = data["runs"]
         text = dump_yaml(data)
@@ -113,7 +115,13 @@ def runs_import(
             sys.stdout.write(text)
         else:
             write_atomic(output, text, "--output", logs)
-            err.print(f"wrote {escape(clip_file(str(output)))}: {len(entries)} runs", highlight=False)
+            err.print(f"wrote {escape(clip_file(str(output)))}: {len(entries)} run{'s' if len(entries) != 1 else ''}", highlight=False)
+        where = "the runs file" if output is None else clip_file(str(output))
+        for i, entry in enumerate(entries):  # what the log does not print: null in the file, to fill in
+            for keys, doc in unstated(entry):
+                err.print(f"[yellow]fill in:[/yellow] runs.{i}.{'.'.join(keys)}: {escape(str(entry.get('name')))}'s log "
+                          f"does not print the {escape(doc)}; set it in {escape(where)} before plan calibrate",
+                          highlight=False, soft_wrap=True)
 
     run(go)
 

@@ -205,3 +205,32 @@ def test_the_constants_note_reads_without_contradiction_and_no_empty_memory_colu
     # runs that state memory keep the column (the fixture's two of three)
     (tmp_path / "runs.yaml").write_text(RUNS)
     assert "mem GiB meas/fit" in invoke("calibrate", tmp_path / "runs.yaml").stdout
+
+
+@pytest.mark.parametrize("log, missing", [("nemo.log", ["micro_batch"]), ("deepspeed.log", ["tp", "pp"])])
+def test_a_log_that_does_not_print_a_layout_axis_says_how_to_supply_it(tmp_path, log, missing):
+    # A UX review: NeMo 2's log prints no micro-batch, the DeepSpeed one no tp or pp, and plan calibrate said
+    # "(expected layout.micro_batch (plan estimate's --micro-batch))": a flag plan calibrate has not.
+    # plan calibrate LOG refuses, naming what the log lacks and the way in: runs import, fill in, calibrate
+    result = invoke("calibrate", LOGS / log, "--cluster", "dgx-h100-1024", "--model", "llama3-8b")
+    assert result.exit_code == 2
+    assert f"the log does not print {' and '.join(missing)}, which plan calibrate needs" in result.stderr
+    assert f"plan runs import {LOGS / log} --cluster dgx-h100-1024 --model llama3-8b -o runs.yaml" in result.stderr
+    assert "--micro-batch" not in result.stderr and "--tp" not in result.stderr
+    # the recipe works: runs import writes the run with the missing axes null and says so
+    runs = tmp_path / "runs.yaml"
+    result = invoke("runs", "import", LOGS / log, "--cluster", "dgx-h100-1024", "--model", "llama3-8b", "-o", runs)
+    assert result.exit_code == 0, result.output
+    for axis in missing:
+        assert f"fill in: runs.0.layout.{axis}:" in result.stderr and f"{axis}: null" in runs.read_text()
+    # unfilled: calibrate names the field and the layout's line
+    line = [l.startswith("  layout:") for l in runs.read_text().splitlines()].index(True) + 1
+    result = invoke("calibrate", runs)
+    assert result.exit_code == 2
+    assert f"runs.yaml:{line}: runs.0.layout.{missing[0]}: the run does not state" in result.stderr
+    assert "its log does not print it" in result.stderr
+    # filled in (NeMo: 128 sequences on dp 1 = 8 / (tp 4 x pp 2) at micro-batch 1; DeepSpeed: tp 1, pp 1, dp 16)
+    runs.write_text(runs.read_text().replace(": null", ": 1"))
+    result = invoke("calibrate", runs)
+    assert result.exit_code == 0, result.output
+    assert "from 1 run" in result.stdout

@@ -91,10 +91,12 @@ def test_a_torchtitan_log_without_a_model_calibrates(tmp_path):
 
 
 def test_a_log_without_its_micro_batch_says_so(tmp_path):
-    # NeMo 2's log prints no micro-batch size: plan estimate's required axis, named (was an internal error)
+    # NeMo 2's log prints no micro-batch size: plan estimate's required axis, named (was an internal error, then
+    # "runs.0.layout.micro_batch: ... (plan estimate's --micro-batch)", a path and a flag plan calibrate has not)
     r = runner.invoke(app, ["calibrate", str(LOGS / "nemo.log"), "--cluster", "dgx-h100-1024", "--model", "llama3-8b"])
     assert r.exit_code == 2, r.output
-    assert "runs.0.layout.micro_batch: the run does not state micro_batch" in r.output
+    assert "nemo.log: the log does not print micro_batch, which plan calibrate needs" in r.output
+    assert "--micro-batch" not in r.output and "runs.0" not in r.output
 
 
 def test_a_run_says_how_fp8_was_scaled(tmp_path):
