@@ -234,19 +234,33 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
     entry["measured"] = {k: float(f"{v:.6g}") for k, v in m.items()}  # a mean of logged figures: 6 digits
     gaps = unstated(entry)
     if gaps and not flag_unstated:
-        raise SpecError(f"the log does not print {_listed([k[-1] for k, _ in gaps])}, which plan calibrate needs",
-                        file=file, expected=_fill_in_recipe(file, cluster, model, gaps))
-    for keys, _ in gaps:  # a null the user fills in: plan calibrate names it until then
-        entry[keys[0]] = {**entry.get(keys[0], {}), keys[1]: None}
+        said = [k[-1] if k[0] == "layout" else f"the {doc}" for k, doc in gaps]
+        expected = _fill_in_recipe(file, cluster, model, gaps)
+        if any(k[0] == "model" for k, _ in gaps):  # a model: a --model of the log's dimensions supplies the rest
+            dims = ", ".join(f"{k} {v}" for k, v in run["model"].items() if k != "name")
+            expected = (f"--model NAME with the log's dimensions ({dims}): it supplies what the log does not print; "
+                        f"or {expected}")
+        raise SpecError(f"the log does not print {_listed(said)}, which plan calibrate needs", file=file,
+                        expected=expected)
+    for keys, _ in gaps:  # a null the user fills in: plan calibrate names it until then (a dimension before training)
+        part = {k: v for k, v in entry.get(keys[0], {}).items() if k != "training"}
+        entry[keys[0]] = {**part, keys[1]: None, **{k: v for k, v in entry[keys[0]].items() if k == "training"}}
     return {"kind": "runs", "runs": [entry]}
+
+
+# A model spec's required dimensions a log may leave out (ModelSpec; name, seq_len and training the import sets)
+LOG_MODEL_DIMS = {"layers": "number of transformer layers", "hidden": "hidden size", "heads": "number of attention heads",
+                  "vocab": "vocabulary size"}
 
 
 def unstated(entry: dict) -> list[tuple[tuple[str, str], str]]:
     """What a run read from a log lacks that plan calibrate needs, and what it is: (keys in the run, doc).
     plan estimate's required axes (NeMo 2 prints no micro-batch, DeepSpeed no tp or pp); a null there is
-    one `plan runs import` wrote for the user to fill in."""
-    lay = entry.get("layout") or {}
-    return [(("layout", a.name), a.doc) for a in AXES if a.given == "required" and lay.get(a.name) is None]
+    one `plan runs import` wrote for the user to fill in. And of the model a log prints, the dimensions a
+    model spec requires (Megatron-Bridge prints no vocabulary size)."""
+    lay, model = entry.get("layout") or {}, entry.get("model")
+    dims = [(("model", k), doc) for k, doc in LOG_MODEL_DIMS.items() if isinstance(model, dict) and model.get(k) is None]
+    return dims + [(("layout", a.name), a.doc) for a in AXES if a.given == "required" and lay.get(a.name) is None]
 
 
 def _listed(names: list[str]) -> str:
@@ -266,7 +280,8 @@ def _fill_in_recipe(file: str, cluster: str, model: str | None, gaps: list) -> s
 
 def checked_entries(data: dict, file: str) -> None:
     """Check a log's runs file content as plan calibrate will read it, the values left to fill in (null) aside:
-    each given 1, which divides any layout and batch (a fill-in is the user's; the rest must already be right)."""
+    each given 1, which every check takes (a degree of 1 divides any layout and batch; a dimension of 1 is a
+    positive count): a fill-in is the user's, the rest must already be right."""
     runs = []
     for entry in data["runs"]:
         entry = dict(entry)

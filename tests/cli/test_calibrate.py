@@ -234,3 +234,27 @@ def test_a_log_that_does_not_print_a_layout_axis_says_how_to_supply_it(tmp_path,
     result = invoke("calibrate", runs)
     assert result.exit_code == 0, result.output
     assert "from 1 run" in result.stdout
+
+
+def test_a_bridge_log_without_model_says_it_does_not_print_the_vocabulary(tmp_path):
+    # A UX review: without --model the sample Megatron-Bridge log failed with "runs.0.model.vocab: missing
+    # required key 'vocab'", a path the user never wrote. Its config summary prints 16 layers, hidden 2048,
+    # 32 heads (8 KV), FFN 8192 and no vocabulary size.
+    result = invoke("calibrate", LOGS / "megatron-bridge.log", "--cluster", "dgx-h100-1024")
+    assert result.exit_code == 2
+    assert "the log does not print the vocabulary size, which plan calibrate needs" in result.stderr
+    assert "--model NAME with the log's dimensions (layers 16, hidden 2048, heads 32, ffn_hidden 8192" in result.stderr
+    assert "missing required key" not in result.stderr and "runs.0" not in result.stderr
+    # a --model of other dimensions stays refused (llama3-8b: 32 layers, hidden 4096)
+    result = invoke("calibrate", LOGS / "megatron-bridge.log", "--cluster", "dgx-h100-1024", "--model", "llama3-8b")
+    assert result.exit_code == 2 and "layers 16 (the log) against 32 (--model)" in result.stderr
+    # or the runs file: the vocabulary null, to fill in (Llama 3's 128,256 here), then calibrate
+    runs = tmp_path / "runs.yaml"
+    result = invoke("runs", "import", LOGS / "megatron-bridge.log", "--cluster", "dgx-h100-1024", "-o", runs)
+    assert result.exit_code == 0, result.output
+    assert "fill in: runs.0.model.vocab:" in result.stderr and "    vocab: null\n" in runs.read_text()
+    assert invoke("calibrate", runs).exit_code == 2
+    runs.write_text(runs.read_text().replace("vocab: null", "vocab: 128256"))
+    result = invoke("calibrate", runs)
+    assert result.exit_code == 0, result.output
+    assert "from 1 run" in result.stdout
