@@ -242,10 +242,18 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
                         f"or {expected}")
         raise SpecError(f"the log does not print {_listed(said)}, which plan calibrate needs", file=file,
                         expected=expected)
-    for keys, _ in gaps:  # a null the user fills in: plan calibrate names it until then (a dimension before training)
-        part = {k: v for k, v in entry.get(keys[0], {}).items() if k != "training"}
-        entry[keys[0]] = {**part, keys[1]: None, **{k: v for k, v in entry[keys[0]].items() if k == "training"}}
-    return {"kind": "runs", "runs": [entry]}
+    return {"kind": "runs", "runs": [flagged(entry, gaps)]}
+
+
+def flagged(entry: dict, gaps: list) -> dict:
+    """`entry` with each gap null, for the user to fill in (plan calibrate names it until then); a model
+    dimension before the model's training, a layout axis where no layout was read in a layout of its own."""
+    entry = dict(entry)
+    for keys, _ in gaps:
+        part = entry.get(keys[0]) or {}
+        entry[keys[0]] = {**{k: v for k, v in part.items() if k != "training"}, keys[1]: None,
+                          **{k: v for k, v in part.items() if k == "training"}}
+    return entry
 
 
 # A model spec's required dimensions a log may leave out (ModelSpec; name, seq_len and training the import sets)

@@ -110,3 +110,16 @@ def test_a_run_says_how_fp8_was_scaled(tmp_path):
     runs.write_text(RUN.format(step="0.6").replace("    gpus: 8\n", "    gpus: 8\n    fp8_recipe: per-block\n"))
     r = runner.invoke(app, ["calibrate", str(runs)])
     assert r.exit_code == 2 and "runs.0.fp8_recipe" in r.output and "internal error" not in r.output, r.output
+
+
+def test_a_log_run_without_any_layout_gets_each_required_axis_to_fill_in():
+    # a parser that reads no layout at all: tp, pp and micro_batch (plan estimate's required axes) each null
+    # in a layout of their own, not a KeyError; a model's missing vocabulary goes before its training
+    from planner.fidelity.runs import flagged, unstated
+
+    entry = {"name": "x", "model": {"name": "m", "layers": 2, "hidden": 64, "heads": 4, "training": {"global_batch": 8}},
+             "gpus": 8}
+    out = flagged(entry, unstated(entry))
+    assert out["layout"] == {"tp": None, "pp": None, "micro_batch": None}
+    assert list(out["model"]) == ["name", "layers", "hidden", "heads", "vocab", "training"] and out["model"]["vocab"] is None
+    assert "layout" not in entry  # the entry given is left as it was
