@@ -115,7 +115,8 @@ def runs_import(
             sys.stdout.write(text)
         else:
             write_atomic(output, text, "--output", logs)
-            err.print(f"wrote {escape(clip_file(str(output)))}: {len(entries)} run{'s' if len(entries) != 1 else ''}", highlight=False)
+            err.print(f"wrote {escape(clip_file(str(output)))}: {len(entries)} run{'s' if len(entries) != 1 else ''}",
+                      highlight=False)
         where = "the runs file" if output is None else clip_file(str(output))
         for i, entry in enumerate(entries):  # what the log does not print: null in the file, to fill in
             for keys, doc in unstated(entry):
