@@ -375,6 +375,18 @@ def test_import_runs_is_plan_runs_import(tmp_path):
         planner.import_runs([log])
 
 
+def test_import_runs_writes_what_a_log_does_not_print_as_null(tmp_path):
+    # NeMo 2's log prints tp 4 and pp 2 in its parallel-group ranks but no micro-batch: imported, not refused,
+    # with layout.micro_batch None for the user to fill in; what else calibrate checks still is (--cluster)
+    log = ROOT / "tests" / "data" / "logs" / "nemo.log"
+    data = planner.import_runs(log, cluster="dgx-h100-1024", model="llama3-8b")
+    assert data["runs"][0]["layout"] == {"cp": 1, "tp": 4, "pp": 2, "micro_batch": None}
+    small = (ROOT / "configs" / "clusters" / "dgx-h100-1024.yaml").read_text().replace("nodes: 128", "nodes: 1")
+    (tmp_path / "one-node.yaml").write_text(small.replace("name: dgx-h100-1024", "name: one-node").replace("gpus: 8", "gpus: 4"))
+    with pytest.raises(planner.SpecError, match="8 GPUs is more than the 4"):  # 1 node x 4 GPUs
+        planner.import_runs(log, cluster=str(tmp_path / "one-node.yaml"), model="llama3-8b")
+
+
 def test_list_specs_and_validate_are_the_commands_json():
     from typer.testing import CliRunner
 

@@ -100,9 +100,10 @@ def import_runs(logs: Iterable[str | os.PathLike] | str | os.PathLike, *, cluste
                 model: str | None = None) -> dict[str, Any]:
     """Training logs (Megatron-LM, NeMo / Megatron-Bridge, torchtitan, DeepSpeed) as one runs file's content
     (`kind: runs`), as `plan runs import` writes it: each log's run checked as `calibrate` would read it.
-    `cluster`: the cluster the logs ran on (a log names none); `model`: where a log prints no model dimensions."""
-    from planner.fidelity.runs import log_entries, runs_from_loaded
-    from planner.specs.yamlio import LoadedYaml
+    `cluster`: the cluster the logs ran on (a log names none); `model`: where a log prints no model dimensions.
+    What a log does not print and calibrate needs (NeMo 2's micro-batch, DeepSpeed's tp and pp) is written as
+    null, for the user to fill in (`planner.fidelity.runs.unstated` lists them)."""
+    from planner.fidelity.runs import checked_entries, log_entries
 
     paths = args.items(logs, "LOGS", (str, os.PathLike), "a training log's path or a list of them")
     for p in paths:
@@ -110,8 +111,8 @@ def import_runs(logs: Iterable[str | os.PathLike] | str | os.PathLike, *, cluste
     args.typed(cluster, str, "--cluster"), args.typed(model, str, "--model")
     entries = []
     for log in paths:
-        data = log_entries(log, cluster=cluster, model=model)
-        runs_from_loaded(LoadedYaml(data=data, file=os.fspath(log), lines={}))  # what calibrate would refuse
+        data = log_entries(log, cluster=cluster, model=model, flag_unstated=True)
+        checked_entries(data, os.fspath(log))  # what calibrate would refuse, the values to fill in aside
         entries += data["runs"]
     return {"kind": "runs", "runs": entries}
 

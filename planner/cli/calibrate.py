@@ -29,13 +29,16 @@ def render_calibration(cal, data: dict, console) -> None:
     console.print(f"calibrated {escape(cal.stack)} on {escape(cal.gpu)} from {len(cal.runs)} run"
                   f"{'s' if len(cal.runs) != 1 else ''}", highlight=False)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-    for col in ("run", "model", "GPUs", "layout", "measured s", "fitted s", "error", "left out", "mem GiB meas/fit"):
+    memory = any(r.run.peak_memory_gib is not None for r in cal.runs)  # no run states memory: no empty column
+    for col in ("run", "model", "GPUs", "layout", "measured s", "fitted s", "error", "left out") + (
+            ("mem GiB meas/fit",) if memory else ()):
         t.add_column(col, justify="left" if col in ("run", "model", "layout") else "right", no_wrap=col == "layout")
     for r in cal.runs:
         mem = "" if r.run.peak_memory_gib is None else f"{r.run.peak_memory_gib:.1f}/{r.fitted_memory_gib:.1f}"
         left = "" if r.loo_error_pct is None else f"{r.loo_error_pct:+.1f}%"
         t.add_row(escape(r.run.name), escape(r.run.model.name), f"{r.run.gpus:,}", layout_cell(r.layout),
-                  f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left, mem)
+                  f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left,
+                  *((mem,) if memory else ()))
     console.print(t)
     c = Table(title="constants (prior -> fitted, cited bounds)", title_justify="left", box=box.SIMPLE_HEAD,
               pad_edge=False, padding=(0, 1, 0, 0))
@@ -103,6 +106,8 @@ def runs_import(
 
         if output is not None:
             check_output(output, "--output", logs)
+        from planner.fidelity.runs import unstated
+
         data = api.import_runs(logs, cluster=cluster, model=model)
         entries = data["runs"]
         text = dump_yaml(data)
@@ -110,7 +115,14 @@ def runs_import(
             sys.stdout.write(text)
         else:
             write_atomic(output, text, "--output", logs)
-            err.print(f"wrote {escape(clip_file(str(output)))}: {len(entries)} runs", highlight=False)
+            err.print(f"wrote {escape(clip_file(str(output)))}: {len(entries)} run{'s' if len(entries) != 1 else ''}",
+                      highlight=False)
+        where = "the runs file" if output is None else clip_file(str(output))
+        for i, entry in enumerate(entries):  # what the log does not print: null in the file, to fill in
+            for keys, doc in unstated(entry):
+                err.print(f"[yellow]fill in:[/yellow] runs.{i}.{'.'.join(keys)}: {escape(str(entry.get('name')))}'s log "
+                          f"does not print the {escape(doc)}; set it in {escape(where)} before plan calibrate",
+                          highlight=False, soft_wrap=True)
 
     run(go)
 

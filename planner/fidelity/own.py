@@ -9,8 +9,8 @@ can determine, at most `max_free(n)` of n runs, chosen by pivoted Gram-Schmidt o
 the priors (the most sensitive first, then those that explain what it cannot); a constant no run
 moves by MIN_SENSITIVITY stays at its prior. Every run is also predicted from the others
 (leave-one-out, the whole procedure refitted), which is the error a band promises. Peak memory,
-where measured, fits the GPU's memory reserve (the memory no formula gives: CUDA context, NCCL
-buffers, fragmentation) as the ridge-weighted mean of what the formulas leave.
+where two or more runs measured it, fits the GPU's memory reserve (the memory no formula gives: CUDA
+context, NCCL buffers, fragmentation) as the ridge-weighted mean of what the formulas leave.
 """
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ RIDGE = 0.5
 RIDGES = (0.05, 0.5, 2.0)
 LOO_EXACT = 8  # runs up to which the leave-one-out errors refit the whole procedure
 MEMORY_RIDGE = 0.5  # the prior reserve counts as half a measured run
+# Runs stating peak memory from which the reserve is fitted: two, the fewest that leave a left-out memory error
+# (the check and the memory band a profile gives). From one, the reserve would take all the formulas leave of
+# that run, unchecked: the sample Megatron-LM log drove it to its 16 GiB bound (49.6 GiB left of 62.0) and the
+# torchtitan one to 0, and every later --profile search reserved that per GPU. Time constants have ridge and
+# leave-one-out behind them; one run's memory has neither.
+MIN_MEMORY_RUNS = 2
 MIN_SENSITIVITY = 0.005  # a constant whose whole range moves no run's time by 0.5 % is left at its prior
 MAX_ITERATIONS = 40
 CONTRADICTION = 1.5  # the same layout measured this many times apart: the runs contradict each other
@@ -380,7 +386,7 @@ def _memory(jobs: list[_Job], runs: list[MeasuredRun]) -> tuple[list[float], lis
     bounds = MEMORY["memory_reserve_gib"]
     base = np.array([_memory_base_gib(j) for j in jobs])
     have = np.array([r.peak_memory_gib is not None for r in runs])
-    if not have.any():
+    if have.sum() < MIN_MEMORY_RUNS:  # the prior; notes_of says why when one run states its memory
         return list(base + prior), [None] * len(runs), Constant("memory_reserve_gib", "memory", prior, prior, bounds, False)
     meas = np.array([r.peak_memory_gib or 0.0 for r in runs])
     reserve = _fit_reserve(base[have], meas[have], prior)
@@ -397,12 +403,11 @@ def notes_of(cal: Calibration, n_free: int, ridge: float = RIDGE) -> list[str]:
     runs that contradict each other, runs far off the fit, runs the planner would refuse."""
     n = len(cal.runs)
     fitted = [c.name for c in cal.constants if c.fitted and c.group != "memory"]
-    out = [f"{n} run{'s' if n != 1 else ''} fit {n_free} constant{'s' if n_free != 1 else ''} "
-           f"({', '.join(fitted) or 'none'}; at most {max_free(n)} of {n} run{'s' if n != 1 else ''}); "
-           f"the others keep their priors; prior weight {ridge:g}"
+    out = [constants_note(n, fitted) + f"; prior weight {ridge:g}"
            + (" (the smallest left-out error of " + ", ".join(f"{r:g}" for r in RIDGES) + ")" if n >= 2 else "")]
     if n == 1:
         out.append("one run: no leave-one-out error, so bands stay those of the shipped calibration")
+    out += _memory_notes(cal)
     out += [f"{c.name} reached its bound {c.value:g} (range {c.bounds[0]:g}-{c.bounds[1]:g}): what the runs ask "
             "for lies outside what its cited figures allow; another mechanism is missing" for c in cal.constants if c.at_bound]
     out += _contradictions(cal.runs)
@@ -415,6 +420,44 @@ def notes_of(cal: Calibration, n_free: int, ridge: float = RIDGE) -> list[str]:
     out += [f"{r.run.name}: the planner calls this layout infeasible ({'; '.join(r.infeasible)}), yet it was measured; "
             "kept in the fit" for r in cal.runs if r.infeasible]
     return out
+
+
+def constants_note(n_runs: int, fitted: list[str]) -> str:
+    """How many time constants were fitted and what stopped there: the runs' count (max_free), or
+    select_free finding no other constant that moves the runs' times beyond what the chosen ones do."""
+    limit, k = max_free(n_runs), len(fitted)
+    runs = f"{n_runs} run{'s' if n_runs != 1 else ''} fit{'s' if n_runs == 1 else ''} at most {limit} constant" \
+           f"{'s' if limit != 1 else ''}"
+    if k == 0:
+        return (f"no constant fitted: none moves the runs' step times by {100 * MIN_SENSITIVITY:g} % over its cited "
+                "range; every constant keeps its prior")
+    head = f"{k} constant{'s' if k != 1 else ''} fitted ({', '.join(fitted)})"
+    if k >= limit:
+        why = f"{runs} (one of one run, one more per two runs)"
+    else:
+        why = (f"{runs}, and no other constant moves their step times by {100 * MIN_SENSITIVITY:g} % over its cited "
+               f"range beyond what {' and '.join(fitted)} already {'does' if k == 1 else 'do'}")
+    return f"{head}: {why}; the others keep their priors"
+
+
+def _memory_notes(cal: Calibration) -> list[str]:
+    """Why the memory reserve kept its prior though a run states its peak memory (fewer than MIN_MEMORY_RUNS)."""
+    reserve = cal.constant("memory_reserve_gib")
+    stated = [r for r in cal.runs if r.run.peak_memory_gib is not None]
+    if reserve.fitted or not stated:
+        return []
+    (r,) = stated
+    left = r.run.peak_memory_gib - (r.fitted_memory_gib - reserve.value)  # measured minus the formulas' part
+    lo, hi = reserve.bounds
+    out = (f"memory_reserve_gib keeps its prior {reserve.prior:g} GiB: one run states its peak memory, and a reserve "
+           f"fitted to it would take all the formulas leave ({left:.1f} GiB of {r.run.peak_memory_gib:.1f} measured) "
+           f"with no other run to check it; it is fitted from {MIN_MEMORY_RUNS} or more runs that state memory")
+    if left > hi:
+        out += (f"; {left:.1f} GiB is beyond the {hi:g} GiB a reserve may be: the formulas miss memory of this run, "
+                "or its figure is not the busiest GPU's peak")
+    elif left < lo:
+        out += f"; the formulas alone count {-left:.1f} GiB more than it used"
+    return [out]
 
 
 def _contradictions(results) -> list[str]:

@@ -134,11 +134,13 @@ def _resolved(entry: RunEntry, model: ModelSpec, cluster: ClusterSpec, loaded: L
 
     at = dict(file=loaded.file, line=loaded.line_of(where))
     lay = entry.layout.model_dump(exclude_none=True)
-    missing = [a.name for a in AXES if a.given == "required" and a.name not in lay]
+    missing = [a for a in AXES if a.given == "required" and a.name not in lay]
     if missing:  # plan estimate's required axes: a log that does not print them (NeMo 2, torchtitan under pp)
-        raise SpecError(f"the run does not state {', '.join(missing)}",
-                        path=".".join(map(str, where + ("layout", missing[0]))),
-                        expected=f"layout.{missing[0]} (plan estimate's --{missing[0].replace('_', '-')})", **at)
+        logged = " (its log does not print it: fill it in)" if entry.source and "framework" in entry.source else ""
+        raise SpecError(f"the run does not state {', '.join(a.name for a in missing)}{logged}",
+                        path=".".join(map(str, where + ("layout", missing[0].name))),
+                        expected="; ".join(f"layout.{a.name}: the {a.doc} the run trained with" for a in missing),
+                        file=loaded.file, line=loaded.line_of(where + ("layout",)) or at["line"])
     modules = lay.pop("recompute_modules", None)
     model = with_run(model, seq_len=entry.seq_len, precision=entry.precision,
                      recompute_modules=modules, torch_compile=entry.torch_compile,
@@ -197,8 +199,10 @@ def read_runs(paths: list, *, cluster: str | None = None, model: str | None = No
     return runs
 
 
-def log_entries(path, *, cluster: str | None, model: str | None) -> dict:
-    """A runs file's content (kind: runs) of one training log, as `plan runs import` writes it."""
+def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: bool = False) -> dict:
+    """A runs file's content (kind: runs) of one training log, as `plan runs import` writes it. What the log
+    does not print and plan calibrate needs (`unstated`): refused, saying how to supply it; with
+    `flag_unstated` (plan runs import), written as null for the user to fill in."""
     import os
 
     from planner.fidelity.logs import parse_log
@@ -228,7 +232,71 @@ def log_entries(path, *, cluster: str | None, model: str | None) -> dict:
     entry = {**{k: entry[k] for k in first if k in entry}, **{k: v for k, v in entry.items() if k not in first}}
     m = entry.get("measured", {})
     entry["measured"] = {k: float(f"{v:.6g}") for k, v in m.items()}  # a mean of logged figures: 6 digits
-    return {"kind": "runs", "runs": [entry]}
+    gaps = unstated(entry)
+    if gaps and not flag_unstated:
+        said = [k[-1] if k[0] == "layout" else f"the {doc}" for k, doc in gaps]
+        expected = _fill_in_recipe(file, cluster, model, gaps)
+        if any(k[0] == "model" for k, _ in gaps):  # a model: a --model of the log's dimensions supplies the rest
+            dims = ", ".join(f"{k} {v}" for k, v in run["model"].items() if k != "name")
+            expected = (f"--model NAME with the log's dimensions ({dims}): it supplies what the log does not print; "
+                        f"or {expected}")
+        raise SpecError(f"the log does not print {_listed(said)}, which plan calibrate needs", file=file,
+                        expected=expected)
+    return {"kind": "runs", "runs": [flagged(entry, gaps)]}
+
+
+def flagged(entry: dict, gaps: list) -> dict:
+    """`entry` with each gap null, for the user to fill in (plan calibrate names it until then); a model
+    dimension before the model's training, a layout axis where no layout was read in a layout of its own."""
+    entry = dict(entry)
+    for keys, _ in gaps:
+        part = entry.get(keys[0]) or {}
+        entry[keys[0]] = {**{k: v for k, v in part.items() if k != "training"}, keys[1]: None,
+                          **{k: v for k, v in part.items() if k == "training"}}
+    return entry
+
+
+# A model spec's required dimensions a log may leave out (ModelSpec; name, seq_len and training the import sets)
+LOG_MODEL_DIMS = {"layers": "number of transformer layers", "hidden": "hidden size", "heads": "number of attention heads",
+                  "vocab": "vocabulary size"}
+
+
+def unstated(entry: dict) -> list[tuple[tuple[str, str], str]]:
+    """What a run read from a log lacks that plan calibrate needs, and what it is: (keys in the run, doc).
+    plan estimate's required axes (NeMo 2 prints no micro-batch, DeepSpeed no tp or pp); a null there is
+    one `plan runs import` wrote for the user to fill in. And of the model a log prints, the dimensions a
+    model spec requires (Megatron-Bridge prints no vocabulary size)."""
+    lay, model = entry.get("layout") or {}, entry.get("model")
+    dims = [(("model", k), doc) for k, doc in LOG_MODEL_DIMS.items() if isinstance(model, dict) and model.get(k) is None]
+    return dims + [(("layout", a.name), a.doc) for a in AXES if a.given == "required" and lay.get(a.name) is None]
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _fill_in_recipe(file: str, cluster: str, model: str | None, gaps: list) -> str:
+    """How to supply what a log does not print: plan calibrate has no flag for it, a runs file has a field."""
+    import shlex
+
+    cmd = f"plan runs import {shlex.quote(file)} --cluster {shlex.quote(cluster)}" + (
+        f" --model {shlex.quote(model)}" if model is not None else "") + " -o runs.yaml"
+    fields = "; ".join(f"{'.'.join(k)}: the {doc}" for k, doc in gaps)
+    return (f"a runs file that states {'it' if len(gaps) == 1 else 'them'}: {cmd}, fill in the run's {fields}, "
+            "then plan calibrate runs.yaml")
+
+
+def checked_entries(data: dict, file: str) -> None:
+    """Check a log's runs file content as plan calibrate will read it, the values left to fill in (null) aside:
+    each given 1, which every check takes (a degree of 1 divides any layout and batch; a dimension of 1 is a
+    positive count): a fill-in is the user's, the rest must already be right."""
+    runs = []
+    for entry in data["runs"]:
+        entry = dict(entry)
+        for keys, _ in unstated(entry):
+            entry[keys[0]] = {**entry[keys[0]], keys[1]: 1}
+        runs.append(entry)
+    runs_from_loaded(LoadedYaml(data={**data, "runs": runs}, file=file, lines={}))
 
 
 def _same_dimensions(stated: dict, model: str, file: str) -> None:

@@ -179,3 +179,82 @@ def test_runs_of_an_inline_stack_make_no_profile_exit_2(tmp_path):
     r = runner.invoke(app, ["calibrate", str(tmp_path / "runs.yaml"), "-o", str(tmp_path / "p.yaml")])
     assert r.exit_code == 2, r.output
     assert "unknown software stack 'mine'" in r.stderr and not (tmp_path / "p.yaml").exists()
+
+
+def test_one_log_never_writes_its_memory_leftover_as_the_reserve(tmp_path):
+    # A UX review: the sample Megatron-LM log (one run, 'max allocated' 63488 MB = 62.0 GiB) printed
+    # `memory_reserve_gib 2.5 -> 16 (at bound)` and wrote it into the profile every --profile search then used.
+    # One run leaves no left-out memory error: the H100 preset's 2.5 GiB stays, and the note says why.
+    result = invoke("calibrate", LOGS / "megatron.log", "--cluster", "dgx-h100-1024", "-o", tmp_path / "p.yaml")
+    assert result.exit_code == 0, result.output
+    assert "memory_reserve_gib keeps its prior 2.5 GiB" in result.stdout and "of 62.0 measured" in result.stdout
+    assert "(at bound)" not in result.stdout
+    import yaml
+
+    reserve = yaml.safe_load((tmp_path / "p.yaml").read_text())["memory"]["memory_reserve_gib"]
+    assert reserve["value"] == 2.5 and reserve["fitted"] is False
+
+
+def test_the_constants_note_reads_without_contradiction_and_no_empty_memory_column(tmp_path):
+    # The shipped runs file: five gpt3-175b runs that state no memory. A UX review: "1 constant (gemm; at most 3
+    # of 5 runs)" read as a contradiction, and the `mem GiB meas/fit` column was always empty. ceil(5 / 2) = 3
+    result = invoke("calibrate", Path(__file__).resolve().parents[2] / "configs" / "runs" / "dgxc-h100-gpt3.yaml")
+    assert result.exit_code == 0, result.output
+    assert "1 constant fitted (gemm): 5 runs fit at most 3 constants, and no other constant moves" in result.stdout
+    assert "at most 3 of 5" not in result.stdout and "mem GiB" not in result.stdout
+    # runs that state memory keep the column (the fixture's two of three)
+    (tmp_path / "runs.yaml").write_text(RUNS)
+    assert "mem GiB meas/fit" in invoke("calibrate", tmp_path / "runs.yaml").stdout
+
+
+@pytest.mark.parametrize("log, missing", [("nemo.log", ["micro_batch"]), ("deepspeed.log", ["tp", "pp"])])
+def test_a_log_that_does_not_print_a_layout_axis_says_how_to_supply_it(tmp_path, log, missing):
+    # A UX review: NeMo 2's log prints no micro-batch, the DeepSpeed one no tp or pp, and plan calibrate said
+    # "(expected layout.micro_batch (plan estimate's --micro-batch))": a flag plan calibrate has not.
+    # plan calibrate LOG refuses, naming what the log lacks and the way in: runs import, fill in, calibrate
+    result = invoke("calibrate", LOGS / log, "--cluster", "dgx-h100-1024", "--model", "llama3-8b")
+    assert result.exit_code == 2
+    assert f"the log does not print {' and '.join(missing)}, which plan calibrate needs" in result.stderr
+    assert f"plan runs import {LOGS / log} --cluster dgx-h100-1024 --model llama3-8b -o runs.yaml" in result.stderr
+    assert "--micro-batch" not in result.stderr and "--tp" not in result.stderr
+    # the recipe works: runs import writes the run with the missing axes null and says so
+    runs = tmp_path / "runs.yaml"
+    result = invoke("runs", "import", LOGS / log, "--cluster", "dgx-h100-1024", "--model", "llama3-8b", "-o", runs)
+    assert result.exit_code == 0, result.output
+    for axis in missing:
+        assert f"fill in: runs.0.layout.{axis}:" in result.stderr and f"{axis}: null" in runs.read_text()
+    # unfilled: calibrate names the field and the layout's line
+    line = [l.startswith("  layout:") for l in runs.read_text().splitlines()].index(True) + 1
+    result = invoke("calibrate", runs)
+    assert result.exit_code == 2
+    assert f"runs.yaml:{line}: runs.0.layout.{missing[0]}: the run does not state" in result.stderr
+    assert "its log does not print it" in result.stderr
+    # filled in (NeMo: 128 sequences on dp 1 = 8 / (tp 4 x pp 2) at micro-batch 1; DeepSpeed: tp 1, pp 1, dp 16)
+    runs.write_text(runs.read_text().replace(": null", ": 1"))
+    result = invoke("calibrate", runs)
+    assert result.exit_code == 0, result.output
+    assert "from 1 run" in result.stdout
+
+
+def test_a_bridge_log_without_model_says_it_does_not_print_the_vocabulary(tmp_path):
+    # A UX review: without --model the sample Megatron-Bridge log failed with "runs.0.model.vocab: missing
+    # required key 'vocab'", a path the user never wrote. Its config summary prints 16 layers, hidden 2048,
+    # 32 heads (8 KV), FFN 8192 and no vocabulary size.
+    result = invoke("calibrate", LOGS / "megatron-bridge.log", "--cluster", "dgx-h100-1024")
+    assert result.exit_code == 2
+    assert "the log does not print the vocabulary size, which plan calibrate needs" in result.stderr
+    assert "--model NAME with the log's dimensions (layers 16, hidden 2048, heads 32, ffn_hidden 8192" in result.stderr
+    assert "missing required key" not in result.stderr and "runs.0" not in result.stderr
+    # a --model of other dimensions stays refused (llama3-8b: 32 layers, hidden 4096)
+    result = invoke("calibrate", LOGS / "megatron-bridge.log", "--cluster", "dgx-h100-1024", "--model", "llama3-8b")
+    assert result.exit_code == 2 and "layers 16 (the log) against 32 (--model)" in result.stderr
+    # or the runs file: the vocabulary null, to fill in (Llama 3's 128,256 here), then calibrate
+    runs = tmp_path / "runs.yaml"
+    result = invoke("runs", "import", LOGS / "megatron-bridge.log", "--cluster", "dgx-h100-1024", "-o", runs)
+    assert result.exit_code == 0, result.output
+    assert "fill in: runs.0.model.vocab:" in result.stderr and "    vocab: null\n" in runs.read_text()
+    assert invoke("calibrate", runs).exit_code == 2
+    runs.write_text(runs.read_text().replace("vocab: null", "vocab: 128256"))
+    result = invoke("calibrate", runs)
+    assert result.exit_code == 0, result.output
+    assert "from 1 run" in result.stdout

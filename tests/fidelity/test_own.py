@@ -14,7 +14,7 @@ import pytest
 from planner.costs.context import job_context
 from planner.costs.pipeline import step_time
 from planner.errors import SpecError, SpecErrors
-from planner.fidelity.own import _fit_reserve, calibrate, max_free, select_free, with_constants
+from planner.fidelity.own import _fit_reserve, calibrate, constants_note, max_free, select_free, with_constants
 from planner.fidelity.own_bands import NOISE_FLOOR_PCT, band, t80
 from planner.fidelity.profile import apply_profile, profile_data
 from planner.fidelity.runs import MeasuredRun, runs_from_loaded
@@ -194,3 +194,51 @@ def test_a_layout_that_does_not_multiply_to_the_gpus_is_bad_input():
     runs = _runs(RUNS_FILE.replace("gpus: 16", "gpus: 12").replace("tp: 2", "tp: 8"))
     with pytest.raises(SpecError, match="smoke"):
         calibrate(runs)
+
+
+def _with_memory(run: MeasuredRun, above_gib: float) -> tuple[MeasuredRun, float]:
+    """`run` measured `above_gib` over the planner's peak memory with the shipped reserve; that peak."""
+    from planner.estimate import estimate_defaults
+
+    given = estimate_defaults(run.given, run.gpus, run.cluster)  # as plan estimate fills the axes not given
+    predicted = float(estimate_layout(run.model, run.cluster, gpus=run.gpus, **given).memory_gib.total)
+    return replace(run, peak_memory_gib=predicted + above_gib), predicted
+
+
+def test_one_run_stating_memory_leaves_the_reserve_at_its_prior_and_says_why():
+    # A UX review: one log drove the reserve to its 16 GiB bound and every later --profile search reserved it.
+    # One run 40 GiB over the prediction: the formulas leave 40 + 2.5 (the shipped reserve) = 42.5 GiB, and
+    # the reserve fitted to it alone would be (42.5 + 0.5 x 2.5) / 1.5 = 29.2 GiB, clipped to 16.
+    prior = load_cluster(H100).gpu.memory_reserve_gib
+    assert prior == 2.5
+    run, predicted = _with_memory(_truth_runs({}, {})[0], 40.0)
+    cal = calibrate([run])
+    reserve = cal.constant("memory_reserve_gib")
+    assert not reserve.fitted and reserve.value == prior
+    assert cal.runs[0].fitted_memory_gib == pytest.approx(predicted, rel=1e-9)
+    (note,) = [n for n in cal.notes if n.startswith("memory_reserve_gib")]
+    assert "keeps its prior 2.5 GiB" in note and "42.5 GiB of" in note and "beyond the 16 GiB" in note
+    assert not any("reached its bound" in n for n in cal.notes)
+    data = profile_data(cal, "one")
+    assert data["memory"]["memory_reserve_gib"] == {"value": 2.5, "prior": 2.5, "bounds": [0.0, 16.0], "fitted": False}
+
+
+def test_two_runs_stating_memory_fit_the_reserve():
+    # each run 5.5 GiB over the prediction: leftovers 5.5 + 2.5 = 8 GiB each; (8 + 8 + 0.5 x 2.5) / 2.5 = 6.9 GiB
+    runs = _truth_runs({}, {})
+    (a, _), (b, _) = _with_memory(runs[0], 5.5), _with_memory(runs[1], 5.5)
+    reserve = calibrate([a, b]).constant("memory_reserve_gib")
+    assert reserve.fitted and reserve.value == pytest.approx(6.9)
+
+
+def test_the_note_says_what_limited_the_constants_fitted():
+    # A UX review read "1 constant (gemm; at most 3 of 5 runs)" as a contradiction. ceil(5 / 2) = 3 may be
+    # fitted: one fitted means select_free found no other that moves the runs' times by 0.5 % beyond gemm's
+    assert constants_note(5, ["gemm"]) == (
+        "1 constant fitted (gemm): 5 runs fit at most 3 constants, and no other constant moves their step times "
+        "by 0.5 % over its cited range beyond what gemm already does; the others keep their priors")
+    # three of five: the runs' count is the limit
+    assert constants_note(5, ["gemm", "hbm", "network"]).startswith(
+        "3 constants fitted (gemm, hbm, network): 5 runs fit at most 3 constants (one of one run")
+    assert constants_note(1, ["gemm"]).startswith("1 constant fitted (gemm): 1 run fits at most 1 constant (")
+    assert constants_note(4, []).startswith("no constant fitted: none moves the runs' step times by 0.5 %")

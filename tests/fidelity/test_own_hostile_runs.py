@@ -91,10 +91,12 @@ def test_a_torchtitan_log_without_a_model_calibrates(tmp_path):
 
 
 def test_a_log_without_its_micro_batch_says_so(tmp_path):
-    # NeMo 2's log prints no micro-batch size: plan estimate's required axis, named (was an internal error)
+    # NeMo 2's log prints no micro-batch size: plan estimate's required axis, named (was an internal error, then
+    # "runs.0.layout.micro_batch: ... (plan estimate's --micro-batch)", a path and a flag plan calibrate has not)
     r = runner.invoke(app, ["calibrate", str(LOGS / "nemo.log"), "--cluster", "dgx-h100-1024", "--model", "llama3-8b"])
     assert r.exit_code == 2, r.output
-    assert "runs.0.layout.micro_batch: the run does not state micro_batch" in r.output
+    assert "nemo.log: the log does not print micro_batch, which plan calibrate needs" in r.output
+    assert "--micro-batch" not in r.output and "runs.0" not in r.output
 
 
 def test_a_run_says_how_fp8_was_scaled(tmp_path):
@@ -108,3 +110,16 @@ def test_a_run_says_how_fp8_was_scaled(tmp_path):
     runs.write_text(RUN.format(step="0.6").replace("    gpus: 8\n", "    gpus: 8\n    fp8_recipe: per-block\n"))
     r = runner.invoke(app, ["calibrate", str(runs)])
     assert r.exit_code == 2 and "runs.0.fp8_recipe" in r.output and "internal error" not in r.output, r.output
+
+
+def test_a_log_run_without_any_layout_gets_each_required_axis_to_fill_in():
+    # a parser that reads no layout at all: tp, pp and micro_batch (plan estimate's required axes) each null
+    # in a layout of their own, not a KeyError; a model's missing vocabulary goes before its training
+    from planner.fidelity.runs import flagged, unstated
+
+    entry = {"name": "x", "model": {"name": "m", "layers": 2, "hidden": 64, "heads": 4, "training": {"global_batch": 8}},
+             "gpus": 8}
+    out = flagged(entry, unstated(entry))
+    assert out["layout"] == {"tp": None, "pp": None, "micro_batch": None}
+    assert list(out["model"]) == ["name", "layers", "hidden", "heads", "vocab", "training"] and out["model"]["vocab"] is None
+    assert "layout" not in entry  # the entry given is left as it was
