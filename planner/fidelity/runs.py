@@ -217,7 +217,7 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
     if framework in LOG_STATES_STACK:
         entry.setdefault("stack", FRAMEWORK_STACK[framework])
     if model is not None:
-        _same_dimensions(run.get("model") or {}, model, file)
+        _same_dimensions(run.get("model") or {}, model, file, (run.get("layout") or {}).get("tp") or 1)
         entry["model"] = model
     elif run.get("model"):
         entry["model"] = _log_model(run, file)
@@ -299,16 +299,29 @@ def checked_entries(data: dict, file: str) -> None:
     runs_from_loaded(LoadedYaml(data={**data, "runs": runs}, file=file, lines={}))
 
 
-def _same_dimensions(stated: dict, model: str, file: str) -> None:
-    """Refuse a --model whose dimensions differ from those the log prints: the fit would run on the
+# The shape a log prints that a --model must match (seq_len is the run's, stated apart; vocab below)
+ARCHITECTURE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden")
+VOCAB_PAD = 128  # Megatron-LM pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by)
+
+
+def _same_dimensions(stated: dict, model: str, file: str, tp: int = 1) -> None:
+    """Refuse a --model whose architecture differs from what the log prints: the fit would run on the
     --model's shapes while the measured times are the log's (a UX review: hidden 2048 and 16 layers in a
-    Megatron-Bridge log fitted as an 8B model, the GEMM constant moved 7 % with no word)."""
+    Megatron-Bridge log fitted as an 8B model, the GEMM constant moved 7 % with no word). A printed
+    vocabulary may be Megatron's padded one (training/tokenizer/tokenizer.py _vocab_size_with_padding): any
+    from the model's to the next multiple of 128 x tp agrees."""
+    import math
+
     from planner.specs.loading import load_model
 
     spec = load_model(model)
-    differ = [f"{k} {v} (the log) against {getattr(spec, k)} (--model)" for k, v in stated.items()
-              if k != "name" and isinstance(v, (int, float)) and not isinstance(v, bool)
-              and isinstance(getattr(spec, k, None), (int, float)) and getattr(spec, k) != v]
+    differ = [f"{k} {stated[k]} (the log) against {getattr(spec, k)} (--model)" for k in ARCHITECTURE
+              if isinstance(stated.get(k), int) and not isinstance(stated.get(k), bool)
+              and isinstance(getattr(spec, k, None), int) and getattr(spec, k) != stated[k]]
+    vocab, step = stated.get("vocab"), VOCAB_PAD * max(int(tp or 1), 1)
+    if isinstance(vocab, int) and not isinstance(vocab, bool) and not spec.vocab <= vocab <= math.ceil(spec.vocab / step) * step:
+        differ.append(f"vocab {vocab} (the log) against {spec.vocab} (--model; padded to at most "
+                      f"{math.ceil(spec.vocab / step) * step} at tp {tp})")
     if differ:
         raise SpecError(f"--model {model} is not the model the log trained: " + "; ".join(differ), file=file,
                         path="--model", expected="a --model with the log's dimensions (it supplies what the log "

@@ -242,3 +242,22 @@ def test_a_model_other_than_the_logs_is_refused_not_fitted():
 
     with pytest.raises(SpecError, match="layers 16 \\(the log\\) against 32.*hidden 2048 \\(the log\\) against 4096"):
         log_entries(DATA / "megatron-bridge.log", cluster="dgx-h100-1024", model="llama3-8b")
+
+
+def test_the_right_model_passes_with_its_own_sequence_and_megatrons_padded_vocabulary(tmp_path):
+    # the sample Megatron-LM log is llama3-8b's shape at 4,096 tokens (the preset's 8,192 is the run's to say),
+    # tp 4: Megatron pads 128,256 to a multiple of 128 x 4 = 512, i.e. ceil(128256 / 512) x 512 = 251 x 512 = 128,512
+    from planner.fidelity.runs import log_entries
+
+    entry = log_entries(DATA / "megatron.log", cluster="dgx-h100-1024", model="llama3-8b")["runs"][0]
+    assert entry["model"] == "llama3-8b" and entry["seq_len"] == 4096
+    text = read("megatron.log")
+    for vocab, ok in ((128512, True), (129024, False)):  # 129,024 = 252 x 512: beyond any padding of 128,256
+        path = tmp_path / f"m{vocab}.log"
+        path.write_text(text.replace("padded_vocab_size ............................... 128256",
+                                     f"padded_vocab_size ............................... {vocab}"))
+        if ok:
+            log_entries(path, cluster="dgx-h100-1024", model="llama3-8b")
+        else:
+            with pytest.raises(SpecError, match="vocab 129024 \\(the log\\) against 128256"):
+                log_entries(path, cluster="dgx-h100-1024", model="llama3-8b")
