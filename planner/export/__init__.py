@@ -41,7 +41,7 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
     if kind == "megatron":
         settings = megatron_settings(lay, model)
     elif kind == "megatron-bridge":
-        settings = bridge_settings(lay, model)
+        settings = bridge_settings(lay, model, tp_overlap_off=bool(serialized))
     elif kind == "nemo":
         settings = nemo_settings(lay, model, cluster)
     elif kind in _TITAN_REV:
@@ -49,8 +49,8 @@ def export_settings(kind: str, scored: ScoredLayout, model: ModelSpec, cluster: 
     else:
         settings = deepspeed_settings(lay, model)
     if serialized:
-        text = settings.text if kind == "deepspeed" else "\n".join([*comments([serialized]), settings.text])
-        settings = replace(settings, text=text, notes=[visible(serialized), *settings.notes])
+        settings = replace(settings, text="\n".join([*comments([serialized]), settings.text]),
+                           notes=[visible(serialized), *settings.notes])
     return _with_power_cap(settings, kind, scored)
 
 
@@ -63,9 +63,13 @@ def _fsdp_without_tp_overlap(kind: str, lay, model: ModelSpec, cluster: ClusterS
         return None
     if not fsdp_blocks_tp_overlap(model, cluster.gpu):
         return None
-    return (f"no TP communication overlap: Megatron FSDP (ZeRO-{lay.zero}) needs CUDA_DEVICE_MAX_CONNECTIONS unset, "
+    note = (f"no TP communication overlap: Megatron FSDP (ZeRO-{lay.zero}) needs CUDA_DEVICE_MAX_CONNECTIONS unset, "
             f"which TP overlap before Blackwell wants set to 1 (Megatron-LM arguments.py: 'Try not to using them "
             f"together'); priced so")
+    if kind == "megatron-bridge":  # a recipe's CommOverlapConfig writes its own tp_comm_overlap at setup
+        note += ("; a recipe that sets a CommOverlapConfig (the Llama 3 70B/405B H100 recipes do) writes its "
+                 "tp_comm_overlap into the model at setup: add comm_overlap.tp_comm_overlap=false there")
+    return note
 
 
 def _with_power_cap(settings: Export, kind: str, scored: ScoredLayout) -> Export:

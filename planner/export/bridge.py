@@ -50,7 +50,7 @@ def _value(v: object) -> str:
     return str(v)
 
 
-def bridge_layout(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
+def bridge_layout(lay: Launch, model: ModelSpec, tp_overlap_off: bool = False) -> tuple[Overrides, list[str]]:
     """Parallel sizes (ModelParallelConfig fields of model), the split, recompute, ZeRO and the overlaps, as the
     Megatron export writes them (planner/export/megatron.py parallel_args, memory_args)."""
     m, notes = "model.", []
@@ -70,7 +70,9 @@ def bridge_layout(lay: Launch, model: ModelSpec) -> tuple[Overrides, list[str]]:
     t = model.training
     if t.dp_comm_overlap and lay.dp * lay.cp > 1:
         o += [("ddp.overlap_grad_reduce", True), ("ddp.overlap_param_gather", lay.zero == 1)]
-    if t.tp_comm_overlap and lay.tp > 1:
+    if tp_overlap_off and lay.tp > 1:  # a recipe's own true must not survive (planner/export/__init__.py says why)
+        o.append((m + "tp_comm_overlap", False))
+    elif t.tp_comm_overlap and lay.tp > 1:
         o.append((m + "tp_comm_overlap", lay.sequence_parallel))
         if not lay.sequence_parallel:
             notes.append("TP communication overlap was planned, but it needs sequence parallelism")
@@ -185,11 +187,11 @@ def bridge_moe(model: ModelSpec) -> Overrides:
     return o
 
 
-def bridge_settings(lay: Launch, model: ModelSpec) -> Export:
+def bridge_settings(lay: Launch, model: ModelSpec, tp_overlap_off: bool = False) -> Export:
     recipe = RECIPES.get(model.name, GENERIC)
     notes = [] if recipe != GENERIC else [f"Megatron-Bridge {TAG} ships no recipe of {model.name}: the generic "
                                           f"{GENERIC}, every model field below an override"]
-    o, layout_notes = bridge_layout(lay, model)
+    o, layout_notes = bridge_layout(lay, model, tp_overlap_off)
     shape, model_notes = bridge_model(model)
     o += shape + (bridge_moe(model) if model.moe is not None else [])
     t = model.training

@@ -92,7 +92,10 @@ def test_megatron_fsdp_with_tp_before_blackwell_exports_no_tp_overlap():
     for kind in ("megatron", "nemo", "megatron-bridge"):
         fsdp = _export(kind, tp=4, sequence_parallel=True, zero=2)
         words = _shell_words(fsdp.text)
-        assert "--tp-comm-overlap" not in words and not any("tp_comm_overlap=True" in w for w in words), kind
+        assert "--tp-comm-overlap" not in words and not any("tp_comm_overlap=true" in w.lower() for w in words), kind
         assert any("no TP communication overlap" in n for n in fsdp.notes), kind
-    megatron = _export("megatron", tp=4, sequence_parallel=True, zero=1).text
-    assert "--tp-comm-overlap" in _shell_words(megatron)
+        # the control: at ZeRO-1 (the distributed optimizer) each export has its overlap word
+        zero1 = _shell_words(_export(kind, tp=4, sequence_parallel=True, zero=1).text)
+        assert "--tp-comm-overlap" in zero1 or any("tp_comm_overlap=true" in w.lower() for w in zero1), kind
+    # Bridge says false, so that a recipe's true does not stand
+    assert "model.tp_comm_overlap=false" in _shell_words(_export("megatron-bridge", tp=4, sequence_parallel=True, zero=2).text)
