@@ -19,7 +19,7 @@ other sources cannot show); it is widened, with the reason said, where the evide
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,13 +69,16 @@ def carried_over_pct(errors: Iterable[tuple[str, str | None, str, float]]) -> fl
     A new stack is one more such source, its runs' offset as unknown as theirs, so a source of many
     runs weighs no more than one of few (the mean over runs, 19.6 % before, left vTrain a 22 % band
     out of sample where 80 % of its errors reach 35 %; sources sit 4-52 % off on the mean)."""
+    rows = list(errors)
     by_key: dict = defaultdict(set)
-    by_source: dict = defaultdict(list)
-    for source, family, stack, pct in errors:
+    for source, family, stack, _ in rows:
         by_key[(family, stack)].add(source)
-        by_source[source].append(pct)
-    alone = {next(iter(s)) for s in by_key.values() if len(s) == 1}
-    rms = [np.sqrt(np.mean(np.square(by_source[s]))) for s in sorted(alone)]
+    # a source's runs on a (family, stack) no other source informs: those were predicted with carried-over constants
+    by_source: dict = defaultdict(list)
+    for source, family, stack, pct in rows:
+        if by_key[(family, stack)] == {source}:
+            by_source[source].append(pct)
+    rms = [np.sqrt(np.mean(np.square(by_source[s]))) for s in sorted(by_source)]
     return float(np.sqrt(np.mean(np.square(rms)))) if rms else None
 
 
@@ -107,37 +110,38 @@ def error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
                      band.memory_pct)
 
 
-def shipped_band_pct(model: ModelSpec, cases, gpus) -> np.ndarray:
-    """The band error_band states from a stack's calibration cases on the GPU ((GPUs, parameters, |error| %)
-    rows), with the model's unmeasured parts; the stack's carried-over figure where there are none."""
-    gpus = np.asarray(gpus, dtype=float)
+def shipped_band_pct(model: ModelSpec, error_cases: Mapping[str, Sequence], gpu_name: str, gpus) -> np.ndarray:
+    """The band error_band states for `model` on `gpus` GPUs of `gpu_name` from a stack's calibration cases by
+    GPU (StackGpuConstants.error_cases of each: (GPUs, parameters [B], |error| %) rows), the model's
+    unmeasured parts included: what a profile's band never goes below beyond its runs."""
     stack = model.training.stack
-    if len(cases):
-        cases = np.array(cases, dtype=float)
-        pct = _widen_beyond(COVERAGE_Z * np.hypot(band_of_cases(cases, gpus, model.total_params() / 1e9),
-                                                  stack.source_bias_pct), cases, gpus)[0]
-    else:
-        pct = np.full(gpus.shape, COVERAGE_Z * stack.carried_over_error_pct)
+    pct = _stack_band(stack, {name: c for name, c in error_cases.items() if len(c)}, gpu_name, gpus,
+                      model.total_params() / 1e9)[0]
     return pct * UNMEASURED_FACTOR ** len(unmeasured_parts(model))
+
+
+def _stack_band(stack, error_cases: Mapping[str, Sequence], gpu_name: str, gpus, params_b: float) -> tuple:
+    """(band [%], basis) from the stack's cases on this GPU, else on its other GPUs x OTHER_GPU_FACTOR, else
+    the carried-over figure (`error_cases`: GPU name -> its non-empty cases)."""
+    gpus = np.asarray(gpus, dtype=float)
+    if gpu_name in error_cases:
+        cases = np.array(error_cases[gpu_name], dtype=float)
+        pct, note = _widen_beyond(COVERAGE_Z * np.hypot(band_of_cases(cases, gpus, params_b), stack.source_bias_pct),
+                                  cases, gpus)
+        own = stack.gpus.get(gpu_name)
+        what = "calibration runs" if own is None or own.fitted_on else "measured jobs, never fitted (the profile's constants),"
+        return pct, f"{len(cases)} {what} of {stack.name} on {gpu_name}{note}"
+    if error_cases:
+        cases = np.concatenate([np.array(c, dtype=float) for c in error_cases.values()])
+        pct, note = _widen_beyond(COVERAGE_Z * np.hypot(OTHER_GPU_FACTOR * band_of_cases(cases, gpus, params_b),
+                                                        stack.source_bias_pct), cases, gpus)
+        names = ", ".join(sorted(error_cases))
+        return pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}{note}"
+    return (np.full(gpus.shape, COVERAGE_Z * stack.carried_over_error_pct),
+            f"no calibration runs of {stack.name}: the error of predictions with constants carried over")
 
 
 def _error_band(model: ModelSpec, gpu_name: str, gpus) -> ErrorBand:
     stack = model.training.stack
-    gpus = np.asarray(gpus, dtype=float)
-    params_b = model.total_params() / 1e9
-    own = stack.gpus.get(gpu_name)
-    if own is not None and own.error_cases:
-        cases = np.array(own.error_cases, dtype=float)
-        pct, note = _widen_beyond(COVERAGE_Z * np.hypot(band_of_cases(cases, gpus, params_b), stack.source_bias_pct),
-                                  cases, gpus)
-        what = "calibration runs" if own.fitted_on else "measured jobs, never fitted (the profile's constants),"
-        return ErrorBand(pct, f"{len(cases)} {what} of {stack.name} on {gpu_name}{note}")
-    others = [(name, g) for name, g in stack.gpus.items() if g.error_cases]
-    if others:
-        cases = np.concatenate([np.array(g.error_cases, dtype=float) for _, g in others])
-        pct, note = _widen_beyond(COVERAGE_Z * np.hypot(OTHER_GPU_FACTOR * band_of_cases(cases, gpus, params_b),
-                                                        stack.source_bias_pct), cases, gpus)
-        names = ", ".join(sorted(name for name, _ in others))
-        return ErrorBand(pct, f"{stack.name} not measured on {gpu_name}: its runs on {names}, x{OTHER_GPU_FACTOR:g}{note}")
-    return ErrorBand(np.full(gpus.shape, COVERAGE_Z * stack.carried_over_error_pct),
-                     f"no calibration runs of {stack.name}: the error of predictions with constants carried over")
+    cases = {name: g.error_cases for name, g in stack.gpus.items() if g.error_cases}
+    return ErrorBand(*_stack_band(stack, cases, gpu_name, gpus, model.total_params() / 1e9))

@@ -84,7 +84,7 @@ def profile_band(model: ModelSpec, own: OwnRuns, gpus: np.ndarray, layouts) -> E
     for mask, _ in reasons:
         beyond |= mask
     if beyond.any():
-        pct = np.where(beyond, np.maximum(pct, shipped_band_pct(model, own.shipped_errors, gpus)), pct)
+        pct = np.where(beyond, np.maximum(pct, shipped_band_pct(model, own.shipped_error_cases, own.gpu, gpus)), pct)
         reasons.append((beyond & (pct > base * factor), "at least the shipped calibration's band beyond the runs"))
     return ErrorBand(pct, _basis(own, len(cases), reasons, gpus.shape), _memory_pct(own, gpus.shape))
 

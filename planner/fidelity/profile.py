@@ -107,14 +107,14 @@ def apply_profile(model: ModelSpec, cluster: ClusterSpec, profile: ProfileSpec,
                         f"{', '.join(sorted(names))}", path=flag,
                         expected=f"a cluster of {profile.gpu} GPUs, or a profile calibrated on this cluster's GPUs")
     model = with_stack(model, profile.stack)
-    shipped = model.training.stack.gpus.get(profile.gpu)
+    shipped = {name: g.error_cases for name, g in model.training.stack.gpus.items() if g.error_cases}
     model, cluster = with_constants(model, cluster, {k: c.value for k, c in profile.hardware.items()},
                                     {k: c.value for k, c in profile.stack_constants.items()},
                                     profile.memory["memory_reserve_gib"].value if "memory_reserve_gib" in profile.memory else None)
     own = OwnRuns(profile=profile.name, gpu=profile.gpu,
                   errors=tuple((r.gpus, r.params_b, abs(r.loo_error_pct)) for r in profile.runs if r.loo_error_pct is not None),
                   memory_errors_pct=tuple(abs(r.loo_memory_error_pct) for r in profile.runs if r.loo_memory_error_pct is not None),
-                  measured=profile.measured, shipped_errors=shipped.error_cases if shipped is not None else ())
+                  measured=profile.measured, shipped_error_cases=shipped)
     stack = model.training.stack.model_copy(update={"own_runs": own})
     return model.model_copy(update={"training": model.training.model_copy(update={"stack": stack})}), cluster
 

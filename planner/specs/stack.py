@@ -102,9 +102,11 @@ class OwnRuns(Spec):
         strict=False, max_length=10_000, description="(GPUs, parameters [billions], leave-one-out |error| [%]) per run")
     memory_errors_pct: tuple[float, ...] = Field(default=(), strict=False, max_length=10_000)
     measured: MeasuredRange
-    shipped_errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)], Annotated[float, Field(ge=0, le=1000)]], ...] = Field(
-        default=(), strict=False, max_length=10_000, description=(
-            "the shipped calibration's cases of this stack on this GPU, as error_cases: the band beyond the runs"))
+    shipped_error_cases: dict[str, tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)],
+                                               Annotated[float, Field(ge=0, le=1000)]], ...]] = Field(
+        default_factory=dict, strict=False, max_length=1000, description=(
+            "the shipped calibration's cases of this stack by GPU, as its error_cases ((GPUs, parameters [B], "
+            "|error| %) rows): the band a profile's never goes below beyond its runs"))
 
 
 class StackSpec(StackConstants):

@@ -101,3 +101,6 @@ def test_carried_over_counts_each_lone_source_once():
     # a hundred more runs of a's size move nothing: a source counts once, whatever its runs
     assert carried_over_pct(errors + [("a", "f1", "s1", np.sqrt(12.5))] * 100) == approx(np.sqrt(78.25))
     assert carried_over_pct(errors[3:]) is None  # c and d share their stack: none alone
+    # a source alone on one stack and sharing another counts only its lone runs: b's 100 % on (f3, s3) is c's and
+    # d's stack too, not a carried-over prediction
+    assert carried_over_pct(errors + [("b", "f3", "s3", 100.0)]) == approx(np.sqrt(78.25))
