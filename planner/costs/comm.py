@@ -174,8 +174,8 @@ def tp_exposed(model: ModelSpec, gpu, st: StackConstants, layouts) -> np.ndarray
 def fsdp_blocks_tp_overlap(model: ModelSpec, gpu) -> bool:
     """Whether ZeRO-2/3 rows lose TP overlap: the stack's FSDP wants CUDA_DEVICE_MAX_CONNECTIONS > 1 where TP
     overlap wants 1 (GPUs before sm_version 100; StackSpec.fsdp_serializes_tp_overlap)."""
-    return (model.training.stack.fsdp_serializes_tp_overlap and gpu.sm_version is not None
-            and gpu.sm_version < 100)
+    return (model.training.tp_comm_overlap and model.training.stack.fsdp_serializes_tp_overlap
+            and gpu.sm_version is not None and gpu.sm_version < 100)
 
 
 def tp_time_per_layer_s(cluster: ClusterSpec, model: ModelSpec, st: StackConstants, layouts) -> np.ndarray:
@@ -271,8 +271,9 @@ def zero3_layer_comm_s(cluster: ClusterSpec, model: ModelSpec, layouts, prec: Pr
     return gather, reduce
 
 
-def _zero3_unit_s(cluster: ClusterSpec, layouts, prec: Precision, stack, layer, group, module_units) -> tuple:
-    """(all-gather, reduce-scatter) [s] of `layer` parameters per GPU over `group` (size, stride)."""
+def _zero3_unit_s(cluster: ClusterSpec, layouts, prec: Precision, stack, params_per_gpu, group, module_units) -> tuple:
+    """(all-gather, reduce-scatter) [s] of a layer's `params_per_gpu` over `group` (size, stride)."""
+    layer = params_per_gpu
     dp, stride = group
     links = group_links(cluster, dp, stride, layouts)
     units = module_units if stack.zero3_gather == "module" else 1

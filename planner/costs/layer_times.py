@@ -39,7 +39,8 @@ class KindTimes:
         return self.work + self.lc.recompute_s + self.tp + self.cp + self.ep
 
 
-# The axes a layer's compute and its TP, CP and EP communication depend on (not dp, pp, vpp, ZeRO).
+# The axes a layer's compute and its TP, CP and EP communication depend on (not dp, pp, vpp, ZeRO; layer_rows adds
+# whether TP overlap is lost at ZeRO-2/3 where a stack's FSDP blocks it, and pp and vpp for recompute by method).
 LAYER_AXES = ("tp", "cp", "micro_batch", "sequence_parallel", "recompute", "ep", "etp")
 
 
@@ -60,20 +61,21 @@ def kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layou
             if k.moe else k for k in kinds]
 
 
-def layer_rows(layouts, model: ModelSpec | None = None, gpu=None) -> tuple[np.ndarray, np.ndarray]:
+def layer_rows(layouts, model: ModelSpec, gpu) -> tuple[np.ndarray, np.ndarray]:
     """unique_rows of LAYER_AXES: what a layer costs, in time and in stored activations, follows them;
     and pp and vpp, when full recomputation goes by method and layers (planner/costs/recompute.py:
-    the layers of a model chunk then count)."""
-    extra = ("pp", "vpp") if model is not None and recompute.by_method(model) else ()
+    the layers of a model chunk then count); and ZeRO >= 2 where the stack's FSDP costs TP overlap on
+    `gpu` (comm.fsdp_blocks_tp_overlap)."""
+    extra = ("pp", "vpp") if recompute.by_method(model) else ()
     columns = [getattr(layouts, a) for a in (*LAYER_AXES, *extra)]
-    if gpu is not None and comm.fsdp_blocks_tp_overlap(model, gpu):  # TP overlap lost at ZeRO-2/3
+    if comm.fsdp_blocks_tp_overlap(model, gpu):  # TP overlap lost at ZeRO-2/3
         columns.append((layouts.zero >= 2).astype(np.int64))
     return unique_rows(columns)
 
 
 def _distinct_kind_times(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple:
     """(kind times of each distinct combination of LAYER_AXES, which combination each row has; None
-    when every row is one). `rows`: layer_rows(layouts), when already known."""
+    when every row is one). `rows`: layer_rows(layouts, model, cluster.gpu), when already known."""
     first, inverse = rows or layer_rows(layouts, model, cluster.gpu)
     if first.size == len(layouts):
         return _kind_times(model, cluster, st, layouts), None
@@ -101,9 +103,9 @@ class KindSums:
 
 
 def kind_sums(model: ModelSpec, cluster: ClusterSpec, st: StackConstants, layouts, rows: tuple | None = None) -> tuple[KindSums, tuple]:
-    """(KindSums, whether each kind is MoE). They follow LAYER_AXES alone (without moe_a2a_overlap),
+    """(KindSums, whether each kind is MoE). They follow layer_rows' axes alone (without moe_a2a_overlap),
     so they are summed once per distinct combination and only the sums spread back over the rows.
-    `rows`: layer_rows(layouts), when already known."""
+    `rows`: layer_rows(layouts, model, cluster.gpu), when already known."""
     if model.training.moe_a2a_overlap:
         kinds, inverse = kind_times(model, cluster, st, layouts), None
     else:

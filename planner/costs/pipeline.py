@@ -159,8 +159,8 @@ def _p2p_s(model: ModelSpec, cluster: ClusterSpec, layouts) -> np.ndarray:
     return comm.pp_p2p_s(cluster, model.hidden, model.seq_len, layouts.take(first), act)[inverse]
 
 
-# The axes dense data-parallel traffic and ZeRO-3's per-layer traffic depend on (the dense
-# parameters per GPU follow tp, pp and vpp); the routed experts' follow their own group (below).
+# The axes dense data-parallel traffic depends on (the dense parameters per GPU follow tp, pp and vpp); the routed
+# experts' follow their own group (below), ZeRO-3's per-layer traffic ZERO3_AXES.
 DP_AXES = ("tp", "cp", "dp", "pp", "vpp", "micro_batch", "zero")
 # One ZeRO-3 layer's gather and reduce-scatter: the groups (and, for a MoE layer, ep and etp) and the job's
 # GPUs (its NVLink-domain placement).
