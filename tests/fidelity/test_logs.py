@@ -301,3 +301,24 @@ def test_a_torchtitan_model_without_its_ffn_width_is_left_to_model():
     """Without multiple_of the FFN width cannot be read: no half-read model (GeLU, no width), --model instead."""
     text = "\n".join(line for line in read("torchtitan.log").splitlines() if '"multiple_of"' not in line)
     assert parse_log(text, "t.log")["model"] is None
+
+
+def test_megatron_shape_switches_make_the_model_they_trained():
+    # Megatron-LM's arguments block prints every argument (arguments.py _print_args); a Llama 3 8B run passes --swiglu,
+    # --untie-embeddings-and-output-weights, --position-embedding-type rope, --normalization RMSNorm. Without reading
+    # them the log's model was a tied GeLU one of 6.17 B parameters; Meta's Llama 3 8B has 8.03 B.
+    from planner.specs import ModelSpec
+
+    text = (DATA / "megatron.log").read_text().replace(
+        "  tokenizer_type ..", "  swiglu .......................................... True\n"
+        "  untie_embeddings_and_output_weights ............. True\n  position_embedding_type ......................... rope\n"
+        "  normalization ................................... RMSNorm\n  tokenizer_type ..")
+    dims = parse_log(text, "m.log")["model"]
+    assert (dims["ffn_act"], dims["tied_embeddings"], dims["position_embedding"], dims["normalization"]) == (
+        "swiglu", False, "rope", "rmsnorm")
+    spec = ModelSpec.model_validate({**dims, "name": "m", "training": {"global_batch": 64}})
+    assert spec.total_params() / 1e9 == pytest.approx(8.03, abs=0.01)
+    # --swiglu false prints False: GeLU, Megatron's default; not printed: the spec's default stands
+    gelu = parse_log(text.replace("  swiglu .......................................... True",
+                                  "  swiglu .......................................... False"), "m.log")["model"]
+    assert gelu["ffn_act"] == "gelu" and "ffn_act" not in parse_log((DATA / "megatron.log").read_text(), "m.log")["model"]

@@ -64,8 +64,15 @@ def iteration_steps(lines: list[str], path: str) -> tuple[list[Step], int | None
     return steps, batch
 
 
+# Megatron-LM's model switches (megatron/training/arguments.py, core_v0.15.0; its arguments block prints every
+# one): the MLP's activation (--swiglu, --squared-relu; else GeLU), tied embeddings (the default, unless
+# --untie-embeddings-and-output-weights), positions and the norm. A log that does not print one leaves the spec's.
+SHAPE_ARGS = ("swiglu", "squared_relu", "untie_embeddings_and_output_weights", "position_embedding_type", "normalization")
+POSITIONS = {"learned_absolute": "learned", "rope": "rope", "none": "none"}
+NORMS = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}
+
 # The settings read from Megatron's arguments or Bridge's summary (a restart's second block must agree)
-READ = frozenset(LAYOUT_ARGS) | frozenset(MODEL_ARGS) | frozenset(MCORE_DEFAULTS) | {
+READ = frozenset(LAYOUT_ARGS) | frozenset(MODEL_ARGS) | frozenset(MCORE_DEFAULTS) | frozenset(SHAPE_ARGS) | {
     "world_size", "global_batch_size", "use_distributed_optimizer", "group_query_attention", "num_query_groups"}
 
 
@@ -134,7 +141,7 @@ def _layout(values: dict[str, Any], path: str, lines: dict[str, int]) -> dict[st
     return layout
 
 
-def _model(values: dict[str, Any]) -> dict[str, int]:
+def _model(values: dict[str, Any]) -> dict[str, Any]:
     """The model dims stated; the padded vocabulary (the embedding's size) first."""
     model: dict[str, int] = {}
     for arg, key in MODEL_ARGS.items():
@@ -145,6 +152,15 @@ def _model(values: dict[str, Any]) -> dict[str, int]:
         gqa = values.get("group_query_attention", True)
         groups = values.get("num_query_groups") if gqa else None
         model["kv_heads"] = groups if isinstance(groups, int) and groups > 0 else model["heads"]
+    if "swiglu" in values:  # Megatron-LM's block prints --swiglu whatever its value: GeLU unless set
+        model["ffn_act"] = ("swiglu" if values["swiglu"] is True else
+                            "relu2" if values.get("squared_relu") is True else "gelu")
+    if isinstance(values.get("untie_embeddings_and_output_weights"), bool):
+        model["tied_embeddings"] = not values["untie_embeddings_and_output_weights"]
+    if values.get("position_embedding_type") in POSITIONS:
+        model["position_embedding"] = POSITIONS[values["position_embedding_type"]]
+    if values.get("normalization") in NORMS:
+        model["normalization"] = NORMS[values["normalization"]]
     return model
 
 
