@@ -322,3 +322,13 @@ def test_megatron_shape_switches_make_the_model_they_trained():
     gelu = parse_log(text.replace("  swiglu .......................................... True",
                                   "  swiglu .......................................... False"), "m.log")["model"]
     assert gelu["ffn_act"] == "gelu" and "ffn_act" not in parse_log((DATA / "megatron.log").read_text(), "m.log")["model"]
+
+
+def test_bridge_summary_shape_fields_as_transformer_config_names_them():
+    # Megatron-Bridge prints the model config's fields that differ from Megatron Core's (gated_linear_unit False,
+    # share_embeddings_and_output_weights True by default): a Llama-style model prints a gated MLP, untied embeddings
+    text = (DATA / "megatron-bridge.log").read_text().replace(
+        "  hidden_size: 2048  (Mcore default: 0)", "  hidden_size: 2048  (Mcore default: 0)\n"
+        "  gated_linear_unit: True  (Mcore default: False)\n  share_embeddings_and_output_weights: False  (Mcore default: True)")
+    dims = parse_log(text, "b.log")["model"]
+    assert dims["ffn_act"] == "swiglu" and dims["tied_embeddings"] is False

@@ -67,7 +67,9 @@ def iteration_steps(lines: list[str], path: str) -> tuple[list[Step], int | None
 # Megatron-LM's model switches (megatron/training/arguments.py, core_v0.15.0; its arguments block prints every
 # one): the MLP's activation (--swiglu, --squared-relu; else GeLU), tied embeddings (the default, unless
 # --untie-embeddings-and-output-weights), positions and the norm. A log that does not print one leaves the spec's.
-SHAPE_ARGS = ("swiglu", "squared_relu", "untie_embeddings_and_output_weights", "position_embedding_type", "normalization")
+SHAPE_ARGS = ("swiglu", "squared_relu", "untie_embeddings_and_output_weights", "position_embedding_type", "normalization",
+              # Megatron-Bridge's summary names them as TransformerConfig does: a gated MLP, shared embeddings
+              "gated_linear_unit", "share_embeddings_and_output_weights")
 POSITIONS = {"learned_absolute": "learned", "rope": "rope", "none": "none"}
 NORMS = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}
 
@@ -155,8 +157,12 @@ def _model(values: dict[str, Any]) -> dict[str, Any]:
     if "swiglu" in values:  # Megatron-LM's block prints --swiglu whatever its value: GeLU unless set
         model["ffn_act"] = ("swiglu" if values["swiglu"] is True else
                             "relu2" if values.get("squared_relu") is True else "gelu")
+    if values.get("gated_linear_unit") is True:  # Bridge: a gated MLP (SwiGLU's three matrices; GeGLU's alike)
+        model["ffn_act"] = "swiglu"
     if isinstance(values.get("untie_embeddings_and_output_weights"), bool):
         model["tied_embeddings"] = not values["untie_embeddings_and_output_weights"]
+    if isinstance(values.get("share_embeddings_and_output_weights"), bool):
+        model["tied_embeddings"] = values["share_embeddings_and_output_weights"]
     if values.get("position_embedding_type") in POSITIONS:
         model["position_embedding"] = POSITIONS[values["position_embedding_type"]]
     if values.get("normalization") in NORMS:
