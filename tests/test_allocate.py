@@ -340,6 +340,11 @@ def test_json_contract_and_table_of_a_small_allocation(tmp_path):
     a = data["jobs"][0]
     assert a["train_days"] == pytest.approx(1e9 / a["goodput_tokens_per_s"] / 86_400)
     assert "train_days" not in data["jobs"][1]
+    # the objective in its unit beside the solver's scaled integer: weight x GPUs x model TFLOP/s per GPU summed,
+    # a x 1 + b x 2
+    jobs = data["jobs"]
+    assert data["objective_weighted_model_tflops"] == pytest.approx(
+        1 * jobs[0]["gpus"] * jobs[0]["model_tflops_per_gpu"] + 2 * jobs[1]["gpus"] * jobs[1]["model_tflops_per_gpu"])
     text = invoke("allocate", path, "dgx-h100-1024").output
     assert "TFLOP/s/GPU" in text and "total:" in text and "solver OPTIMAL" in text
 

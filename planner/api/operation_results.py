@@ -31,6 +31,9 @@ class Allocated(Allocation):
                        "wall_s": a.solve.wall_s},
             "candidates": a.candidates,
         }
+        # the objective in its unit (the solver's is a scaled integer): weighted model work or the makespan
+        key = "objective_makespan_days" if a.instance.objective == "makespan" else "objective_weighted_model_tflops"
+        data[key] = a.objective_value
         if a.solve.unserved is not None:
             data["unserved"] = {"jobs": list(a.solve.unserved.jobs), "reason": a.solve.unserved.reason}
         return data
