@@ -405,6 +405,7 @@ def test_list_specs_and_validate_are_the_commands_json():
     # every replayed figure: error = predicted / measured - 1
     rows = planner.validate()
     assert rows and all(r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1, rel=1e-9, abs=1e-12) for r in rows)
+    assert all(r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["measured"] - 1), rel=1e-9, abs=1e-10) for r in rows)
     with pytest.raises(planner.SpecError, match="KIND: unknown kind 'model'"):
         planner.list_specs("model")
 

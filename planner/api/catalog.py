@@ -64,5 +64,6 @@ def validate(profile: str | os.PathLike | None = None) -> Any:
             return {"profile": prof.name, "gpu": prof.gpu, "stack": prof.stack, "runs": replay(prof)}
         from planner.fidelity.calibration import errors, load_cases
 
-        return [{"case": c.id, "metric": k, "measured": m, "predicted": p, "error": e}
+        # error: predicted / measured - 1 (a fraction, as before); error_pct the same in percent
+        return [{"case": c.id, "metric": k, "measured": m, "predicted": p, "error": e, "error_pct": 100.0 * e}
                 for c, k, m, p, e in errors(load_cases())]
