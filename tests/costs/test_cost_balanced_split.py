@@ -36,3 +36,22 @@ def test_search_prices_the_split_estimate_prices():
     # Megatron's stack splits evenly by default: 4 layers a rank (an uneven split is its flags' choice, CP-SAT's)
     even = estimate(model(stack="megatron-core"), "dgx-h100-1024", gpus=64, **given)
     assert even.layout["stage_layers"] == [4, 4, 4, 4] and not even.stack_split
+
+
+def test_the_bound_ranks_are_few_and_bound_every_rank():
+    from planner.costs.pipeline_ranks import pipeline_ranks
+    from planner.layout.space import single_layout
+    # [5, 5, 5, 1] (above): rank 0 holds more than any before it; ranks 1 and 2 hold no more than rank 0 and
+    # have fewer micro-batches in flight; rank 3 is the last (the logits) and holds the fewest -> ranks 0 and 3
+    layout = single_layout(dp=1, tp=1, pp=4, micro_batch=1, num_microbatches=16)
+    ranks = pipeline_ranks(model(), layout)
+    assert ranks.rank[:, 0].tolist() == [0, 3] and ranks.layers[:, 0].tolist() == [5, 1]
+    # 1,200 layers on 1,024 ranks: every rank was kept, (1,024, layouts) arrays (a search took 6 GB and 22 s);
+    # the split holds 1 or 2 layers a rank or none, so at most 2 ranks above the first, the last and the fewest
+    big = model(layers=1200)
+    layout = single_layout(dp=1, tp=1, pp=1024, micro_batch=1, num_microbatches=1024)
+    split = cost_balanced_split(big, 1024)
+    ranks = pipeline_ranks(big, layout)
+    assert ranks.rank.shape[0] <= 4
+    assert ranks.layers.max() == max(split) and ranks.layers.min() == min(split) and ranks.last.any()
+
