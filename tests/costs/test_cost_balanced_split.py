@@ -55,3 +55,21 @@ def test_the_bound_ranks_are_few_and_bound_every_rank():
     assert ranks.rank.shape[0] <= 4
     assert ranks.layers.max() == max(split) and ranks.layers.min() == min(split) and ranks.last.any()
 
+
+def test_a_model_without_ffn_hidden_takes_its_default_width():
+    # ffn_hidden left out is 4 h (ModelSpec.ffn): gpt3-1.3b (24 layers, h 2048) under nanotron raised
+    # "internal error: TypeError" in every search and every estimate at pp > 1. A layer 4 h^2 + 3 (4 h) h = 16 h^2
+    # = 67,108,864, the head 51,200 x 2048 = 104,857,600; total 24 x 67.1M + 104.9M = 1,715,470,336, half
+    # 857,735,168: 12 layers are 805.3M, the 13th passes half (872.4M) -> [13, 11]
+    from planner.specs.loading import load_model
+    from planner.search import with_stack
+    assert cost_balanced_split(with_stack(load_model("gpt3-1.3b"), "nanotron"), 2) == [13, 11]
+
+
+def test_search_and_estimate_of_a_model_without_ffn_hidden(tmp_path):
+    from typer.testing import CliRunner
+    from planner.cli.main import app
+    for args in (["search", "gpt3-1.3b", "dgx-h100-1024", "--gpus", "64", "--pp", "2"],
+                 ["estimate", "gpt3-1.3b", "dgx-h100-1024", "--gpus", "8", "--tp", "1", "--pp", "2", "--micro-batch", "1"]):
+        r = CliRunner().invoke(app, args + ["--stack", "nanotron"])
+        assert r.exit_code == 0 and "internal error" not in r.output, r.output
