@@ -289,9 +289,10 @@ def cost_balanced_split(model: ModelSpec, p: int) -> list[int]:
     e24d248 and 2411b02): the pipeline blocks in order - the embedding, the layers, the final norm, the
     output layer - cost 0, 4 h^2 + 3 f h each (models/llama.py get_block_compute_costs: heads x head dim
     = h; f: ModelSpec.ffn, 4 h where ffn_hidden is left out), 0 and V h; a block goes to the current rank,
-    which moves on once the running cost passes total x (r + 1) / p. Where the output layer lands before the last rank (a few layers under a large
-    vocabulary on many ranks), nanotron leaves the ranks after it idle; the planner prices the output layer
-    on the last rank, apart from the layers before it: optimistic by at most that rank's layers."""
+    which moves on once the running cost passes total x (r + 1) / p. Where the output layer lands before
+    the last rank (a few layers under a large vocabulary on many ranks), nanotron leaves the ranks after it
+    idle; the planner prices the output layer on the last rank, apart from the layers before it: optimistic
+    by at most that rank's layers."""
     layer, head = 4 * model.hidden * model.hidden + 3 * model.ffn * model.hidden, model.vocab * model.hidden
     costs = [0] + [layer] * model.layers + [0, head]
     total, running, rank, held = sum(costs), 0, 0, [0] * p
