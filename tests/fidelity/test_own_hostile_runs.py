@@ -123,3 +123,20 @@ def test_a_log_run_without_any_layout_gets_each_required_axis_to_fill_in():
     assert out["layout"] == {"tp": None, "pp": None, "micro_batch": None}
     assert list(out["model"]) == ["name", "layers", "hidden", "heads", "vocab", "training"] and out["model"]["vocab"] is None
     assert "layout" not in entry  # the entry given is left as it was
+
+
+def test_a_run_name_of_terminal_escapes_is_printed_escaped(tmp_path):
+    # A run's name is the log's file stem or the runs file's name: ESC [31m (red) and ESC ]0;...BEL (the terminal's
+    # title) reached the terminal raw in calibrate's table, runs import's "fill in:" line and validate --profile's
+    # table; each is printed as the visible \x1b, as the planner prints file names (planner/errors.py printable)
+    hostile = "r\x1b[31mRED\x1b]0;title\x07"
+    runs, profile = tmp_path / "runs.yaml", tmp_path / "profile.yaml"
+    runs.write_text(RUN.format(step=0.5).replace("name: eight", 'name: "r\\e[31mRED\\e]0;title\\a"'))
+    log = tmp_path / f"{hostile}.log"
+    log.write_text((LOGS / "megatron-bridge.log").read_text())
+    for command in (["calibrate", str(runs), "-o", str(profile)], ["validate", "--profile", str(profile)],
+                    ["runs", "import", str(log), "--cluster", "dgx-h100-1024"]):
+        r = runner.invoke(app, command)
+        assert r.exit_code == 0, r.output
+        assert "\x1b" not in r.output and "\x07" not in r.output
+        assert "r\\x1b[31mRED\\x1b]0;title\\x07" in r.output, r.output
