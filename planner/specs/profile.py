@@ -49,6 +49,29 @@ class ProfileRun(Spec):
     loo_memory_error_pct: float | None = Field(default=None, ge=-100, le=1e6)
     infeasible: tuple[str, ...] = Field(default=(), strict=False, max_length=32)
 
+    @model_validator(mode="after")
+    def _layout_values(self):
+        """Each layout value of its axis's kind (plan validate --profile replays the run through plan estimate:
+        a hand-edited tp: abc or [1, 2] was 'internal error: TypeError', exit 3)."""
+        from planner.layout.axes import AXES
+
+        axes = {a.name: a for a in AXES}
+        for key, value in self.layout.items():
+            a = axes.get(key)
+            if key == "stage_layers":
+                ok, expected = isinstance(value, list) and all(n >= 0 for n in value), "a list of layer counts"
+            elif a is not None and a.choices:
+                ok, expected = value in a.choices and type(value) is type(a.choices[0]), f"one of {a.choices}"
+            elif a is not None and a.kind is bool:
+                ok, expected = isinstance(value, bool), "true or false"
+            else:  # a degree or count (offload_layers: the layers offloaded)
+                ok, expected = type(value) is int and value >= (0 if key == "offload_layers" else 1), a.expected if a else "an integer >= 0"
+            if a is None and key not in ("stage_layers", "offload_layers"):
+                ok, expected = False, "a layout axis (" + ", ".join(axes) + ")"
+            if not ok:
+                raise ValueError(f"layout {key}: {value!r} is not {expected}")
+        return self
+
 
 class ProfileSpec(Spec):
     """A fit of one GPU type and software stack to measured runs."""

@@ -140,3 +140,21 @@ def test_a_run_name_of_terminal_escapes_is_printed_escaped(tmp_path):
         assert r.exit_code == 0, r.output
         assert "\x1b" not in r.output and "\x07" not in r.output
         assert "r\\x1b[31mRED\\x1b]0;title\\x07" in r.output, r.output
+
+
+@pytest.mark.parametrize("value, said", [("abc", "'abc' is not an integer > 0"), ("[1, 2]", "[1, 2] is not an integer > 0"),
+                                         ("true", "True is not an integer > 0")])
+def test_a_hand_edited_profile_layout_is_bad_input(tmp_path, value, said):
+    # plan validate --profile replays each run's layout through plan estimate: tp 'abc' was "internal error:
+    # TypeError: '<=' not supported between instances of 'str' and 'int'" (exit 3)
+    runs, profile = tmp_path / "runs.yaml", tmp_path / "profile.yaml"
+    runs.write_text(RUN.format(step=0.5))
+    assert runner.invoke(app, ["calibrate", str(runs), "-o", str(profile)]).exit_code == 0
+    text = profile.read_text()
+    assert "\n    tp: 1\n" in text
+    profile.write_text(text.replace("\n    tp: 1\n", f"\n    tp: {value}\n", 1))
+    line = text.splitlines().index("  layout:") + 1
+    for command in (["validate", "--profile", str(profile)], ["check", str(profile)]):
+        r = runner.invoke(app, command)
+        assert r.exit_code == 2, r.output
+        assert f"{profile}:{line}: runs.0.layout: layout tp: {said}" in r.output.replace("error ", "error: "), r.output
