@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from planner.specs.base import PLAIN_NAME, Spec, is_plain_name
-from planner.specs.stack import AxisValue, MeasuredRange
+from planner.specs.stack import AxisValue, MeasuredRange, layout_value_problem
 
 
 class FittedConstant(Spec):
@@ -53,23 +53,10 @@ class ProfileRun(Spec):
     def _layout_values(self):
         """Each layout value of its axis's kind (plan validate --profile replays the run through plan estimate:
         a hand-edited tp: abc or [1, 2] was 'internal error: TypeError', exit 3)."""
-        from planner.layout.axes import AXES
-
-        axes = {a.name: a for a in AXES}
         for key, value in self.layout.items():
-            a = axes.get(key)
-            if key == "stage_layers":
-                ok, expected = isinstance(value, list) and all(n >= 0 for n in value), "a list of layer counts"
-            elif a is not None and a.choices:
-                ok, expected = value in a.choices and type(value) is type(a.choices[0]), f"one of {a.choices}"
-            elif a is not None and a.kind is bool:
-                ok, expected = isinstance(value, bool), "true or false"
-            else:  # a degree or count (offload_layers: the layers offloaded)
-                ok, expected = type(value) is int and value >= (0 if key == "offload_layers" else 1), a.expected if a else "an integer >= 0"
-            if a is None and key not in ("stage_layers", "offload_layers"):
-                ok, expected = False, "a layout axis (" + ", ".join(axes) + ")"
-            if not ok:
-                raise ValueError(f"layout {key}: {value!r} is not {expected}")
+            problem = layout_value_problem(key, value)
+            if problem:
+                raise ValueError(f"layout {key}: {problem}")
         return self
 
 

@@ -158,3 +158,30 @@ def test_a_hand_edited_profile_layout_is_bad_input(tmp_path, value, said):
         r = runner.invoke(app, command)
         assert r.exit_code == 2, r.output
         assert f"{profile}:{line}: runs.0.layout: layout tp: {said}" in r.output.replace("error ", "error: "), r.output
+
+
+@pytest.mark.parametrize("old, new, said", [
+    # gpus [0, 0]: every band log2(64 / 0) wide, 'step_time_error_pct is infinite' naming no file or field
+    ("  gpus: [8, 8]\n", "  gpus: [0, 0]\n", "measured.gpus: gpus 0-0 is no measured range"),
+    ("  gpus: [8, 8]\n", "  gpus: [16, 8]\n", "measured.gpus: gpus 16-8 is no measured range"),
+    # an axis value the band reads as its axis's: 'internal error: ValueError' (int('abc'), tuple.index)
+    ("    tp: [1]\n", "    tp: [abc]\n", "measured.axes: axes tp: 'abc' is not an integer > 0"),
+    ("    recompute: [none]\n", "    recompute: [bogus]\n", "measured.axes: axes recompute: 'bogus' is not one of"),
+    # a left-out error the run's bounds allow (<= 1e6 %) was refused by --profile's own copy of it (<= 1000):
+    # 'internal error: ValidationError: 1 validation error for OwnRuns'
+    ("  loo_error_pct: null\n", "  loo_error_pct: 1000000\n", None),
+])
+def test_a_hand_edited_profile_range_is_bad_input(tmp_path, old, new, said):
+    runs, profile = tmp_path / "runs.yaml", tmp_path / "profile.yaml"
+    runs.write_text(RUN.format(step=0.5))
+    assert runner.invoke(app, ["calibrate", str(runs), "-o", str(profile)]).exit_code == 0
+    text = profile.read_text()
+    assert old in text
+    profile.write_text(text.replace(old, new, 1))
+    r = runner.invoke(app, ["estimate", "gpt3-1.3b", "dgx-h100-1024", "--gpus", "64", "--tp", "1", "--pp", "1",
+                            "--micro-batch", "1", "--profile", str(profile)])
+    assert "internal error" not in r.output and r.exit_code == (0 if said is None else 2), r.output
+    if said is not None:
+        at = "  axes:" if "axes" in said else old.rstrip("\n")  # the line of the field the message names
+        line = text.splitlines().index(at) + 1
+        assert f"{profile}:{line}: {said}" in r.output, r.output
