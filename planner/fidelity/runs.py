@@ -227,7 +227,9 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
     if cluster is None:
         raise SpecError("a training log names no cluster", file=file, path="--cluster",
                         expected="--cluster NAME (a shipped name or a path)")
-    entry["cluster"] = cluster
+    entry["cluster"] = _from_anywhere(cluster, "cluster")
+    if isinstance(entry.get("model"), str):
+        entry["model"] = _from_anywhere(entry["model"], "model")
     first = ("name", "model", "cluster", "gpus")
     entry = {**{k: entry[k] for k in first if k in entry}, **{k: v for k, v in entry.items() if k not in first}}
     m = entry.get("measured", {})
@@ -243,6 +245,22 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
         raise SpecError(f"the log does not print {_listed(said)}, which plan calibrate needs", file=file,
                         expected=expected)
     return {"kind": "runs", "runs": [flagged(entry, gaps)]}
+
+
+def _from_anywhere(arg: str, kind: str) -> str:
+    """A --model or --cluster as a runs file states it: a shipped name as given, a path (relative to where the
+    command ran) made absolute, since a runs file's paths are relative to the runs file (and the check of a log's
+    run to the log): 'runs import ../run.log --model ../m.yaml' looked for ../../m.yaml."""
+    import os
+
+    from planner.specs.loading import resolve
+    from planner.specs.shipped import config_dir
+
+    try:
+        path = resolve(arg, kind)
+    except SpecError:
+        return arg  # an unknown name: the runs file's check names it
+    return arg if config_dir() in path.absolute().parents else os.path.abspath(path)
 
 
 def flagged(entry: dict, gaps: list) -> dict:
