@@ -307,12 +307,20 @@ def _fill_in_recipe(file: str, cluster: str, model: str | None, gaps: list) -> s
 def checked_entries(data: dict, file: str) -> None:
     """Check a log's runs file content as plan calibrate will read it, the values left to fill in (null) aside:
     each given 1, which every check takes (a degree of 1 divides any layout and batch; a dimension of 1 is a
-    positive count): a fill-in is the user's, the rest must already be right."""
+    positive count), but heads the printed kv_heads and a hidden size the heads, which must divide them (a log
+    without hidden_size was refused for 'heads (32) must divide hidden (1)', one without the heads for 'kv_heads
+    (8) must divide heads (1)': a 1 the user never wrote): a fill-in is the user's, the rest must already be right."""
+    def count(value) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     runs = []
     for entry in data["runs"]:
         entry = dict(entry)
         for keys, _ in unstated(entry):
-            entry[keys[0]] = {**entry[keys[0]], keys[1]: 1}
+            part = entry[keys[0]]
+            fill = {("model", "heads"): count(part.get("kv_heads")),
+                    ("model", "hidden"): count(part.get("heads")) or count(part.get("kv_heads"))}.get(keys)
+            entry[keys[0]] = {**part, keys[1]: fill or 1}
         runs.append(entry)
     runs_from_loaded(LoadedYaml(data={**data, "runs": runs}, file=file, lines={}))
 

@@ -261,3 +261,19 @@ def test_the_right_model_passes_with_its_own_sequence_and_megatrons_padded_vocab
         else:
             with pytest.raises(SpecError, match="vocab 129024 \\(the log\\) against 128256"):
                 log_entries(path, cluster="dgx-h100-1024", model="llama3-8b")
+
+
+@pytest.mark.parametrize("framework, line, fill_in", [
+    # the placeholder 1 put in for the check broke a rule with what the log does print: 'heads (32) must divide
+    # hidden (1)' and 'kv_heads (8) must divide heads (1)', values neither the log nor the user wrote
+    ("megatron-bridge", "  hidden_size: 2048  (Mcore default: 0)\n", "runs.0.model.hidden"),
+    ("torchtitan", '  "n_heads": 32,\n', "runs.0.model.heads"),
+])
+def test_a_log_without_a_dimension_is_imported_to_fill_in(tmp_path, framework, line, fill_in):
+    text = read(f"{framework}.log")
+    assert line in text
+    log = tmp_path / f"{framework}.log"
+    log.write_text(text.replace(line, ""))
+    r = CliRunner().invoke(app, ["runs", "import", str(log), "--cluster", "dgx-h100-1024", "-o", str(tmp_path / "runs.yaml")])
+    assert r.exit_code == 0, r.output
+    assert f"fill in: {fill_in}:" in r.output and "must divide" not in r.output
