@@ -341,9 +341,13 @@ def _same_dimensions(stated: dict, model: str, file: str, tp: int = 1) -> None:
     from planner.specs.loading import load_model
 
     spec = load_model(model)
-    differ = [f"{k} {stated[k]} (the log) against {getattr(spec, k)} (--model)" for k in ARCHITECTURE
+    # what a spec leaves out is its default (kv_heads = heads, ffn 4 h, head_dim h / heads): compared as None,
+    # a multi-head --model passed against a log's 8 query groups and a 4 h one against a log's 14336
+    ours = {k: getattr(spec, k, None) for k in ARCHITECTURE} | {
+        "kv_heads": spec.num_kv_heads, "ffn_hidden": spec.ffn, "head_dim": spec.head_width}
+    differ = [f"{k} {stated[k]} (the log) against {ours[k]} (--model)" for k in ARCHITECTURE
               if isinstance(stated.get(k), int) and not isinstance(stated.get(k), bool)
-              and isinstance(getattr(spec, k, None), int) and getattr(spec, k) != stated[k]]
+              and isinstance(ours[k], int) and ours[k] != stated[k]]
     vocab, step = stated.get("vocab"), VOCAB_PAD * max(int(tp or 1), 1)
     if isinstance(vocab, int) and not isinstance(vocab, bool) and not spec.vocab <= vocab <= math.ceil(spec.vocab / step) * step:
         differ.append(f"vocab {vocab} (the log) against {spec.vocab} (--model; padded to at most "
