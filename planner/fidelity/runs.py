@@ -253,14 +253,15 @@ def _from_anywhere(arg: str, kind: str) -> str:
     run to the log): 'runs import ../run.log --model ../m.yaml' looked for ../../m.yaml."""
     import os
 
+    from pathlib import Path
+
     from planner.specs.loading import resolve
-    from planner.specs.shipped import config_dir
 
     try:
         path = resolve(arg, kind)
     except SpecError:
         return arg  # an unknown name: the runs file's check names it
-    return arg if config_dir() in path.absolute().parents else os.path.abspath(path)
+    return os.path.abspath(path) if path == Path(arg) else arg  # else a shipped name, resolved to its file
 
 
 def flagged(entry: dict, gaps: list) -> dict:
