@@ -36,8 +36,8 @@ def render_calibration(cal, data: dict, console) -> None:
     for r in cal.runs:
         mem = "" if r.run.peak_memory_gib is None else f"{r.run.peak_memory_gib:.1f}/{r.fitted_memory_gib:.1f}"
         left = "" if r.loo_error_pct is None else f"{r.loo_error_pct:+.1f}%"
-        t.add_row(escape(printable(r.run.name)), escape(printable(r.run.model.name)), f"{r.run.gpus:,}", layout_cell(r.layout),
-                  f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left,
+        t.add_row(escape(printable(r.run.name)), escape(printable(r.run.model.name)), f"{r.run.gpus:,}",
+                  layout_cell(r.layout), f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left,
                   *((mem,) if memory else ()))
     console.print(t)
     c = Table(title="constants (prior -> fitted, cited bounds)", title_justify="left", box=box.SIMPLE_HEAD,
@@ -120,9 +120,9 @@ def runs_import(
         where = "the runs file" if output is None else clip_file(str(output))
         for i, entry in enumerate(entries):  # what the log does not print: null in the file, to fill in
             for keys, doc in unstated(entry):
-                err.print(f"[yellow]fill in:[/yellow] runs.{i}.{'.'.join(keys)}: {escape(printable(str(entry.get('name'))))}'s log "
-                          f"does not print the {escape(doc)}; set it in {escape(where)} before plan calibrate",
-                          highlight=False, soft_wrap=True)
+                name = escape(printable(str(entry.get("name"))))
+                err.print(f"[yellow]fill in:[/yellow] runs.{i}.{'.'.join(keys)}: {name}'s log does not print the "
+                          f"{escape(doc)}; set it in {escape(where)} before plan calibrate", highlight=False, soft_wrap=True)
 
     run(go)
 

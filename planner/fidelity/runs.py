@@ -252,7 +252,6 @@ def _from_anywhere(arg: str, kind: str) -> str:
     command ran) made absolute, since a runs file's paths are relative to the runs file (and the check of a log's
     run to the log): 'runs import ../run.log --model ../m.yaml' looked for ../../m.yaml."""
     import os
-
     from pathlib import Path
 
     from planner.specs.loading import resolve

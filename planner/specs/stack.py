@@ -132,7 +132,8 @@ class OwnRuns(Spec):
 
     profile: str = Field(min_length=1, max_length=128)
     gpu: str = Field(min_length=1, max_length=128)
-    errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)], Annotated[float, Field(ge=0, le=1e6)]], ...] = Field(
+    errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)],
+                        Annotated[float, Field(ge=0, le=1e6)]], ...] = Field(
         strict=False, max_length=10_000, description="(GPUs, parameters [billions], leave-one-out |error| [%]) per run")
     memory_errors_pct: tuple[float, ...] = Field(default=(), strict=False, max_length=10_000)
     measured: MeasuredRange
