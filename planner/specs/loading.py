@@ -320,7 +320,7 @@ def model_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) 
 def _no_own_runs(stack: Any, loaded: LoadedYaml, where: tuple) -> None:
     """A stack mapping in a file may not state own_runs: --profile sets it from a profile's runs (StackSpec.own_runs),
     and a file's own would price bands from errors no run measured (its lists were refused as 'not a valid tuple')."""
-    if isinstance(stack, dict) and "own_runs" in stack:
+    if isinstance(stack, dict) and stack.get("own_runs") is not None:  # null: a spec's dump (model_dump) states it
         raise SpecError("own_runs is set by --profile from a profile's runs, never in a spec file",
                         file=loaded.file, line=loaded.line_of(where + ("own_runs",)),
                         path=".".join(map(str, where + ("own_runs",))),

@@ -43,3 +43,13 @@ def test_a_stack_file_with_own_runs_is_refused(tmp_path):
     path.write_text(yaml.safe_dump({"kind": "stack", **stack()}))
     r = CliRunner().invoke(app, ["check", str(path)])
     assert r.exit_code == 2 and "own_runs: own_runs is set by --profile" in r.output, r.output
+
+
+def test_a_dumped_spec_with_own_runs_null_still_loads(tmp_path):
+    # a model written from ModelSpec.model_dump states training.stack.own_runs: null (tests/plots writes gpt3-1.3b so)
+    from planner.specs.loading import load_model
+
+    path = tmp_path / "dumped.yaml"
+    path.write_text(yaml.safe_dump(load_model("gpt3-1.3b").model_dump(mode="json")))
+    assert "own_runs: null" in path.read_text()
+    assert load_model(str(path)).training.stack.own_runs is None
