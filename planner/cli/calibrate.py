@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from planner.cli.common import err, out, run
-from planner.errors import clip_file
+from planner.errors import clip_file, printable
 
 RunsArg = Annotated[list[Path], typer.Argument(help=(
     "runs files (*.yaml, kind: runs) or training logs of Megatron-LM, NeMo / Megatron-Bridge, torchtitan or DeepSpeed"))]
@@ -36,8 +36,8 @@ def render_calibration(cal, data: dict, console) -> None:
     for r in cal.runs:
         mem = "" if r.run.peak_memory_gib is None else f"{r.run.peak_memory_gib:.1f}/{r.fitted_memory_gib:.1f}"
         left = "" if r.loo_error_pct is None else f"{r.loo_error_pct:+.1f}%"
-        t.add_row(escape(r.run.name), escape(r.run.model.name), f"{r.run.gpus:,}", layout_cell(r.layout),
-                  f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left,
+        t.add_row(escape(printable(r.run.name)), escape(printable(r.run.model.name)), f"{r.run.gpus:,}",
+                  layout_cell(r.layout), f"{r.run.step_time_s:.3f}", f"{r.fitted_s:.3f}", f"{r.fitted_error_pct:+.1f}%", left,
                   *((mem,) if memory else ()))
     console.print(t)
     c = Table(title="constants (prior -> fitted, cited bounds)", title_justify="left", box=box.SIMPLE_HEAD,
@@ -60,7 +60,7 @@ def render_calibration(cal, data: dict, console) -> None:
         console.print(f"left out: mean |error| {sum(loo) / len(loo):.1f}%, largest {max(loo):.1f}% "
                       f"(each run predicted from the others)", highlight=False)
     for note in cal.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/yellow] {escape(printable(note))}", highlight=False, soft_wrap=True)
 
 
 def calibrate_cmd(
@@ -120,9 +120,9 @@ def runs_import(
         where = "the runs file" if output is None else clip_file(str(output))
         for i, entry in enumerate(entries):  # what the log does not print: null in the file, to fill in
             for keys, doc in unstated(entry):
-                err.print(f"[yellow]fill in:[/yellow] runs.{i}.{'.'.join(keys)}: {escape(str(entry.get('name')))}'s log "
-                          f"does not print the {escape(doc)}; set it in {escape(where)} before plan calibrate",
-                          highlight=False, soft_wrap=True)
+                name = escape(printable(str(entry.get("name"))))
+                err.print(f"[yellow]fill in:[/yellow] runs.{i}.{'.'.join(keys)}: {name}'s log does not print the "
+                          f"{escape(doc)}; set it in {escape(where)} before plan calibrate", highlight=False, soft_wrap=True)
 
     run(go)
 

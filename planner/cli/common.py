@@ -14,7 +14,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from planner.cli import edge
-from planner.errors import InfeasibleError, PlannerError, SpecError, SpecErrors
+from planner.errors import InfeasibleError, PlannerError, SpecError, SpecErrors, clip_file, printable
 
 
 @functools.cache
@@ -77,8 +77,9 @@ def warn_implausible(*specs: Any) -> None:
     _, findings = check_paths(files)
     for f in findings:
         if f.severity == "warning":
-            where = f"{f.file}:{f.line}" if f.line else f.file
-            consoles()[1].print(f"[yellow]warning:[/yellow] {escape(where)}: {escape(f.path or '')}: {escape(f.message)}",
+            where = f"{clip_file(f.file)}:{f.line}" if f.line else clip_file(f.file)  # one line, ESC as \x1b
+            consoles()[1].print(f"[yellow]warning:[/yellow] {escape(where)}: {escape(printable(f.path or ''))}: "
+                                f"{escape(printable(f.message))}",
                                 highlight=False, soft_wrap=True)
 
 

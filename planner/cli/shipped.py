@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from planner.cli.common import out, run
 from planner.cli.layouts import AsJson, ProfileOpt, print_json as _print_json
+from planner.errors import printable
 
 
 def validate(json_out: AsJson = False, profile: ProfileOpt = None) -> None:
@@ -54,7 +55,8 @@ def _profile_table(data: dict) -> None:
     for r in data["runs"]:
         now = "-" if r["predicted_now_s"] is None else f"{r['predicted_now_s']:.4g}"
         left = "-" if r["loo_error_pct"] is None else f"{r['loo_error_pct']:+.1f}%"
-        t.add_row(escape(r["name"]), f"{r['measured_s']:.4g}", f"{r['fitted_s']:.4g}", now, f"{r['error_pct']:+.1f}%", left)
+        t.add_row(escape(printable(r["name"])), f"{r['measured_s']:.4g}", f"{r['fitted_s']:.4g}", now,
+                  f"{r['error_pct']:+.1f}%", left)
     out.print(t)
 
 

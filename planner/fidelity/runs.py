@@ -227,7 +227,9 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
     if cluster is None:
         raise SpecError("a training log names no cluster", file=file, path="--cluster",
                         expected="--cluster NAME (a shipped name or a path)")
-    entry["cluster"] = cluster
+    entry["cluster"] = _from_anywhere(cluster, "cluster")
+    if isinstance(entry.get("model"), str):
+        entry["model"] = _from_anywhere(entry["model"], "model")
     first = ("name", "model", "cluster", "gpus")
     entry = {**{k: entry[k] for k in first if k in entry}, **{k: v for k, v in entry.items() if k not in first}}
     m = entry.get("measured", {})
@@ -243,6 +245,22 @@ def log_entries(path, *, cluster: str | None, model: str | None, flag_unstated: 
         raise SpecError(f"the log does not print {_listed(said)}, which plan calibrate needs", file=file,
                         expected=expected)
     return {"kind": "runs", "runs": [flagged(entry, gaps)]}
+
+
+def _from_anywhere(arg: str, kind: str) -> str:
+    """A --model or --cluster as a runs file states it: a shipped name as given, a path (relative to where the
+    command ran) made absolute, since a runs file's paths are relative to the runs file (and the check of a log's
+    run to the log): 'runs import ../run.log --model ../m.yaml' looked for ../../m.yaml."""
+    import os
+    from pathlib import Path
+
+    from planner.specs.loading import resolve
+
+    try:
+        path = resolve(arg, kind)
+    except SpecError:
+        return arg  # an unknown name: the runs file's check names it
+    return os.path.abspath(path) if path == Path(arg) else arg  # else a shipped name, resolved to its file
 
 
 def flagged(entry: dict, gaps: list) -> dict:
@@ -289,12 +307,20 @@ def _fill_in_recipe(file: str, cluster: str, model: str | None, gaps: list) -> s
 def checked_entries(data: dict, file: str) -> None:
     """Check a log's runs file content as plan calibrate will read it, the values left to fill in (null) aside:
     each given 1, which every check takes (a degree of 1 divides any layout and batch; a dimension of 1 is a
-    positive count): a fill-in is the user's, the rest must already be right."""
+    positive count), but heads the printed kv_heads and a hidden size the heads, which must divide them (a log
+    without hidden_size was refused for 'heads (32) must divide hidden (1)', one without the heads for 'kv_heads
+    (8) must divide heads (1)': a 1 the user never wrote): a fill-in is the user's, the rest must already be right."""
+    def count(value) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     runs = []
     for entry in data["runs"]:
         entry = dict(entry)
         for keys, _ in unstated(entry):
-            entry[keys[0]] = {**entry[keys[0]], keys[1]: 1}
+            part = entry[keys[0]]
+            fill = {("model", "heads"): count(part.get("kv_heads")),
+                    ("model", "hidden"): count(part.get("heads")) or count(part.get("kv_heads"))}.get(keys)
+            entry[keys[0]] = {**part, keys[1]: fill or 1}
         runs.append(entry)
     runs_from_loaded(LoadedYaml(data={**data, "runs": runs}, file=file, lines={}))
 
@@ -315,9 +341,13 @@ def _same_dimensions(stated: dict, model: str, file: str, tp: int = 1) -> None:
     from planner.specs.loading import load_model
 
     spec = load_model(model)
-    differ = [f"{k} {stated[k]} (the log) against {getattr(spec, k)} (--model)" for k in ARCHITECTURE
+    # what a spec leaves out is its default (kv_heads = heads, ffn 4 h, head_dim h / heads): compared as None,
+    # a multi-head --model passed against a log's 8 query groups and a 4 h one against a log's 14336
+    ours = {k: getattr(spec, k, None) for k in ARCHITECTURE} | {
+        "kv_heads": spec.num_kv_heads, "ffn_hidden": spec.ffn, "head_dim": spec.head_width}
+    differ = [f"{k} {stated[k]} (the log) against {ours[k]} (--model)" for k in ARCHITECTURE
               if isinstance(stated.get(k), int) and not isinstance(stated.get(k), bool)
-              and isinstance(getattr(spec, k, None), int) and getattr(spec, k) != stated[k]]
+              and isinstance(ours[k], int) and ours[k] != stated[k]]
     vocab, step = stated.get("vocab"), VOCAB_PAD * max(int(tp or 1), 1)
     if isinstance(vocab, int) and not isinstance(vocab, bool) and not spec.vocab <= vocab <= math.ceil(spec.vocab / step) * step:
         differ.append(f"vocab {vocab} (the log) against {spec.vocab} (--model; padded to at most "

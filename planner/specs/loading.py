@@ -311,7 +311,21 @@ def model_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) 
     if is_hf_config(data):
         spec = hf_import(loaded, data, prefix)[1]
         return validate(ModelSpec, spec.data, spec)
-    return validate(ModelSpec, strip_kind(data, loaded, "model", prefix), loaded, prefix)
+    data = strip_kind(data, loaded, "model", prefix)
+    training = data.get("training") if isinstance(data, dict) else None
+    _no_own_runs(training.get("stack") if isinstance(training, dict) else None, loaded, prefix + ("training", "stack"))
+    return validate(ModelSpec, data, loaded, prefix)
+
+
+def _no_own_runs(stack: Any, loaded: LoadedYaml, where: tuple) -> None:
+    """A stack mapping in a file may not state own_runs: --profile sets it from a profile's runs (StackSpec.own_runs),
+    and a file's own would price bands from errors no run measured (its lists were refused as 'not a valid tuple')."""
+    if isinstance(stack, dict) and stack.get("own_runs") is not None:  # null: a spec's dump (model_dump) states it
+        raise SpecError("own_runs is set by --profile from a profile's runs, never in a spec file",
+                        file=loaded.file, line=loaded.line_of(where + ("own_runs",)),
+                        path=".".join(map(str, where + ("own_runs",))),
+                        expected="no own_runs: calibrate on your runs (plan calibrate RUNS -o profile.yaml) and "
+                        "predict with --profile profile.yaml")
 
 
 def hf_import(loaded: LoadedYaml, config: dict, prefix: tuple = (), name: str | None = None,
@@ -373,8 +387,9 @@ def check_bounds(loaded: LoadedYaml) -> None:
 
 
 def stack_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> StackSpec:
-    data = loaded.data if data is None else data
-    return validate(StackSpec, strip_kind(data, loaded, "stack", prefix), loaded, prefix)
+    data = strip_kind(loaded.data if data is None else data, loaded, "stack", prefix)
+    _no_own_runs(data, loaded, prefix)
+    return validate(StackSpec, data, loaded, prefix)
 
 
 def cluster_from_loaded(loaded: LoadedYaml, data: Any = None, prefix: tuple = ()) -> ClusterSpec:

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from planner.specs.base import PLAIN_NAME, Spec, is_plain_name
-from planner.specs.stack import AxisValue, MeasuredRange
+from planner.specs.stack import AxisValue, MeasuredRange, layout_value_problem
 
 
 class FittedConstant(Spec):
@@ -48,6 +48,16 @@ class ProfileRun(Spec):
     fitted_peak_memory_gib: float = Field(ge=0, le=1e6)
     loo_memory_error_pct: float | None = Field(default=None, ge=-100, le=1e6)
     infeasible: tuple[str, ...] = Field(default=(), strict=False, max_length=32)
+
+    @model_validator(mode="after")
+    def _layout_values(self):
+        """Each layout value of its axis's kind (plan validate --profile replays the run through plan estimate:
+        a hand-edited tp: abc or [1, 2] was 'internal error: TypeError', exit 3)."""
+        for key, value in self.layout.items():
+            problem = layout_value_problem(key, value)
+            if problem:
+                raise ValueError(f"layout {key}: {problem}")
+        return self
 
 
 class ProfileSpec(Spec):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, Strict
+from pydantic import Field, Strict, model_validator
 
 from planner.specs.base import Spec
 from planner.units import US
@@ -81,6 +81,26 @@ class StackGpuConstants(Spec):
 AxisValue = int | bool | str
 
 
+def layout_value_problem(key: str, value) -> str | None:
+    """Why `value` is no value of layout axis `key` as a profile writes it (None: it is one): its kind and
+    choices, a degree or count > 0; stage_layers a list of counts, offload_layers >= 0."""
+    from planner.layout.axes import AXES
+
+    axes = {a.name: a for a in AXES}
+    a = axes.get(key)
+    if key == "stage_layers":
+        ok, expected = isinstance(value, list) and all(n >= 0 for n in value), "a list of layer counts"
+    elif a is None and key != "offload_layers":
+        ok, expected = False, "a layout axis (" + ", ".join(axes) + ")"
+    elif a is not None and a.choices:
+        ok, expected = value in a.choices and type(value) is type(a.choices[0]), f"one of {a.choices}"
+    elif a is not None and a.kind is bool:
+        ok, expected = isinstance(value, bool), "true or false"
+    else:  # a degree or count (offload_layers: the layers offloaded)
+        ok, expected = type(value) is int and value >= (0 if a is None else 1), a.expected if a else "an integer >= 0"
+    return None if ok else f"{value!r} is not {expected}"
+
+
 class MeasuredRange(Spec):
     """What a profile's runs covered (plan calibrate): predictions outside it get wider bands."""
 
@@ -91,6 +111,20 @@ class MeasuredRange(Spec):
     axes: dict[str, Annotated[tuple[AxisValue, ...], Field(strict=False, max_length=1000)]] = Field(default_factory=dict, max_length=32, description=(
         "each layout axis and the values the runs had (one value: never varied)"))
 
+    @model_validator(mode="after")
+    def _ranges(self):
+        """Positive, lowest first, values of their axes: the bands scale by log2 of the ratio to them (a hand-edited
+        gpus: [0, 0] made every band infinite, an axis value 'abc' was 'internal error: ValueError')."""
+        for key in ("gpus", "params_b", "seq_len"):
+            lo, hi = getattr(self, key)
+            if not 0 < lo <= hi:
+                raise ValueError(f"{key} {lo:g}-{hi:g} is no measured range: fewest > 0, then most")
+        for key, values in self.axes.items():
+            problem = next((p for p in map(lambda v: layout_value_problem(key, v), values) if p), None)
+            if problem:
+                raise ValueError(f"axes {key}: {problem}")
+        return self
+
 
 class OwnRuns(Spec):
     """The leave-one-out errors of a profile's runs, which a profiled stack's bands come from
@@ -98,7 +132,8 @@ class OwnRuns(Spec):
 
     profile: str = Field(min_length=1, max_length=128)
     gpu: str = Field(min_length=1, max_length=128)
-    errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)], Annotated[float, Field(ge=0, le=1000)]], ...] = Field(
+    errors: tuple[tuple[Annotated[float, Field(ge=1)], Annotated[float, Field(gt=0)],
+                        Annotated[float, Field(ge=0, le=1e6)]], ...] = Field(
         strict=False, max_length=10_000, description="(GPUs, parameters [billions], leave-one-out |error| [%]) per run")
     memory_errors_pct: tuple[float, ...] = Field(default=(), strict=False, max_length=10_000)
     measured: MeasuredRange

@@ -258,3 +258,23 @@ def test_a_bridge_log_without_model_says_it_does_not_print_the_vocabulary(tmp_pa
     result = invoke("calibrate", runs)
     assert result.exit_code == 0, result.output
     assert "from 1 run" in result.stdout
+
+
+def test_a_model_path_is_found_wherever_the_log_and_the_runs_file_are(tmp_path, monkeypatch):
+    # --model and --cluster paths are relative to where the command runs; a runs file's are relative to the runs
+    # file, and the check of a log's run resolved them against the log's folder: from out/, 'runs import
+    # ../nemo.log --model ../m.yaml' looked for ../../m.yaml ("file not found", exit 2), and a runs file written
+    # to another folder named a model that was not there. Now the runs file states the path absolute.
+    (tmp_path / "out").mkdir()
+    (tmp_path / "nemo.log").write_text((LOGS / "nemo.log").read_text())
+    (tmp_path / "m.yaml").write_text((Path(__file__).resolve().parents[2] / "configs" / "models" / "llama3-8b.yaml").read_text())
+    monkeypatch.chdir(tmp_path / "out")
+    r = runner.invoke(app, ["runs", "import", "../nemo.log", "--cluster", "dgx-h100-1024", "--model", "../m.yaml",
+                            "-o", "runs.yaml"])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "out" / "runs.yaml").read_text()
+    assert f'model: "{tmp_path / "m.yaml"}"' in text and "cluster: dgx-h100-1024" in text  # a shipped name as given
+    (tmp_path / "out" / "deeper").mkdir()
+    (tmp_path / "out" / "deeper" / "runs.yaml").write_text(text.replace("micro_batch: null", "micro_batch: 1"))
+    r = runner.invoke(app, ["calibrate", "deeper/runs.yaml"])
+    assert r.exit_code == 0 and "calibrated megatron-core" in r.output, r.output

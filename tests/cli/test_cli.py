@@ -281,6 +281,19 @@ def test_search_and_estimate_warn_of_a_unit_slip_plan_check_finds(tmp_path):
     assert "warning" not in quiet.stderr
 
 
+def test_a_unit_slip_warning_prints_its_file_name_escaped(tmp_path):
+    # the file's name went to the terminal raw: ESC [31m turned the rest red, ESC ]0;...BEL set the terminal's
+    # title; printed as the visible \x1b and \x07, as every other message prints a file name (planner/errors.py)
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "clusters" / "dgx-a100-1024.yaml"
+    slip = tmp_path / "c\x1b[31mX\x1b]0;t\x07.yaml"
+    slip.write_text(shipped.read_text().replace("network_gbps: 25", "network_gbps: 200"))
+    res = CliRunner().invoke(app, ["search", "gpt3-175b", str(slip), "--gpus", "64", "--top", "1"])
+    assert "200 Gb/s is 25 GB/s" in res.stderr, res.stderr
+    assert "\x1b" not in res.stderr and "\x07" not in res.stderr and "c\\x1b[31mX\\x1b]0;t\\x07.yaml" in res.stderr
+
+
 def test_estimate_names_its_micro_batches_in_text_and_keeps_the_json_key():
     # gpt3-1.3b's global batch is 512 sequences (Brown et al. 2020 Table 2.1: 1M tokens / 2048); on 8 GPUs with
     # tp 1, pp 1: dp 8, micro-batch 1 -> 512 / (8 x 1) = 64 micro-batches per step per data-parallel rank

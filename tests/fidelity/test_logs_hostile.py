@@ -5,6 +5,7 @@ AttributeError", exit 3); a line of repeated heads is read in linear time and a 
 in bounded memory (a 780 kB line took 183 s, a 10 MB list argument 4.9 GB)."""
 from __future__ import annotations
 
+import re
 import time
 import tracemalloc
 from pathlib import Path
@@ -261,3 +262,36 @@ def test_the_right_model_passes_with_its_own_sequence_and_megatrons_padded_vocab
         else:
             with pytest.raises(SpecError, match="vocab 129024 \\(the log\\) against 128256"):
                 log_entries(path, cluster="dgx-h100-1024", model="llama3-8b")
+
+
+@pytest.mark.parametrize("framework, line, fill_in", [
+    # the placeholder 1 put in for the check broke a rule with what the log does print: 'heads (32) must divide
+    # hidden (1)' and 'kv_heads (8) must divide heads (1)', values neither the log nor the user wrote
+    ("megatron-bridge", "  hidden_size: 2048  (Mcore default: 0)\n", "runs.0.model.hidden"),
+    ("torchtitan", '  "n_heads": 32,\n', "runs.0.model.heads"),
+])
+def test_a_log_without_a_dimension_is_imported_to_fill_in(tmp_path, framework, line, fill_in):
+    text = read(f"{framework}.log")
+    assert line in text
+    log = tmp_path / f"{framework}.log"
+    log.write_text(text.replace(line, ""))
+    r = CliRunner().invoke(app, ["runs", "import", str(log), "--cluster", "dgx-h100-1024", "-o", str(tmp_path / "runs.yaml")])
+    assert r.exit_code == 0, r.output
+    assert f"fill in: {fill_in}:" in r.output and "must divide" not in r.output
+
+
+@pytest.mark.parametrize("log, spec, said", [
+    # a --model that leaves kv_heads out has one K/V head per query head (32); the Bridge log prints 8 query groups
+    ("megatron-bridge.log", "layers: 16\nhidden: 2048\nheads: 32\n", "kv_heads 8 (the log) against 32 (--model)"),
+    # one that leaves ffn_hidden out has 4 h = 4 x 4096 = 16384; the Megatron-LM log prints ffn_hidden_size 14336
+    ("megatron.log", "layers: 32\nhidden: 4096\nheads: 32\nkv_heads: 8\n", "ffn_hidden 14336 (the log) against 16384 (--model)"),
+])
+def test_a_model_whose_defaults_differ_from_the_log_is_refused(tmp_path, log, spec, said):
+    # compared as the fields were written, a left-out kv_heads or ffn_hidden (None) matched anything: the fit ran on
+    # the --model's shapes against the log's times, as _same_dimensions is there to prevent
+    from planner.fidelity.runs import log_entries
+
+    model = tmp_path / "m.yaml"
+    model.write_text(f"name: m\n{spec}vocab: 128256\nseq_len: 8192\ntraining: {{global_batch: 32}}\n")
+    with pytest.raises(SpecError, match=re.escape(said)):
+        log_entries(DATA / log, cluster="dgx-h100-1024", model=str(model))

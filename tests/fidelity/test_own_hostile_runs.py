@@ -123,3 +123,65 @@ def test_a_log_run_without_any_layout_gets_each_required_axis_to_fill_in():
     assert out["layout"] == {"tp": None, "pp": None, "micro_batch": None}
     assert list(out["model"]) == ["name", "layers", "hidden", "heads", "vocab", "training"] and out["model"]["vocab"] is None
     assert "layout" not in entry  # the entry given is left as it was
+
+
+def test_a_run_name_of_terminal_escapes_is_printed_escaped(tmp_path):
+    # A run's name is the log's file stem or the runs file's name: ESC [31m (red) and ESC ]0;...BEL (the terminal's
+    # title) reached the terminal raw in calibrate's table, runs import's "fill in:" line and validate --profile's
+    # table; each is printed as the visible \x1b, as the planner prints file names (planner/errors.py printable)
+    hostile = "r\x1b[31mRED\x1b]0;title\x07"
+    runs, profile = tmp_path / "runs.yaml", tmp_path / "profile.yaml"
+    runs.write_text(RUN.format(step=0.5).replace("name: eight", 'name: "r\\e[31mRED\\e]0;title\\a"'))
+    log = tmp_path / f"{hostile}.log"
+    log.write_text((LOGS / "megatron-bridge.log").read_text())
+    for command in (["calibrate", str(runs), "-o", str(profile)], ["validate", "--profile", str(profile)],
+                    ["runs", "import", str(log), "--cluster", "dgx-h100-1024"]):
+        r = runner.invoke(app, command)
+        assert r.exit_code == 0, r.output
+        assert "\x1b" not in r.output and "\x07" not in r.output
+        assert "r\\x1b[31mRED\\x1b]0;title\\x07" in r.output, r.output
+
+
+@pytest.mark.parametrize("value, said", [("abc", "'abc' is not an integer > 0"), ("[1, 2]", "[1, 2] is not an integer > 0"),
+                                         ("true", "True is not an integer > 0")])
+def test_a_hand_edited_profile_layout_is_bad_input(tmp_path, value, said):
+    # plan validate --profile replays each run's layout through plan estimate: tp 'abc' was "internal error:
+    # TypeError: '<=' not supported between instances of 'str' and 'int'" (exit 3)
+    runs, profile = tmp_path / "runs.yaml", tmp_path / "profile.yaml"
+    runs.write_text(RUN.format(step=0.5))
+    assert runner.invoke(app, ["calibrate", str(runs), "-o", str(profile)]).exit_code == 0
+    text = profile.read_text()
+    assert "\n    tp: 1\n" in text
+    profile.write_text(text.replace("\n    tp: 1\n", f"\n    tp: {value}\n", 1))
+    line = text.splitlines().index("  layout:") + 1
+    for command in (["validate", "--profile", str(profile)], ["check", str(profile)]):
+        r = runner.invoke(app, command)
+        assert r.exit_code == 2, r.output
+        assert f"{profile}:{line}: runs.0.layout: layout tp: {said}" in r.output.replace("error ", "error: "), r.output
+
+
+@pytest.mark.parametrize("old, new, said", [
+    # gpus [0, 0]: every band log2(64 / 0) wide, 'step_time_error_pct is infinite' naming no file or field
+    ("  gpus: [8, 8]\n", "  gpus: [0, 0]\n", "measured.gpus: gpus 0-0 is no measured range"),
+    ("  gpus: [8, 8]\n", "  gpus: [16, 8]\n", "measured.gpus: gpus 16-8 is no measured range"),
+    # an axis value the band reads as its axis's: 'internal error: ValueError' (int('abc'), tuple.index)
+    ("    tp: [1]\n", "    tp: [abc]\n", "measured.axes: axes tp: 'abc' is not an integer > 0"),
+    ("    recompute: [none]\n", "    recompute: [bogus]\n", "measured.axes: axes recompute: 'bogus' is not one of"),
+    # a left-out error the run's bounds allow (<= 1e6 %) was refused by --profile's own copy of it (<= 1000):
+    # 'internal error: ValidationError: 1 validation error for OwnRuns'
+    ("  loo_error_pct: null\n", "  loo_error_pct: 1000000\n", None),
+])
+def test_a_hand_edited_profile_range_is_bad_input(tmp_path, old, new, said):
+    runs, profile = tmp_path / "runs.yaml", tmp_path / "profile.yaml"
+    runs.write_text(RUN.format(step=0.5))
+    assert runner.invoke(app, ["calibrate", str(runs), "-o", str(profile)]).exit_code == 0
+    text = profile.read_text()
+    assert old in text
+    profile.write_text(text.replace(old, new, 1))
+    r = runner.invoke(app, ["estimate", "gpt3-1.3b", "dgx-h100-1024", "--gpus", "64", "--tp", "1", "--pp", "1",
+                            "--micro-batch", "1", "--profile", str(profile)])
+    assert "internal error" not in r.output and r.exit_code == (0 if said is None else 2), r.output
+    if said is not None:
+        at = "  axes:" if "axes" in said else old.rstrip("\n")  # the line of the field the message names
+        line = text.splitlines().index(at) + 1
+        assert f"{profile}:{line}: {said}" in r.output, r.output
