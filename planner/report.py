@@ -261,7 +261,7 @@ def _render_split(r: ScoredLayout, console: Console) -> None:
     if split is None or is_even(split):
         return
     if r.stack_split:  # nanotron's own balance: nothing to set
-        console.print(f"stages as the stack splits them by cost (nanotron build_model), layers per rank: {runs(split)}; "
+        console.print(f"stages as the stack splits them by cost (pipeline_split cost_balanced, as nanotron's build_model), layers per rank: {runs(split)}; "
                       "not a setting")
         return
     args = _split_args(r) if not r.hybrid and r.megatron_schedule else []
