@@ -284,6 +284,12 @@ def cost_balanced(model: ModelSpec) -> bool:
             and model.layer_pattern is None)
 
 
+def splits_by_cost(model: ModelSpec, p: int, v: int, v_shape: bool) -> bool:
+    """Whether a pipeline of p ranks, v chunks each (`v_shape`: a V schedule) takes the stack's cost-balanced
+    split: nanotron's builds one chunk a rank under 1F1B; the rest keep the default."""
+    return cost_balanced(model) and p > 1 and v == 1 and not v_shape
+
+
 def cost_balanced_split(model: ModelSpec, p: int) -> list[int]:
     """Decoder layers per rank as nanotron's build_model splits them (src/nanotron/models/base.py, as of
     e24d248 and 2411b02): the pipeline blocks in order - the embedding, the layers, the final norm, the
@@ -332,7 +338,7 @@ def _balanced_ranks(model: ModelSpec, layouts, rank: np.ndarray | None) -> Pipel
         one = layouts.take(np.array([row]))
         wanted = None if rank is None else np.asarray(rank)[:, row] if np.ndim(rank) == 2 else np.atleast_1d(rank)
         p = int(one.pp[0])
-        if p > 1 and int(one.vpp[0]) == 1 and not bool(v_shape[row]):
+        if splits_by_cost(model, p, int(one.vpp[0]), bool(v_shape[row])):
             split = cost_balanced_split(model, p)
             every = split_ranks(model, one, split)
             pick = _balanced_kept(split) if wanted is None else np.minimum(np.asarray(wanted, dtype=np.int64), p - 1)
@@ -404,7 +410,7 @@ def default_split(model: ModelSpec, p: int, v: int, v_shape: bool = False) -> li
     """Transformer layers per virtual stage in schedule order (stage j p + r is chunk j of rank r)
     under the default split (stage_starts; `v_shape`: a V schedule's, `is_v`), or the stack's own
     (`cost_balanced_split`)."""
-    if cost_balanced(model) and p > 1 and v == 1 and not v_shape:
+    if splits_by_cost(model, p, v, v_shape):
         return cost_balanced_split(model, p)
     if not v_shape:
         return split_counts(model.layers, p * v)
@@ -439,15 +445,16 @@ def split_ranks(model: ModelSpec, layout, stage_layers, act_weights: tuple[float
         by_kind = tuple(held_among(lambda x, c=k.chars: pattern_layers_before(model, c, x)).sum(axis=1)[:, None]
                         for k in layer_kinds(model))
     by_rank, moe_by_rank = n.reshape(v, p).T, moe.reshape(v, p).T  # [rank, chunk]
-    flight, flight_moe = np.zeros(p), np.zeros(p)
     if v == 1 and not v_shape:  # one chunk a rank under 1F1B: inflight_chunks is [[min(m, p - r)]], here at once
         ahead = np.minimum(m, p - np.arange(p))  # (a rank per call took 11 s of a 10,000-layer nanotron search)
-        flight[:], flight_moe[:] = by_rank[:, 0] * ahead, moe_by_rank[:, 0] * ahead
-    for r in range(p) if v > 1 or v_shape else ():
-        counts = inflight_chunks(p, v, m, r)
-        held, held_moe = counts @ by_rank[r], counts @ moe_by_rank[r]
-        peak = int(np.argmax((held - held_moe) * act_weights[0] + held_moe * act_weights[1]))
-        flight[r], flight_moe[r] = held[peak], held_moe[peak]
+        flight, flight_moe = by_rank[:, 0] * ahead, moe_by_rank[:, 0] * ahead
+    else:
+        flight, flight_moe = np.zeros(p), np.zeros(p)
+        for r in range(p):
+            counts = inflight_chunks(p, v, m, r)
+            held, held_moe = counts @ by_rank[r], counts @ moe_by_rank[r]
+            peak = int(np.argmax((held - held_moe) * act_weights[0] + held_moe * act_weights[1]))
+            flight[r], flight_moe[r] = held[peak], held_moe[peak]
     rank = np.arange(p)[:, None]
     layers = by_rank.sum(axis=1)[:, None]
     if by_kind is not None:

@@ -304,22 +304,24 @@ def _fill_in_recipe(file: str, cluster: str, model: str | None, gaps: list) -> s
             "then plan calibrate runs.yaml")
 
 
+def _count(value) -> int | None:
+    """`value` if a log's value is an integer (True is an int to Python, not a count), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def checked_entries(data: dict, file: str) -> None:
     """Check a log's runs file content as plan calibrate will read it, the values left to fill in (null) aside:
     each given 1, which every check takes (a degree of 1 divides any layout and batch; a dimension of 1 is a
     positive count), but heads the printed kv_heads and a hidden size the heads, which must divide them (a log
     without hidden_size was refused for 'heads (32) must divide hidden (1)', one without the heads for 'kv_heads
     (8) must divide heads (1)': a 1 the user never wrote): a fill-in is the user's, the rest must already be right."""
-    def count(value) -> int | None:
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
     runs = []
     for entry in data["runs"]:
         entry = dict(entry)
         for keys, _ in unstated(entry):
             part = entry[keys[0]]
-            fill = {("model", "heads"): count(part.get("kv_heads")),
-                    ("model", "hidden"): count(part.get("heads")) or count(part.get("kv_heads"))}.get(keys)
+            fill = {("model", "heads"): _count(part.get("kv_heads")),
+                    ("model", "hidden"): _count(part.get("heads")) or _count(part.get("kv_heads"))}.get(keys)
             entry[keys[0]] = {**part, keys[1]: fill or 1}
         runs.append(entry)
     runs_from_loaded(LoadedYaml(data={**data, "runs": runs}, file=file, lines={}))
@@ -346,10 +348,9 @@ def _same_dimensions(stated: dict, model: str, file: str, tp: int = 1) -> None:
     ours = {k: getattr(spec, k, None) for k in ARCHITECTURE} | {
         "kv_heads": spec.num_kv_heads, "ffn_hidden": spec.ffn, "head_dim": spec.head_width}
     differ = [f"{k} {stated[k]} (the log) against {ours[k]} (--model)" for k in ARCHITECTURE
-              if isinstance(stated.get(k), int) and not isinstance(stated.get(k), bool)
-              and isinstance(ours[k], int) and ours[k] != stated[k]]
-    vocab, step = stated.get("vocab"), VOCAB_PAD * max(int(tp or 1), 1)
-    if isinstance(vocab, int) and not isinstance(vocab, bool) and not spec.vocab <= vocab <= math.ceil(spec.vocab / step) * step:
+              if _count(stated.get(k)) is not None and isinstance(ours[k], int) and ours[k] != stated[k]]
+    vocab, step = _count(stated.get("vocab")), VOCAB_PAD * max(int(tp or 1), 1)
+    if vocab is not None and not spec.vocab <= vocab <= math.ceil(spec.vocab / step) * step:
         differ.append(f"vocab {vocab} (the log) against {spec.vocab} (--model; padded to at most "
                       f"{math.ceil(spec.vocab / step) * step} at tp {tp})")
     if differ:
